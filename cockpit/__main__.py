@@ -1,0 +1,3 @@
+from cockpit.cli import main
+
+raise SystemExit(main())

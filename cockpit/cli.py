@@ -1,0 +1,284 @@
+"""The `cockpit` command: the TUI by default, and every check and action as a subcommand for scripts.
+
+Exit codes are honest: 0 all good, 1 a check found a problem, 2 could not check (bad input,
+unreachable host).  User mistakes print one clear line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+
+from cockpit import __version__
+from cockpit.config import Config, load_config
+from cockpit.errors import CockpitError
+from cockpit.hosts.state import HostState
+from cockpit.telemetry.model import HostSnapshot
+
+EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE = 0, 1, 2
+
+
+def _add_config(parser: argparse.ArgumentParser, top: bool = False) -> None:
+    # Subcommands take --config too; SUPPRESS keeps them from resetting a value given before the command.
+    parser.add_argument("--config", "-c", metavar="FILE", default=None if top else argparse.SUPPRESS, help="config file (default: $XDG_CONFIG_HOME/cockpit/config.toml, else this machine only)")
+    parser.add_argument("--log-commands", action="store_true", default=False if top else argparse.SUPPRESS, help="print every command run on a host to stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cockpit",
+        description="A terminal cockpit for deploying EAGLE-3 drafters with SGLang on GPU hosts. "
+        "With no command, opens the cockpit (the TUI) on the configured hosts, or on this machine.",
+    )
+    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
+    _add_config(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    status = sub.add_parser("status", help="every host and GPU, once or streaming (no TUI)")
+    _add_config(status)
+    status.add_argument("--once", action="store_true", help="sample every host once and exit")
+    status.add_argument("--watch", action="store_true", help="stream the status every interval (the default without --once)")
+    status.add_argument("--json", action="store_true", help="JSON output (with --watch: one object per line)")
+    status.add_argument("--timeout", type=float, default=None, metavar="S", help="give up on a host after S seconds (default: its connect timeout + 15)")
+    status.add_argument("--host", action="append", metavar="NAME", help="only these hosts (repeatable)")
+
+    config = sub.add_parser("config", help="check a config file")
+    config_sub = config.add_subparsers(dest="config_command", metavar="ACTION")
+    check = config_sub.add_parser("check", help="parse and validate a config; exit 0 when it is good")
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--json", action="store_true")
+
+    trust = sub.add_parser("trust", help="show a host's SSH key fingerprint and add it to known_hosts (trust on first use)")
+    _add_config(trust)
+    trust.add_argument("host", metavar="HOST")
+    trust.add_argument("--yes", action="store_true", help="do not ask")
+
+    ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
+    _add_config(ui)
+    return parser
+
+
+# --- status ---------------------------------------------------------------------------------------
+
+
+def _fmt(value, unit: str = "", width: int = 0, digits: int = 0) -> str:
+    if value is None:
+        text = "n/a"
+    elif isinstance(value, float):
+        text = f"{value:.{digits}f}{unit}"
+    else:
+        text = f"{value}{unit}"
+    return text.rjust(width)
+
+
+def render_status_text(snapshots: Sequence[HostSnapshot], now: float) -> str:
+    lines: list[str] = []
+    for snap in snapshots:
+        age = snap.age(now)
+        age_text = f", last sample {age:.1f} s ago" if age is not None else ""
+        header = f"{snap.name}: {snap.state.value}{age_text}"
+        if snap.error:
+            header += f" - {snap.error}"
+        lines.append(header)
+        for gpu in snap.gpus:
+            if gpu.lost:
+                lines.append(f"  GPU {gpu.index:>2}  LOST  {gpu.bus_id or ''}  {'; '.join(gpu.problems)}")
+                continue
+            mem = f"{_fmt(gpu.memory_used_mib)}/{_fmt(gpu.memory_total_mib)} MiB"
+            power = f"{_fmt(gpu.power_w, ' W', 0, 0)}/{_fmt(gpu.power_limit_w, ' W', 0, 0)}"
+            lines.append(
+                f"  GPU {gpu.index:>2}  {(gpu.name or '?')[:22]:<22} {mem:>22}  {power:>13}  "
+                f"util {_fmt(gpu.utilization_pct, '%', 4)}  {_fmt(gpu.temperature_c, ' C', 5)}"
+                + (f"  ! {'; '.join(gpu.problems)}" if gpu.problems else "")
+            )
+        if snap.processes:
+            for proc in snap.processes:
+                where = f"GPU {proc.gpu_index}" if proc.gpu_index is not None else (proc.gpu_uuid or "GPU ?")
+                lines.append(f"  pid {proc.pid:>7}  {(proc.name or '?')[:30]:<30} {_fmt(proc.used_memory_mib, ' MiB', 10)}  {where}")
+        elif snap.state.reached and snap.gpus:
+            lines.append("  no compute processes")
+    return "\n".join(lines)
+
+
+def status_exit_code(snapshots: Sequence[HostSnapshot]) -> int:
+    if any(not s.state.reached for s in snapshots):
+        return EXIT_UNREACHABLE
+    if any(s.state is HostState.DRIVER_ERROR for s in snapshots):
+        return EXIT_PROBLEM
+    return EXIT_OK
+
+
+def _select_hosts(config: Config, names: list[str] | None) -> Config:
+    if not names:
+        return config
+    from dataclasses import replace
+
+    return replace(config, hosts=tuple(config.host(n) for n in names))
+
+
+async def _status_once(config: Config, args) -> int:
+    from cockpit.telemetry.hub import TelemetryHub
+
+    hub = TelemetryHub(config)
+    _attach_command_echo(hub.log, args)
+    try:
+        snapshots = await hub.sample_once(args.timeout)
+    finally:
+        await hub.stop()
+    now = time.time()
+    if args.json:
+        print(json.dumps({"hosts": [s.to_json(now) for s in snapshots]}, indent=2))
+    else:
+        print(render_status_text(snapshots, now))
+    return status_exit_code(snapshots)
+
+
+async def _status_watch(config: Config, args) -> int:
+    from cockpit.telemetry.hub import TelemetryHub
+
+    hub = TelemetryHub(config)
+    _attach_command_echo(hub.log, args)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    hub.start()
+    interval = config.telemetry.interval_ms / 1000.0
+    try:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+            now = time.time()
+            snapshots = [hub.latest[h.name] for h in config.hosts]
+            try:
+                if args.json:
+                    sys.stdout.write(json.dumps({"time": now, "hosts": [s.to_json(now) for s in snapshots]}) + "\n")
+                else:
+                    stamp = time.strftime("%H:%M:%S", time.localtime(now))
+                    sys.stdout.write(f"--- {stamp}\n{render_status_text(snapshots, now)}\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                break  # the reader went away (| head, a dropped terminal): stop quietly
+    finally:
+        await hub.stop()
+    return EXIT_OK
+
+
+def _attach_command_echo(log, args) -> None:
+    if getattr(args, "log_commands", False):
+        def echo(record):
+            if record.finished_at is None:
+                print(f"[{record.host}] $ {record.command}", file=sys.stderr)
+            else:
+                print(f"[{record.host}] exit {record.exit_status}" + (f" ({record.error})" if record.error else "") + f": {record.command}", file=sys.stderr)
+        log.subscribe(echo)
+
+
+def cmd_status(args) -> int:
+    config = _select_hosts(load_config(args.config), args.host)
+    if args.once:
+        return asyncio.run(_status_once(config, args))
+    return asyncio.run(_status_watch(config, args))
+
+
+def cmd_config_check(args) -> int:
+    config = load_config(args.file)
+    if args.json:
+        print(json.dumps({"ok": True, "file": args.file, "hosts": [
+            {"name": h.name, "local": h.local, "address": h.address, "user": h.user, "port": h.port,
+             "jump_host": h.jump_host, "roles": list(h.roles), "connect_timeout": h.connect_timeout}
+            for h in config.hosts]}, indent=2))
+    else:
+        print(f"{args.file}: OK, {len(config.hosts)} host(s)")
+        for host in config.hosts:
+            roles = f" [{', '.join(host.roles)}]" if host.roles else ""
+            via = f" via {host.jump_host}" if host.jump_host else ""
+            print(f"  {host.label}{via}{roles}")
+    return EXIT_OK
+
+
+def cmd_trust(args) -> int:
+    from cockpit.hosts.commandlog import CommandLog
+    from cockpit.hosts.pool import TransportPool
+    from cockpit.hosts.ssh import SshTransport, fingerprint, known_hosts_entry_name, trust_host_key
+
+    config = load_config(args.config)
+    host = config.host(args.host)
+    if host.local:
+        raise CockpitError(f"host '{host.name}' is local: there is no SSH host key to trust")
+
+    async def go() -> int:
+        pool = TransportPool(config, CommandLog())
+        transport = pool.get(host)
+        assert isinstance(transport, SshTransport)
+        try:
+            key, name, port = await transport.fetch_host_key()
+            if key is None:
+                print(f"cockpit: could not reach {host.label} to read its host key", file=sys.stderr)
+                return EXIT_UNREACHABLE
+            entry = known_hosts_entry_name(name, port)
+            print(f"{entry} offers {fingerprint(key)}")
+            print(f"It will be added to {transport.known_hosts_path}.")
+            if not args.yes:
+                if not sys.stdin.isatty():
+                    print("cockpit: not a terminal: pass --yes to trust this key", file=sys.stderr)
+                    return EXIT_PROBLEM
+                answer = input("Trust this key? Compare the fingerprint with the host's owner first [y/N] ")
+                if answer.strip().lower() not in ("y", "yes"):
+                    print("Not trusted.")
+                    return EXIT_PROBLEM
+            entry, fp, path = await trust_host_key(transport)
+            print(f"Trusted {entry} ({fp}) in {path}")
+            return EXIT_OK
+        finally:
+            await pool.close()
+
+    return asyncio.run(go())
+
+
+def cmd_ui(args) -> int:
+    config = load_config(args.config)
+    from cockpit.ui.app import CockpitApp
+
+    app = CockpitApp(config)
+    app.run()
+    return app.return_code or EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "status":
+            return cmd_status(args)
+        if args.command == "config":
+            if args.config_command != "check":
+                parser.parse_args(["config", "--help"])
+            return cmd_config_check(args)
+        if args.command == "trust":
+            return cmd_trust(args)
+        return cmd_ui(args)
+    except CockpitError as exc:
+        print(f"cockpit: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and closed: not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

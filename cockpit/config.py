@@ -1,0 +1,337 @@
+"""The cockpit's TOML config: hosts, SSH settings and telemetry rates.
+
+Every error names the file, the line and the key, so a typo in a 200-line config is found at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import getpass
+import re
+import socket
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cockpit.errors import ConfigError
+from cockpit.paths import default_config_path
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str
+    address: str | None = None
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    jump_host: str | None = None
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    roles: tuple[str, ...] = ()
+    local: bool = False
+    keepalive_interval: float = 15.0
+    max_channels: int = 8
+    nvidia_smi: str = "nvidia-smi"
+    telemetry: str = "auto"  # auto | smi | nvml (nvml only for a local host)
+    python: str = "python3"
+    known_hosts: str | None = None
+    accent: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.local:
+            return f"{self.name} (local)"
+        target = self.address or self.name
+        if self.user:
+            target = f"{self.user}@{target}"
+        if self.port:
+            target = f"{target}:{self.port}"
+        return f"{self.name} ({target})"
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    known_hosts: str = "~/.ssh/known_hosts"
+    config_files: tuple[str, ...] = ("~/.ssh/config",)
+    stagger_ms: int = 50
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    interval_ms: int = 1000
+    processes_interval_s: float = 5.0
+    history: int = 300
+    stale_after_s: float | None = None  # default: max(3 intervals, 5 s)
+
+    @property
+    def stale_after(self) -> float:
+        if self.stale_after_s is not None:
+            return self.stale_after_s
+        return max(3 * self.interval_ms / 1000.0, 5.0)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    hosts: tuple[HostConfig, ...]
+    ssh: SshSettings = field(default_factory=SshSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    text: str = field(default="", compare=False, repr=False)
+
+    def host(self, name: str) -> HostConfig:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        known = ", ".join(h.name for h in self.hosts) or "none"
+        hint = difflib.get_close_matches(name, [h.name for h in self.hosts], n=1)
+        extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+        where = str(self.path) if self.path else "the config"
+        raise ConfigError(where, f"no host named '{name}'{extra}; hosts: {known}")
+
+
+# --- locating keys in the source text -------------------------------------------------------------
+
+_HEADER_RE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY_RE = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.-]+)\s*=")
+
+
+def _split_dotted(text: str) -> list[str]:
+    parts, buf, quote = [], "", None
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                buf += ch
+        elif ch in "\"'":
+            quote = ch
+        elif ch == ".":
+            parts.append(buf.strip())
+            buf = ""
+        else:
+            buf += ch
+    parts.append(buf.strip())
+    return parts
+
+
+def locate(text: str, table: tuple[str, ...], key: str | None = None) -> int | None:
+    """Line number (1-based) of ``key`` inside ``[table]`` (or of the table header when key is None)."""
+    current: tuple[str, ...] = ()
+    header_line = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER_RE.match(line)
+        if header:
+            current = tuple(_split_dotted(header.group(1)))
+            if current == table:
+                header_line = number
+                if key is None:
+                    return number
+            continue
+        if key is None:
+            continue
+        match = _KEY_RE.match(line)
+        if not match:
+            continue
+        name = tuple(_split_dotted(match.group(1)))
+        if current + name == table + (key,):
+            return number
+    return header_line
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+
+class _Checker:
+    def __init__(self, path: str, text: str):
+        self.path = path
+        self.text = text
+
+    def fail(self, table: tuple[str, ...], key: str | None, message: str) -> ConfigError:
+        return ConfigError(self.path, message, line=locate(self.text, table, key), key=key)
+
+    def unknown_keys(self, table: tuple[str, ...], data: dict[str, Any], allowed: set[str]) -> None:
+        for key in data:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, sorted(allowed), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise self.fail(table, key, f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+
+    def get(self, table, data, key, kind, default, *, minimum=None):
+        if key not in data:
+            return default
+        value = data[key]
+        names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list"}
+        ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok = float(value), True
+        if not ok:
+            raise self.fail(table, key, f"must be {names[kind]}, got {type(value).__name__} {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.fail(table, key, f"must be at least {minimum}, got {value!r}")
+        if kind is str and not value.strip():
+            raise self.fail(table, key, "must not be empty")
+        return value
+
+
+_HOST_KEYS = {
+    "address", "user", "port", "identity_file", "jump_host", "connect_timeout", "roles", "local",
+    "keepalive_interval", "max_channels", "nvidia_smi", "telemetry", "python", "known_hosts", "accent",
+}
+
+
+def _parse_host(check: _Checker, name: str, data: Any) -> HostConfig:
+    table = ("hosts", name)
+    if not isinstance(data, dict):
+        raise check.fail(("hosts",), name, "each host must be a table: [hosts.NAME]")
+    if not HOST_NAME_RE.match(name):
+        raise check.fail(table, None, f"host name '{name}' may hold only letters, digits, '.', '_' and '-'")
+    check.unknown_keys(table, data, _HOST_KEYS)
+    local = check.get(table, data, "local", bool, False)
+    address = check.get(table, data, "address", str, None)
+    if not local and address is None:
+        raise check.fail(table, None, f"host '{name}' needs 'address' (an IP, DNS name or ~/.ssh/config alias) or 'local = true'")
+    if address is not None and (address.startswith("-") or any(c.isspace() for c in address)):
+        raise check.fail(table, "address", f"'{address}' is not a host address")
+    user = check.get(table, data, "user", str, None)
+    if user is not None and (user.startswith("-") or any(c.isspace() or c == "@" for c in user)):
+        raise check.fail(table, "user", f"'{user}' is not a user name")
+    port = check.get(table, data, "port", int, None)
+    if port is not None and not 0 < port < 65536:
+        raise check.fail(table, "port", f"must be between 1 and 65535, got {port}")
+    roles = check.get(table, data, "roles", list, [])
+    for role in roles:
+        if not isinstance(role, str) or not role:
+            raise check.fail(table, "roles", f"roles must be non-empty strings, got {role!r}")
+    telemetry = check.get(table, data, "telemetry", str, "auto")
+    if telemetry not in ("auto", "smi", "nvml"):
+        raise check.fail(table, "telemetry", f"must be 'auto', 'smi' or 'nvml', got '{telemetry}'")
+    if telemetry == "nvml" and not local:
+        raise check.fail(table, "telemetry", "NVML reads only the machine the cockpit runs on: use it with 'local = true'")
+    return HostConfig(
+        name=name,
+        address=address,
+        user=user,
+        port=port,
+        identity_file=check.get(table, data, "identity_file", str, None),
+        jump_host=check.get(table, data, "jump_host", str, None),
+        connect_timeout=check.get(table, data, "connect_timeout", float, DEFAULT_CONNECT_TIMEOUT, minimum=0.1),
+        roles=tuple(roles),
+        local=local,
+        keepalive_interval=check.get(table, data, "keepalive_interval", float, 15.0, minimum=1.0),
+        max_channels=check.get(table, data, "max_channels", int, 8, minimum=1),
+        nvidia_smi=check.get(table, data, "nvidia_smi", str, "nvidia-smi"),
+        telemetry=telemetry,
+        python=check.get(table, data, "python", str, "python3"),
+        known_hosts=check.get(table, data, "known_hosts", str, None),
+        accent=check.get(table, data, "accent", str, None),
+    )
+
+
+def parse_config(text: str, path: str = "<config>") -> Config:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = re.search(r"\(at line (\d+), column \d+\)", message)
+        line = int(match.group(1)) if match else None
+        raise ConfigError(path, f"not valid TOML: {message}", line=line) from None
+    check = _Checker(path, text)
+    check.unknown_keys((), raw, {"hosts", "ssh", "telemetry", "cockpit", "runbook", "sglang", "bench", "ui", "keymap"})
+
+    ssh_raw = raw.get("ssh", {})
+    if not isinstance(ssh_raw, dict):
+        raise check.fail((), "ssh", "must be a table: [ssh]")
+    check.unknown_keys(("ssh",), ssh_raw, {"known_hosts", "config", "stagger_ms", "backoff_initial_s", "backoff_max_s"})
+    config_files = ssh_raw.get("config", ["~/.ssh/config"])
+    if isinstance(config_files, str):
+        config_files = [config_files]
+    if not isinstance(config_files, list) or not all(isinstance(c, str) for c in config_files):
+        raise check.fail(("ssh",), "config", "must be a path or a list of paths")
+    ssh = SshSettings(
+        known_hosts=check.get(("ssh",), ssh_raw, "known_hosts", str, "~/.ssh/known_hosts"),
+        config_files=tuple(config_files),
+        stagger_ms=check.get(("ssh",), ssh_raw, "stagger_ms", int, 50, minimum=0),
+        backoff_initial_s=check.get(("ssh",), ssh_raw, "backoff_initial_s", float, 1.0, minimum=0.01),
+        backoff_max_s=check.get(("ssh",), ssh_raw, "backoff_max_s", float, 60.0, minimum=0.01),
+    )
+
+    tel_raw = raw.get("telemetry", {})
+    if not isinstance(tel_raw, dict):
+        raise check.fail((), "telemetry", "must be a table: [telemetry]")
+    check.unknown_keys(("telemetry",), tel_raw, {"interval_ms", "processes_interval_s", "history", "stale_after_s"})
+    telemetry = TelemetrySettings(
+        interval_ms=check.get(("telemetry",), tel_raw, "interval_ms", int, 1000, minimum=100),
+        processes_interval_s=check.get(("telemetry",), tel_raw, "processes_interval_s", float, 5.0, minimum=0.5),
+        history=check.get(("telemetry",), tel_raw, "history", int, 300, minimum=2),
+        stale_after_s=check.get(("telemetry",), tel_raw, "stale_after_s", float, None, minimum=0.5),
+    )
+
+    hosts_raw = raw.get("hosts", {})
+    if not isinstance(hosts_raw, dict):
+        raise check.fail((), "hosts", "must be a table of hosts: [hosts.NAME]")
+    hosts = tuple(_parse_host(check, name, data) for name, data in hosts_raw.items())
+    names = {h.name for h in hosts}
+    for host in hosts:
+        if host.jump_host and host.jump_host in names and host.jump_host == host.name:
+            raise check.fail(("hosts", host.name), "jump_host", "a host cannot be its own jump host")
+    _check_jump_cycles(check, hosts)
+    return Config(path=Path(path) if path != "<config>" else None, hosts=hosts, ssh=ssh, telemetry=telemetry, raw=raw, text=text)
+
+
+def _check_jump_cycles(check: _Checker, hosts: tuple[HostConfig, ...]) -> None:
+    by_name = {h.name: h for h in hosts}
+    for host in hosts:
+        seen = [host.name]
+        current = host
+        while current.jump_host and current.jump_host in by_name:
+            nxt = by_name[current.jump_host]
+            if nxt.local:
+                raise check.fail(("hosts", current.name), "jump_host", f"'{nxt.name}' is a local host, not an SSH jump host")
+            if nxt.name in seen:
+                chain = " -> ".join(seen + [nxt.name])
+                raise check.fail(("hosts", host.name), "jump_host", f"jump hosts form a loop: {chain}")
+            seen.append(nxt.name)
+            current = nxt
+
+
+def local_only_config() -> Config:
+    """What `cockpit` watches with no config at all: this machine."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname() or "localhost") or "localhost"
+    return Config(path=None, hosts=(HostConfig(name=name, local=True, roles=("local",)),))
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Load the config named on the command line, else the XDG default, else watch this machine only."""
+    if path is None:
+        default = default_config_path()
+        if not default.exists():
+            return local_only_config()
+        path = default
+    path = Path(path).expanduser()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(str(path), "no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(str(path), "is a directory, not a config file") from None
+    except PermissionError:
+        raise ConfigError(str(path), "permission denied") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(str(path), "is not UTF-8 text", line=line) from None
+    return parse_config(text, str(path))
+
+
+def local_username() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return "root"

@@ -1,0 +1,121 @@
+"""The machine the cockpit runs on: commands as asyncio subprocesses, no shell in between."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+
+from cockpit.hosts.transport import MAX_LINE, CommandResult, LineStream, Transport, quote_argv
+
+
+def _not_found(argv: Sequence[str], start: float) -> CommandResult:
+    return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", time.monotonic() - start)
+
+
+class LocalLineStream(LineStream):
+    def __init__(self, log, record, proc: asyncio.subprocess.Process):
+        super().__init__(log, record)
+        self._proc = proc
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        while True:
+            try:
+                line = await self._proc.stderr.readline()
+            except ValueError:
+                continue
+            if not line:
+                return
+            self.stderr_tail.append(line.decode("utf-8", "replace").rstrip("\r\n"))
+
+    async def _readline(self) -> str | None:
+        assert self._proc.stdout is not None
+        while True:
+            try:
+                line = await self._proc.stdout.readline()
+            except (ValueError, asyncio.LimitOverrunError):
+                # A line beyond the reader's limit: skip what is buffered and go on.
+                with contextlib.suppress(Exception):
+                    await self._proc.stdout.read(MAX_LINE)
+                continue
+            if not line:
+                return None
+            return line.decode("utf-8", "replace").rstrip("\r\n")
+
+    async def _stop(self) -> None:
+        if self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.terminate()
+            try:
+                await asyncio.wait_for(self._proc.wait(), 3)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.kill()
+                await self._proc.wait()
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(self._stderr_task, 1)
+        self.exit_status = self._proc.returncode
+
+
+class LocalTransport(Transport):
+    async def connect(self) -> None:
+        return None
+
+    @property
+    def connected(self) -> bool:
+        return True
+
+    async def run(self, argv: Sequence[str], *, timeout: float | None = 30.0, input: str | None = None) -> CommandResult:
+        record = self.log.start(self.name, quote_argv(argv))
+        start = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except (FileNotFoundError, PermissionError, NotADirectoryError):
+            result = _not_found(argv, start)
+            self.log.finish(record, 127, result.stderr)
+            return result
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(input.encode() if input is not None else None), timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            out, err = await proc.communicate()
+            result = CommandResult(tuple(argv), None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), time.monotonic() - start, timed_out=True)
+            self.log.finish(record, None, f"timed out after {timeout} s")
+            return result
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            self.log.finish(record, None, "cancelled")
+            raise
+        result = CommandResult(tuple(argv), proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), time.monotonic() - start)
+        self.log.finish(record, proc.returncode)
+        return result
+
+    async def stream(self, argv: Sequence[str]) -> LineStream:
+        record = self.log.start(self.name, quote_argv(argv), kind="stream")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=MAX_LINE,
+            )
+        except (FileNotFoundError, PermissionError, NotADirectoryError):
+            proc = await asyncio.create_subprocess_exec(
+                "sh", "-c", 'echo "$1: command not found" >&2; exit 127', "sh", str(argv[0]),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )
+        return LocalLineStream(self.log, record, proc)
+
+    async def close(self) -> None:
+        return None

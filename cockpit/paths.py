@@ -1,0 +1,61 @@
+"""XDG base directories and atomic file writes (shared by every package)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+APP = "cockpit"
+
+
+def _xdg(var: str, default: str) -> Path:
+    value = os.environ.get(var)
+    base = Path(value) if value and os.path.isabs(value) else Path.home() / default
+    return base / APP
+
+
+def config_dir() -> Path:
+    return _xdg("XDG_CONFIG_HOME", ".config")
+
+
+def state_dir() -> Path:
+    return _xdg("XDG_STATE_HOME", ".local/state")
+
+
+def data_dir() -> Path:
+    return _xdg("XDG_DATA_HOME", ".local/share")
+
+
+def default_config_path() -> Path:
+    return config_dir() / "config.toml"
+
+
+def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
+    """Write *data* to *path* so that readers see the old file or the new one, never a torn one.
+
+    The bytes go to a temporary file in the same directory, are fsynced, then renamed over the
+    target; the directory is fsynced so the rename itself survives a crash.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

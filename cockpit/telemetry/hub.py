@@ -1,0 +1,90 @@
+"""The telemetry hub: one collector per host, the latest snapshot and a bounded history of each,
+and subscribers (the UI, `status --watch`) told of every new snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from cockpit.config import Config, HostConfig
+from cockpit.hosts.commandlog import CommandLog
+from cockpit.hosts.pool import TransportPool
+from cockpit.hosts.state import HostState
+from cockpit.telemetry.history import HostHistory
+from cockpit.telemetry.model import HostSnapshot
+from cockpit.telemetry.monitor import NvmlMonitor, SmiMonitor, _MonitorBase
+
+Subscriber = Callable[[HostSnapshot], None]
+
+
+def make_monitor(host: HostConfig, config: Config, pool: TransportPool, publish) -> _MonitorBase:
+    transport = pool.get(host)
+    if host.local and host.telemetry in ("auto", "nvml"):
+        nvml = NvmlMonitor.load()
+        if nvml is not None:
+            return NvmlMonitor(host, transport, config.telemetry, publish, config.ssh, nvml=nvml)
+    return SmiMonitor(host, transport, config.telemetry, publish, config.ssh)
+
+
+class TelemetryHub:
+    def __init__(self, config: Config, pool: TransportPool | None = None, log: CommandLog | None = None,
+                 monitor_factory=make_monitor):
+        self.config = config
+        self.pool = pool or TransportPool(config, log)
+        self.log = self.pool.log
+        self.latest: dict[str, HostSnapshot] = {
+            h.name: HostSnapshot(name=h.name, state=HostState.CONNECTING, roles=h.roles) for h in config.hosts
+        }
+        self.history: dict[str, HostHistory] = {h.name: HostHistory(config.telemetry.history) for h in config.hosts}
+        self.monitors: dict[str, _MonitorBase] = {}
+        self._factory = monitor_factory
+        self._subscribers: list[Subscriber] = []
+        self._tasks: list[asyncio.Task] = []
+        self.published = 0
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber) if subscriber in self._subscribers else None
+
+    def publish(self, snapshot: HostSnapshot) -> None:
+        self.published += 1
+        self.latest[snapshot.name] = snapshot
+        self.history[snapshot.name].add(snapshot)
+        for subscriber in list(self._subscribers):
+            subscriber(snapshot)
+
+    def _monitor(self, host: HostConfig) -> _MonitorBase:
+        monitor = self.monitors.get(host.name)
+        if monitor is None:
+            monitor = self.monitors[host.name] = self._factory(host, self.config, self.pool, self.publish)
+        return monitor
+
+    def start(self) -> None:
+        """Start every host's collector, connects staggered so a big fleet does not hit MaxStartups."""
+        stagger = self.config.ssh.stagger_ms / 1000.0
+        for position, host in enumerate(self.config.hosts):
+            self._tasks.append(asyncio.ensure_future(self._run_later(host, position * stagger)))
+
+    async def _run_later(self, host: HostConfig, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        await self._monitor(host).run()
+
+    async def sample_once(self, timeout: float | None = None) -> list[HostSnapshot]:
+        """Every host once, concurrently: what `cockpit status --once` prints."""
+        async def one(host: HostConfig) -> HostSnapshot:
+            snapshot = await self._monitor(host).sample_once(timeout)
+            self.publish(snapshot)
+            return snapshot
+
+        return list(await asyncio.gather(*(one(h) for h in self.config.hosts)))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await self.pool.close()

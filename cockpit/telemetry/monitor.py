@@ -1,0 +1,323 @@
+"""Per-host telemetry collectors.
+
+`SmiMonitor` keeps one `nvidia-smi --query-gpu ... -lms N` process streaming over the host's one
+connection and polls compute processes on a slower clock; `NvmlMonitor` reads a local GPU through
+NVML.  Both publish immutable `HostSnapshot`s through a callback and never raise out of `run()`:
+every failure becomes a host state, followed by a reconnect with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+
+from cockpit.config import HostConfig, SshSettings, TelemetrySettings
+from cockpit.hosts.backoff import Backoff
+from cockpit.hosts.state import HostState
+from cockpit.hosts.transport import Transport, TransportError
+from cockpit.telemetry.model import ComputeProcess, GpuSample, HostSnapshot
+from cockpit.telemetry.smi import (
+    FailureKind,
+    GpuStreamAssembler,
+    LostGpu,
+    apps_query_argv,
+    classify_failure,
+    gpu_query_argv,
+    parse_apps,
+    parse_gpu_table,
+)
+
+Publish = Callable[[HostSnapshot], None]
+
+
+class GpuTableBuilder:
+    """Remembers each GPU's identity so a GPU that falls off the bus keeps its row, marked lost."""
+
+    def __init__(self) -> None:
+        self._by_bus: dict[str, GpuSample] = {}
+
+    def build(self, gpus: list[GpuSample], lost: list[LostGpu]) -> tuple[GpuSample, ...]:
+        for gpu in gpus:
+            if gpu.bus_id:
+                self._by_bus[_norm_bus(gpu.bus_id)] = gpu
+        rows = list(gpus)
+        present = {g.index for g in gpus}
+        for item in lost:
+            known = self._by_bus.get(_norm_bus(item.bus_id or ""))
+            if known is not None and known.index in present:
+                continue
+            index = known.index if known is not None else -1 - len(rows)
+            rows.append(
+                GpuSample(
+                    index=index,
+                    uuid=known.uuid if known else None,
+                    name=known.name if known else None,
+                    bus_id=item.bus_id,
+                    memory_total_mib=known.memory_total_mib if known else None,
+                    problems=(item.message,),
+                    lost=True,
+                )
+            )
+        return tuple(sorted(rows, key=lambda g: g.index))
+
+
+def _norm_bus(bus: str) -> str:
+    bus = bus.lower()
+    # nvidia-smi writes 00000000:3B:00.0 in tables and 0000:3b:00.0 in some messages.
+    return bus[-7:] if len(bus) >= 7 else bus
+
+
+class _MonitorBase:
+    def __init__(self, host: HostConfig, transport: Transport, telemetry: TelemetrySettings, publish: Publish,
+                 ssh: SshSettings | None = None, clock: Callable[[], float] = time.time):
+        self.host = host
+        self.transport = transport
+        self.telemetry = telemetry
+        self._publish = publish
+        self._clock = clock
+        ssh = ssh or SshSettings()
+        self.backoff = Backoff(ssh.backoff_initial_s, ssh.backoff_max_s)
+        self.state = HostState.CONNECTING
+        self.error: str | None = None
+        self.gpus: tuple[GpuSample, ...] = ()
+        self.processes: tuple[ComputeProcess, ...] = ()
+        self.sampled_at: float | None = None
+        self.source: str | None = None
+        self.samples = 0
+        self._table = GpuTableBuilder()
+
+    def snapshot(self) -> HostSnapshot:
+        return HostSnapshot(
+            name=self.host.name, state=self.state, error=self.error, gpus=self.gpus, processes=self.processes,
+            sampled_at=self.sampled_at, source=self.source, roles=self.host.roles,
+        )
+
+    def _emit(self) -> None:
+        self._publish(self.snapshot())
+
+    def _set_state(self, state: HostState, error: str | None = None) -> None:
+        if state != self.state or error != self.error:
+            self.state, self.error = state, error
+            self._emit()
+
+    def _set_processes(self, processes: list[ComputeProcess]) -> None:
+        by_uuid = {g.uuid: g.index for g in self.gpus if g.uuid}
+        fixed = tuple(
+            p if p.gpu_index is not None or p.gpu_uuid not in by_uuid
+            else ComputeProcess(p.pid, p.name, p.used_memory_mib, p.gpu_uuid, by_uuid[p.gpu_uuid])
+            for p in processes
+        )
+        if fixed != self.processes:
+            self.processes = fixed
+            self._emit()
+
+    def _set_gpus(self, gpus: list[GpuSample], lost: list[LostGpu], source: str) -> None:
+        self.gpus = self._table.build(gpus, lost)
+        self.sampled_at = self._clock()
+        self.source = source
+        self.samples += 1
+        self.backoff.reset()
+        if not self.gpus:
+            self.state, self.error = HostState.UP, "nvidia-smi: No devices were found"
+        else:
+            self.state, self.error = HostState.UP, None
+        self._emit()
+
+    async def _watch_staleness(self) -> None:
+        """Mark the host stale when samples stop arriving; the age is shown with it."""
+        stale_after = self.telemetry.stale_after
+        while True:
+            await asyncio.sleep(max(0.5, stale_after / 2))
+            if self.sampled_at is None or self.state not in (HostState.UP, HostState.STALE):
+                continue
+            age = self._clock() - self.sampled_at
+            if age > stale_after:
+                self._set_state(HostState.STALE, f"no sample for {age:.0f} s")
+
+
+class SmiMonitor(_MonitorBase):
+    """Telemetry through nvidia-smi over any transport (SSH or local)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.restart_after = max(30.0, 6 * self.telemetry.stale_after)
+        self.streams_started = 0
+
+    async def sample_once(self, timeout: float | None = None) -> HostSnapshot:
+        """Connect, read every GPU and the compute processes once, and return the snapshot."""
+        timeout = timeout or (self.host.connect_timeout + 15.0)
+        try:
+            await asyncio.wait_for(self._sample_once(), timeout)
+        except asyncio.TimeoutError:
+            if self.state in (HostState.CONNECTING,):
+                self.state, self.error = HostState.UNREACHABLE, f"no answer within {timeout:g} s"
+            else:
+                self.state, self.error = HostState.DRIVER_ERROR, f"nvidia-smi gave no answer within {timeout:g} s"
+        except TransportError as exc:
+            self.state, self.error = exc.state, str(exc)
+        return self.snapshot()
+
+    async def _sample_once(self) -> None:
+        await self.transport.connect()
+        if await self._query_gpus():
+            await self._poll_processes_once()
+
+    async def _query_gpus(self) -> bool:
+        result = await self.transport.run(gpu_query_argv(self.host.nvidia_smi), timeout=30)
+        failure = classify_failure(result.output, result.exit_status)
+        if failure is not None and failure.kind is FailureKind.NO_DEVICES:
+            self._set_gpus([], [], "nvidia-smi")
+            return True
+        if failure is not None:
+            self._set_state(HostState.DRIVER_ERROR, self._failure_text(failure.message))
+            return False
+        if result.timed_out:
+            self._set_state(HostState.DRIVER_ERROR, "nvidia-smi did not answer within 30 s (driver hung?)")
+            return False
+        gpus, lost = parse_gpu_table(result.stdout)
+        if not gpus and not lost:
+            detail = (result.stdout + result.stderr).strip().splitlines()
+            text = detail[-1][:200] if detail else f"exit status {result.exit_status}"
+            self._set_state(HostState.DRIVER_ERROR, f"nvidia-smi gave no GPU rows: {text}")
+            return False
+        self._set_gpus(gpus, lost, "nvidia-smi")
+        return True
+
+    def _failure_text(self, message: str) -> str:
+        if self.host.local and "not found" in message:
+            return "this machine has no NVIDIA GPU driver (nvidia-smi not found)"
+        return message
+
+    async def _poll_processes_once(self) -> None:
+        result = await self.transport.run(apps_query_argv(self.host.nvidia_smi), timeout=30)
+        if result.exit_status == 0:
+            self._set_processes(parse_apps(result.stdout, self.gpus))
+
+    async def _poll_processes(self) -> None:
+        while True:
+            with contextlib.suppress(TransportError):
+                await self._poll_processes_once()
+            await asyncio.sleep(self.telemetry.processes_interval_s)
+
+    async def run(self) -> None:
+        """Monitor forever (until cancelled): connect, stream, and reconnect after any failure."""
+        self._emit()
+        while True:
+            try:
+                await self.transport.connect()
+                if await self._query_gpus():
+                    await self._stream()
+            except TransportError as exc:
+                self._set_state(exc.state, str(exc))
+                if exc.state.needs_user:
+                    # Retrying cannot fix keys; check again slowly in case the user fixed them.
+                    await asyncio.sleep(max(30.0, self.backoff.maximum))
+                    continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a collector must never die silently
+                self._set_state(HostState.DRIVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            await asyncio.sleep(self.backoff.next_delay())
+
+    async def _stream(self) -> None:
+        assembler = GpuStreamAssembler(expected_max_index=max((g.index for g in self.gpus if not g.lost), default=None))
+        recent_text: deque[str] = deque(maxlen=20)
+        stream = await self.transport.stream(gpu_query_argv(self.host.nvidia_smi, self.telemetry.interval_ms))
+        self.streams_started += 1
+        helpers = [
+            asyncio.ensure_future(self._poll_processes()),
+            asyncio.ensure_future(self._watch_staleness()),
+        ]
+        try:
+            async with stream:
+                lines = stream.__aiter__()
+                while True:
+                    try:
+                        line = await asyncio.wait_for(lines.__anext__(), self.restart_after)
+                    except StopAsyncIteration:
+                        break
+                    except asyncio.TimeoutError:
+                        # Nothing for a long time: the link or nvidia-smi is stuck; start over.
+                        raise TransportError(f"no output from nvidia-smi for {self.restart_after:g} s; reconnecting", HostState.STALE) from None
+                    tick = assembler.feed(line)
+                    if tick is None:
+                        if line.strip() and not line[:1].isdigit():
+                            recent_text.append(line.strip())
+                        continue
+                    self._set_gpus(*tick, source="nvidia-smi")
+        finally:
+            for helper in helpers:
+                helper.cancel()
+            for helper in helpers:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await helper
+        # The stream ended: say why.
+        text = "\n".join(recent_text) + "\n" + stream.stderr_text
+        failure = classify_failure(text, stream.exit_status)
+        if failure is not None:
+            self._set_state(HostState.DRIVER_ERROR, self._failure_text(failure.message))
+        elif not self.transport.connected:
+            self._set_state(HostState.UNREACHABLE, "connection lost")
+        else:
+            tail = text.strip().splitlines()
+            why = tail[-1][:200] if tail else f"exit status {stream.exit_status}"
+            self._set_state(HostState.STALE if self.sampled_at else HostState.DRIVER_ERROR, f"nvidia-smi stream ended ({why}); restarting")
+
+
+class NvmlMonitor(_MonitorBase):
+    """Telemetry of the machine the cockpit runs on, through NVML (nvidia-ml-py): no process per sample."""
+
+    def __init__(self, *args, nvml=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.nvml = nvml
+
+    @staticmethod
+    def load():
+        """Initialise NVML, or return None where it is not available (no driver, no GPU)."""
+        from cockpit.telemetry.nvml import nvml_disabled
+
+        if nvml_disabled():
+            return None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            return pynvml
+        except Exception:  # noqa: BLE001 - any failure means: use nvidia-smi instead
+            return None
+
+    def read(self, with_processes: bool = True) -> tuple[list[GpuSample], list[ComputeProcess]]:
+        from cockpit.telemetry.nvml import read_all
+
+        return read_all(self.nvml, with_processes)
+
+    async def sample_once(self, timeout: float | None = None) -> HostSnapshot:
+        gpus, procs = await asyncio.to_thread(self.read)
+        self._set_gpus(gpus, [], "nvml")
+        self._set_processes(procs)
+        return self.snapshot()
+
+    async def run(self) -> None:
+        self._emit()
+        interval = self.telemetry.interval_ms / 1000.0
+        every = max(1, round(self.telemetry.processes_interval_s / interval))
+        watcher = asyncio.ensure_future(self._watch_staleness())
+        tick = 0
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    want_processes = tick % every == 0
+                    gpus, procs = await asyncio.to_thread(self.read, want_processes)
+                    self._set_gpus(gpus, [], "nvml")
+                    if want_processes:
+                        self._set_processes(procs)
+                except Exception as exc:  # noqa: BLE001
+                    self._set_state(HostState.DRIVER_ERROR, f"NVML: {exc}")
+                tick += 1
+                await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            watcher.cancel()
