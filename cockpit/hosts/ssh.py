@@ -213,13 +213,13 @@ class SshTransport(Transport):
             await self.jump.connect()
             tunnel = self.jump.connection
         address = self.host.address or self.name
-        kwargs: dict[str, Any] = {"config": opts["config"], "connect_timeout": opts["connect_timeout"]}
+        kwargs: dict[str, Any] = {"config": opts["config"]}
         if "port" in opts:
             kwargs["port"] = opts["port"]
         if tunnel:
             kwargs["tunnel"] = tunnel
         try:
-            key = await asyncssh.get_server_host_key(address, **kwargs)
+            key = await asyncio.wait_for(asyncssh.get_server_host_key(address, **kwargs), opts["connect_timeout"])
         except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError):
             key = None
         host, port = self.resolved_target()
@@ -255,9 +255,12 @@ class SshTransport(Transport):
             self.log.finish(record, None, "cancelled")
             raise
         status = completed.exit_status
-        if status is None and completed.exit_signal:
-            status = None
-        self.log.finish(record, status)
+        if status is None and not completed.exit_signal:
+            # No exit status and no signal: the channel closed under us, the connection is gone.
+            self.log.finish(record, None, "connection lost")
+            await self._drop()
+            raise Unreachable(f"{self.name}: connection lost while running {argv[0]}")
+        self.log.finish(record, status, f"killed by {completed.exit_signal[0]}" if completed.exit_signal else None)
         return CommandResult(tuple(argv), status, str(completed.stdout or ""), str(completed.stderr or ""), time.monotonic() - start)
 
     async def stream(self, argv: Sequence[str]) -> LineStream:

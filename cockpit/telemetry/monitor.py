@@ -158,6 +158,8 @@ class SmiMonitor(_MonitorBase):
                 self.state, self.error = HostState.DRIVER_ERROR, f"nvidia-smi gave no answer within {timeout:g} s"
         except TransportError as exc:
             self.state, self.error = exc.state, str(exc)
+        except Exception as exc:  # noqa: BLE001 - one host's surprise must not sink the others
+            self.state, self.error = HostState.DRIVER_ERROR, f"internal error: {type(exc).__name__}: {exc}"
         return self.snapshot()
 
     async def _sample_once(self) -> None:

@@ -37,7 +37,7 @@ NOT_REPORTED = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unsupporte
 FAULTS = {"[Unknown Error]", "Unknown Error", "ERR!", "[ERR!]", "[GPU is lost]", "[Insufficient Permissions]", "[Requested functionality has been deprecated]"}
 
 _UNIT_RE = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(?:MiB|W|%|MHz|C)?$")
-_LOST_RE = re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*([0-9A-Fa-f:.]+)?:?\s*(.*)")
+_LOST_RE = re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])?:?\s*(.*)")
 
 
 def gpu_query_argv(nvidia_smi: str = "nvidia-smi", interval_ms: int | None = None) -> list[str]:

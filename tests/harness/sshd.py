@@ -45,6 +45,8 @@ class SshdHarness:
         self.port = port or free_port()
         self.scenario_dir = self.root / "scenarios"
         self.scenario_dir.mkdir(exist_ok=True)
+        self.home = self.root / "home"
+        self.home.mkdir(exist_ok=True)
         self.host_key = self.root / "ssh_host_ed25519_key"
         self.client_key = self.root / "id_client"
         self.other_key = self.root / "id_other"
@@ -83,7 +85,9 @@ class SshdHarness:
             "MaxStartups 200:30:400",
             "LogLevel ERROR",
             "Subsystem sftp internal-sftp",
-            f"SetEnv PATH={STANDIN_DIR}:/usr/local/bin:/usr/bin:/bin NVIDIA_SMI_STANDIN_DIR={self.scenario_dir}",
+            # Sessions get their own empty HOME: the test machine's shell rc files (pyenv init and
+            # the like) must not run, slow down or hang the commands under test.
+            f"SetEnv PATH={STANDIN_DIR}:/usr/local/bin:/usr/bin:/bin NVIDIA_SMI_STANDIN_DIR={self.scenario_dir} HOME={self.home}",
         ]
         path.write_text("\n".join(lines) + "\n")
         return path

@@ -1,0 +1,179 @@
+"""The cockpit TUI: one pane per host, a command log, keyboard first.
+
+Collectors run as asyncio tasks in the TelemetryHub; they publish snapshots that become messages
+to the app, and only the app's handlers change widgets.
+"""
+
+from __future__ import annotations
+
+import os
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Footer, Header, Static
+
+from cockpit import __version__
+from cockpit.config import Config
+from cockpit.hosts.commandlog import CommandRecord
+from cockpit.telemetry.hub import TelemetryHub
+from cockpit.telemetry.model import HostSnapshot
+from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.widgets.command_log import CommandLogPane
+from cockpit.ui.widgets.host_pane import HostPane
+
+
+class HostUpdated(Message):
+    def __init__(self, snapshot: HostSnapshot):
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class CommandLogged(Message):
+    def __init__(self, record: CommandRecord):
+        super().__init__()
+        self.record = record
+
+
+PANE_HELP = {
+    "host": "A host pane: one line per GPU (memory bar, used/total MiB, power draw/limit, utilisation, "
+    "temperature, power history), then the host's compute processes. The border shows the host state "
+    "and the age of its last sample.",
+    "log": "The command log: every command the cockpit ran on a host, with its exit status.",
+}
+
+
+class CockpitApp(App[int]):
+    TITLE = "cockpit"
+    CSS = """
+    #hosts {
+        height: 1fr;
+    }
+    #empty {
+        padding: 1 2;
+    }
+    .hidden {
+        display: none;
+    }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "quit", id="app.quit"),
+        Binding("question_mark,f1", "help", "help", key_display="?", id="app.help"),
+        Binding("l", "toggle_log", "command log", id="app.toggle_log"),
+        Binding("z", "zoom", "zoom host", id="host.zoom"),
+        Binding("j,down", "focus_next_host", "next host", show=False, id="host.next"),
+        Binding("k,up", "focus_previous_host", "previous host", show=False, id="host.previous"),
+    ]
+
+    def __init__(self, config: Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None):
+        super().__init__()
+        self.config = config
+        self.hub = hub or TelemetryHub(config)
+        self._own_hub = hub is None
+        self.ascii_only = ascii_only if ascii_only is not None else os.environ.get("COCKPIT_ASCII") == "1"
+        self.panes: dict[str, HostPane] = {}
+        self.zoomed: str | None = None
+        self.updates_handled = 0
+        self._unsubscribe: list = []
+
+    # --- layout -----------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with VerticalScroll(id="hosts"):
+            if not self.config.hosts:
+                yield Static("No hosts configured. Add [hosts.NAME] tables to the config (see sample_configs/).", id="empty")
+            for host in self.config.hosts:
+                pane = HostPane(host, ascii_only=self.ascii_only)
+                self.panes[host.name] = pane
+                yield pane
+        yield CommandLogPane(id="command-log", classes="hidden")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        where = str(self.config.path) if self.config.path else "this machine (no config)"
+        self.sub_title = f"v{__version__} - {where}"
+        self._unsubscribe.append(self.hub.subscribe(lambda snap: self.post_message(HostUpdated(snap))))
+        self._unsubscribe.append(self.hub.log.subscribe(lambda rec: self.post_message(CommandLogged(rec))))
+        for name, snapshot in self.hub.latest.items():
+            if name in self.panes:
+                self.panes[name].show(snapshot, self.hub.history.get(name))
+        if self._own_hub:
+            self.hub.start()
+        self.set_interval(1.0, self._tick)
+        if self.panes:
+            next(iter(self.panes.values())).focus()
+
+    async def on_unmount(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        if self._own_hub:
+            await self.hub.stop()
+
+    # --- data flow: messages from collectors --------------------------------------------------------
+
+    def on_host_updated(self, message: HostUpdated) -> None:
+        pane = self.panes.get(message.snapshot.name)
+        if pane is not None:
+            self.updates_handled += 1
+            pane.show(message.snapshot, self.hub.history.get(message.snapshot.name))
+
+    def on_command_logged(self, message: CommandLogged) -> None:
+        self.query_one(CommandLogPane).add(message.record)
+
+    def _tick(self) -> None:
+        for pane in self.panes.values():
+            pane.tick()
+
+    # --- actions ------------------------------------------------------------------------------------
+
+    def action_toggle_log(self) -> None:
+        log = self.query_one(CommandLogPane)
+        log.set_class(not log.has_class("hidden"), "hidden")
+
+    def _focused_host(self) -> HostPane | None:
+        focused = self.focused
+        return focused if isinstance(focused, HostPane) else None
+
+    def action_zoom(self) -> None:
+        pane = self._focused_host()
+        if self.zoomed is not None:
+            self.zoomed = None
+            for other in self.panes.values():
+                other.display = True
+            if pane:
+                pane.scroll_visible()
+            return
+        if pane is None:
+            self.notify("Focus a host pane first (j/k or tab)", severity="warning")
+            return
+        self.zoomed = pane.host.name
+        for other in self.panes.values():
+            other.display = other is pane
+
+    def _move_focus(self, step: int) -> None:
+        panes = [p for p in self.panes.values() if p.display]
+        if not panes:
+            return
+        current = self._focused_host()
+        index = panes.index(current) if current in panes else -1
+        target = panes[(index + step) % len(panes)]
+        target.focus()
+        target.scroll_visible()
+
+    def action_focus_next_host(self) -> None:
+        self._move_focus(1)
+
+    def action_focus_previous_host(self) -> None:
+        self._move_focus(-1)
+
+    def action_help(self) -> None:
+        rows = []
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            rows.append((binding.key_display or binding.key.replace("question_mark", "?"), binding.description, binding.id or ""))
+        rows.append(("tab / shift+tab", "move focus between panes", ""))
+        focused = self.focused
+        context = PANE_HELP["log"] if isinstance(focused, CommandLogPane) else PANE_HELP["host"]
+        self.push_screen(HelpScreen(rows, context))

@@ -1,0 +1,135 @@
+"""Pure functions that turn snapshots into Rich text: no widgets, easy to test, cheap to call."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from cockpit.hosts.state import HostState
+from cockpit.telemetry.history import GpuHistory
+from cockpit.telemetry.model import GpuSample, HostSnapshot
+
+SPARK = "▁▂▃▄▅▆▇█"
+ASCII_SPARK = "_.-~=*#@"
+
+STATE_STYLE = {
+    HostState.CONNECTING: "dim",
+    HostState.UP: "bold green",
+    HostState.STALE: "bold yellow",
+    HostState.UNREACHABLE: "bold red",
+    HostState.AUTH_FAILED: "bold red",
+    HostState.HOST_KEY_UNKNOWN: "bold red",
+    HostState.HOST_KEY_CHANGED: "bold white on red",
+    HostState.DRIVER_ERROR: "bold magenta",
+}
+
+
+def sparkline(values: list[float], width: int, top: float | None = None, ascii_only: bool = False) -> str:
+    chars = ASCII_SPARK if ascii_only else SPARK
+    values = values[-width:]
+    if not values:
+        return " " * width
+    high = top if top else max(values)
+    if high <= 0:
+        line = chars[0] * len(values)
+    else:
+        line = "".join(chars[min(len(chars) - 1, max(0, int(v / high * (len(chars) - 1) + 0.5)))] for v in values)
+    return line.rjust(width)
+
+
+def usage_style(fraction: float) -> str:
+    if fraction >= 0.9:
+        return "red"
+    if fraction >= 0.5:
+        return "yellow"
+    return "green"
+
+
+def memory_bar(used: int | None, total: int | None, width: int, ascii_only: bool = False) -> Text:
+    full, empty = ("#", ".") if ascii_only else ("█", "░")
+    if used is None or not total:
+        return Text("?" * width, style="dim")
+    fraction = max(0.0, min(1.0, used / total))
+    filled = int(round(fraction * width))
+    if used > 0 and filled == 0:
+        filled = 1  # a few MiB left behind must be visible: that is what "not clean" looks like
+    bar = Text(full * filled, style=usage_style(fraction))
+    bar.append(empty * (width - filled), style="dim")
+    return bar
+
+
+def _num(value, fmt: str = "{}", missing: str = "n/a") -> str:
+    return missing if value is None else fmt.format(value)
+
+
+def gpu_row(gpu: GpuSample, history: GpuHistory | None, width: int, ascii_only: bool = False, dim: bool = False) -> Text:
+    """One GPU on one line, fitted to `width` columns (80-column terminals get the compact form)."""
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"GPU{gpu.index:>2} ", style="bold")
+    if gpu.lost:
+        line.append("LOST ", style="bold white on red")
+        line.append(gpu.bus_id or "", style="dim")
+        line.append("  " + ("; ".join(gpu.problems))[: max(0, width - 30)], style="red")
+        return line
+    wide = width >= 110
+    bar_width = 16 if wide else 10
+    if wide:
+        line.append(f"{(gpu.name or '?')[:14]:<14} ", style="dim")
+    line.append_text(memory_bar(gpu.memory_used_mib, gpu.memory_total_mib, bar_width, ascii_only))
+    line.append(f" {_num(gpu.memory_used_mib):>6}/{_num(gpu.memory_total_mib):<6}M")
+    power = f"{_num(gpu.power_w, '{:.0f}')}/{_num(gpu.power_limit_w, '{:.0f}')}W"
+    line.append(f" {power:>8}")
+    util = gpu.utilization_pct
+    line.append(f" {_num(util, '{}%'):>4}", style=usage_style((util or 0) / 100) if util is not None else "dim")
+    temp = gpu.temperature_c
+    line.append(f" {_num(temp, '{}C'):>4}", style="red" if temp is not None and temp >= 85 else "")
+    used = len(line.plain)
+    room = width - used - 1
+    if history is not None and room >= 4:
+        spark = sparkline(history.power_w.values(), min(room, 40 if wide else 12), top=gpu.power_limit_w, ascii_only=ascii_only)
+        line.append(" " + spark, style="cyan")
+    if gpu.problems:
+        line.append(" !", style="bold red")
+    if dim:
+        line.stylize("dim")
+    return line
+
+
+def host_title(snapshot: HostSnapshot, label: str, now: float, ascii_only: bool = False) -> Text:
+    title = Text(no_wrap=True)
+    sep = " | " if ascii_only else " · "
+    title.append(label, style="bold")
+    title.append(sep, style="dim")
+    title.append(snapshot.state.value, style=STATE_STYLE[snapshot.state])
+    age = snapshot.age(now)
+    if age is not None and snapshot.state in (HostState.UP, HostState.STALE):
+        title.append(sep, style="dim")
+        title.append(f"{age:.0f}s ago" if age >= 2 else "live", style="yellow" if snapshot.state is HostState.STALE else "dim")
+    if snapshot.roles:
+        title.append(sep, style="dim")
+        title.append(", ".join(snapshot.roles), style="dim")
+    return title
+
+
+def host_body(snapshot: HostSnapshot, histories: dict[int, GpuHistory], width: int, ascii_only: bool = False) -> Text:
+    body = Text(no_wrap=True, overflow="ellipsis")
+    dim = snapshot.state is HostState.STALE
+    if snapshot.error:
+        style = "yellow" if snapshot.state in (HostState.STALE, HostState.CONNECTING, HostState.UP) else "red"
+        body.append(snapshot.error + "\n", style=style)
+    if not snapshot.gpus:
+        if snapshot.state is HostState.CONNECTING:
+            body.append("connecting…" if not ascii_only else "connecting...", style="dim")
+        elif not snapshot.error:
+            body.append("no GPUs reported", style="dim")
+        return body.rstrip() or body
+    for gpu in snapshot.gpus:
+        body.append_text(gpu_row(gpu, histories.get(gpu.index), width, ascii_only, dim))
+        body.append("\n")
+    if snapshot.processes:
+        for proc in snapshot.processes:
+            where = f"GPU{proc.gpu_index}" if proc.gpu_index is not None else "GPU?"
+            body.append(f"  {where:<5} pid {proc.pid:<8} {_num(proc.used_memory_mib, '{} MiB'):>10}  {(proc.name or '?')[:40]}\n", style="yellow")
+    elif snapshot.state.reached:
+        body.append("  no compute processes\n", style="dim")
+    body.rstrip()
+    return body

@@ -1,0 +1,51 @@
+"""`?` / F1: the keys that work right now, and what the focused pane shows."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+    }
+    HelpScreen > VerticalScroll {
+        width: 76;
+        max-width: 95%;
+        height: auto;
+        max-height: 90%;
+        border: round $accent;
+        background: $panel;
+        padding: 0 1;
+    }
+    """
+    BINDINGS = [
+        Binding("escape,q,question_mark,f1", "dismiss", "close", id="help.close"),
+    ]
+
+    def __init__(self, bindings: list[tuple[str, str, str]], context: str):
+        super().__init__()
+        self.rows = bindings
+        self.context = context
+
+    def compose(self) -> ComposeResult:
+        table = Table(show_header=True, header_style="bold", box=None, expand=True)
+        table.add_column("key", style="bold cyan", no_wrap=True)
+        table.add_column("does")
+        table.add_column("id", style="dim", no_wrap=True)
+        for key, description, binding_id in self.rows:
+            table.add_row(key, description, binding_id)
+        with VerticalScroll():
+            yield Static(Text(self.context + "\n", style="italic"))
+            yield Static(table)
+            yield Static(Text("\nesc, q or ? closes this help.", style="dim"))
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)

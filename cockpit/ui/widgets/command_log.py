@@ -1,0 +1,66 @@
+"""The command log pane: every command the cockpit ran on any host, with its exit status."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widgets import RichLog
+
+from cockpit.hosts.commandlog import CommandRecord
+
+
+def format_record(record: CommandRecord) -> Text:
+    stamp = time.strftime("%H:%M:%S", time.localtime(record.finished_at or record.started_at))
+    line = Text()
+    line.append(f"{stamp} ", style="dim")
+    line.append(f"{record.host:<12} ", style="bold")
+    if record.running:
+        line.append("  ... " if record.kind == "run" else "  >>> ", style="cyan")
+    elif record.exit_status == 0:
+        line.append(f"{'ok':>5} ", style="green")
+    else:
+        status = "?" if record.exit_status is None else str(record.exit_status)
+        line.append(f"{status:>5} ", style="bold red")
+    line.append(record.command)
+    if record.error:
+        line.append(f"  ({record.error})", style="red")
+    return line
+
+
+class CommandLogPane(RichLog):
+    DEFAULT_CSS = """
+    CommandLogPane {
+        height: 8;
+        border: round $primary-darken-2;
+        border-title-color: $text-muted;
+    }
+    CommandLogPane:focus {
+        border: round $accent;
+    }
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(max_lines=500, wrap=False, markup=False, auto_scroll=True, **kwargs)
+        self.border_title = "command log"
+        self.shown = 0
+        self.repeats_hidden = 0
+        self._seen_ok: set[tuple[str, str]] = set()
+
+    def add(self, record: CommandRecord) -> None:
+        """Show a command: streams when they start and end, runs when they end.  A command that
+        already succeeded on the same host (the periodic process poll) is counted, not repeated;
+        failures are always shown."""
+        if record.running and record.kind == "run":
+            return
+        key = (record.host, record.command)
+        if not record.running and record.exit_status == 0 and record.kind == "run":
+            if key in self._seen_ok:
+                self.repeats_hidden += 1
+                self.border_title = f"command log · {self.repeats_hidden} repeats of commands shown above"
+                return
+            self._seen_ok.add(key)
+        elif record.exit_status not in (0, None) or record.error:
+            self._seen_ok.discard(key)
+        self.shown += 1
+        self.write(format_record(record))

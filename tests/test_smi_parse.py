@@ -1,0 +1,139 @@
+"""nvidia-smi parsers on the real H200 outputs and on every odd value nvidia-smi prints."""
+
+import pytest
+
+from cockpit.telemetry.monitor import GpuTableBuilder
+from cockpit.telemetry.smi import (
+    GPU_FIELDS,
+    FailureKind,
+    GpuStreamAssembler,
+    LostGpu,
+    classify_failure,
+    gpu_query_argv,
+    header_fields,
+    parse_apps,
+    parse_gpu_line,
+    parse_gpu_table,
+)
+
+FIXTURE_FIELDS = header_fields(
+    "index, uuid, name, pci.bus_id, memory.used [MiB], memory.total [MiB], memory.free [MiB], power.draw [W], "
+    "power.limit [W], utilization.gpu [%], utilization.memory [%], temperature.gpu, clocks.current.sm [MHz], "
+    "clocks.current.memory [MHz], pstate, fan.speed [%], ecc.errors.uncorrected.volatile.total"
+)
+
+
+def test_idle_with_units_and_header(fixtures):
+    gpus, lost = parse_gpu_table((fixtures / "gpu/h200/smi_idle_query.csv").read_text())
+    assert not lost and len(gpus) == 1
+    gpu = gpus[0]
+    assert gpu.index == 0
+    assert gpu.uuid == "GPU-8e692359-ca1c-4b88-ad3e-63bdf1d2fa0f"
+    assert gpu.name == "NVIDIA H200"
+    assert gpu.memory_used_mib == 0 and gpu.memory_total_mib == 143771
+    assert gpu.power_w == pytest.approx(120.48) and gpu.power_limit_w == pytest.approx(700.0)
+    assert gpu.utilization_pct == 0 and gpu.temperature_c == 39
+    assert gpu.sm_clock_mhz == 375 and gpu.mem_clock_mhz == 3201 and gpu.pstate == "P0"
+    assert gpu.problems == ()  # fan.speed [N/A] on a passively cooled card is "not reported", not a fault
+
+
+def test_busy_nounits(fixtures):
+    line = (fixtures / "gpu/h200/smi_busy_stream.csv").read_text().splitlines()[0]
+    gpu = parse_gpu_line(line, FIXTURE_FIELDS)
+    assert gpu.memory_used_mib == 41971 and gpu.power_w == pytest.approx(692.63)
+    assert gpu.utilization_pct == 100 and gpu.temperature_c == 61
+
+
+def test_busy_apps(fixtures):
+    gpus, _ = parse_gpu_table((fixtures / "gpu/h200/smi_busy_query.csv").read_text())
+    procs = parse_apps((fixtures / "gpu/h200/smi_busy_apps.csv").read_text(), gpus)
+    assert len(procs) == 1
+    proc = procs[0]
+    assert (proc.pid, proc.name, proc.used_memory_mib, proc.gpu_index) == (480, "python3", 41962, 0)
+    assert parse_apps((fixtures / "gpu/h200/smi_idle_apps.csv").read_text()) == []
+
+
+def test_stream_of_real_ticks(fixtures):
+    lines = (fixtures / "gpu/h200/smi_stream.csv").read_text().splitlines()
+    assembler = GpuStreamAssembler(FIXTURE_FIELDS)
+    ticks = [t for t in (assembler.feed(line) for line in lines) if t]
+    # One GPU: the first tick is known complete when index 0 repeats, then every line is a tick.
+    assert len(ticks) == len(lines) - 1
+    assert [round(t[0][0].power_w, 2) for t in ticks][:2] == [106.90, 86.41]
+
+
+def row(index, **values):
+    base = {
+        "index": str(index), "uuid": f"GPU-{index}", "name": "NVIDIA H200", "pci.bus_id": f"00000000:{index:02X}:00.0",
+        "memory.used": "0", "memory.total": "143771", "power.draw": "120.00", "power.limit": "700.00",
+        "utilization.gpu": "0", "utilization.memory": "0", "temperature.gpu": "40", "clocks.sm": "345",
+        "clocks.mem": "3201", "pstate": "P0",
+    }
+    base.update(values)
+    return ", ".join(base[f] for f in GPU_FIELDS)
+
+
+def test_eight_gpu_stream_ticks_and_vanishing_gpu():
+    assembler = GpuStreamAssembler()
+    out = [assembler.feed(row(i)) for i in range(8)]
+    assert out == [None] * 8  # first tick: the GPU count is not known yet
+    tick = assembler.feed(row(0))
+    assert [g.index for g in tick[0]] == list(range(8))
+    out = [assembler.feed(row(i)) for i in range(1, 8)]
+    assert [g.index for g in out[-1][0]] == list(range(8)) and out[:-1] == [None] * 6
+    # GPU 7 vanishes: the tick ends when index 0 repeats.
+    assert all(assembler.feed(row(i)) is None for i in range(7))
+    tick = assembler.feed(row(0))
+    assert [g.index for g in tick[0]] == list(range(7))
+
+
+@pytest.mark.parametrize("value, field, expect_problem", [
+    ("[N/A]", "power.draw", False),
+    ("[Not Supported]", "power.draw", False),
+    ("[Unknown Error]", "power.draw", True),
+    ("ERR!", "temperature.gpu", True),
+    ("[GPU is lost]", "memory.used", True),
+    ("12abc", "utilization.gpu", True),
+])
+def test_odd_values_become_none(value, field, expect_problem):
+    gpu = parse_gpu_line(row(3, **{field: value}))
+    attr = {"power.draw": "power_w", "temperature.gpu": "temperature_c", "memory.used": "memory_used_mib", "utilization.gpu": "utilization_pct"}[field]
+    assert getattr(gpu, attr) is None
+    assert bool(gpu.problems) is expect_problem
+    if expect_problem:
+        assert field in gpu.problems[0]
+
+
+def test_lost_gpu_line_keeps_its_row():
+    message = "Unable to determine the device handle for GPU0000:28:00.0: GPU is lost.  Reboot the system to recover this GPU"
+    parsed = parse_gpu_line(message)
+    assert isinstance(parsed, LostGpu) and parsed.bus_id == "0000:28:00.0"
+    builder = GpuTableBuilder()
+    first = builder.build([parse_gpu_line(row(i, **{"pci.bus_id": f"00000000:{0x18 + 0x10 * i:02X}:00.0"})) for i in range(3)], [])
+    assert len(first) == 3
+    later = builder.build([first[0], first[2]], [parsed])
+    assert [g.index for g in later] == [0, 1, 2]
+    assert later[1].lost and later[1].uuid == "GPU-1" and "GPU is lost" in later[1].problems[0]
+
+
+@pytest.mark.parametrize("text, status, kind", [
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.", 9, FailureKind.DRIVER),
+    ("No devices were found", 6, FailureKind.NO_DEVICES),
+    ("Failed to initialize NVML: Driver/library version mismatch", 18, FailureKind.DRIVER),
+    ("bash: line 1: nvidia-smi: command not found", 127, FailureKind.NOT_INSTALLED),
+    ("", 127, FailureKind.NOT_INSTALLED),
+])
+def test_whole_command_failures(text, status, kind):
+    failure = classify_failure(text, status)
+    assert failure is not None and failure.kind is kind
+
+
+def test_garbage_is_never_a_sample():
+    for junk in ["", "garbage", ",,,,", "\x00\xff", "index, uuid", "x, " * 13 + "x", "-1, " + row(0)[3:]]:
+        assert not isinstance(parse_gpu_line(junk), type(parse_gpu_line(row(0))))
+    assert classify_failure("0, GPU-1, NVIDIA H200", 0) is None
+
+
+def test_query_argv_is_a_list_not_a_shell_string():
+    argv = gpu_query_argv("/opt/nv smi/nvidia-smi", 500)
+    assert argv[0] == "/opt/nv smi/nvidia-smi" and argv[-2:] == ["-lms", "500"]

@@ -1,0 +1,106 @@
+"""The Textual app through Pilot, fed by real collectors over the loopback sshd."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cockpit.config import parse_config
+from cockpit.hosts.state import HostState
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.widgets.command_log import CommandLogPane
+from cockpit.ui.widgets.host_pane import HostPane
+from harness.sshd import SshdHarness
+from helpers import eventually
+
+
+def pane_text(app: CockpitApp, name: str) -> str:
+    pane = app.panes[name]
+    return str(pane.render()) if not hasattr(pane, "content") else str(pane.content)
+
+
+@pytest.fixture
+def second_sshd(tmp_path):
+    harness = SshdHarness(tmp_path / "sshd2").start()
+    yield harness
+    harness.stop()
+
+
+async def test_panes_for_every_host_and_gpu_and_values_update(sshd, tmp_path):
+    sshd.scenario({"gpus": 8, "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}],
+                   "set": {"5": {"memory.used": 30000}}})
+    config = parse_config(sshd.config_toml(sshd.host_toml("gpu-server") + "[hosts.here]\nlocal = true\nnvidia_smi = \"/nonexistent/nvidia-smi\"\n", interval_ms=200))
+    app = CockpitApp(config)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert set(app.panes) == {"gpu-server", "here"}
+        await eventually(lambda: app.panes["gpu-server"].snapshot.state is HostState.UP and "pid 4242" in pane_text(app, "gpu-server"),
+                         what="server pane filled")
+        text = pane_text(app, "gpu-server")
+        for index in range(8):
+            assert f"GPU{index:>2}" in text
+        assert "30000/143771" in text
+        assert "no NVIDIA GPU driver" in pane_text(app, "here")
+        # A value changes on the host: the pane follows.
+        sshd.scenario({"gpus": 8, "set": {"5": {"memory.used": 1234}}})
+        await eventually(lambda: "1234/143771" in pane_text(app, "gpu-server"), what="updated value")
+        await eventually(lambda: "no compute processes" in pane_text(app, "gpu-server"), what="process gone")
+        await pilot.press("q")
+    assert app.return_code in (0, None)
+
+
+async def test_host_going_down_does_not_freeze_the_rest(sshd, second_sshd):
+    sshd.scenario({"gpus": 2})
+    second_sshd.scenario({"gpus": 4})
+    hosts = sshd.host_toml("alive") + second_sshd.host_toml("doomed")
+    text = sshd.config_toml(hosts, interval_ms=200, stale_after_s=0.6)
+    # the second sshd has its own host key: trust both in one known_hosts
+    known = sshd.root / "both_known_hosts"
+    known.write_text(sshd.known_hosts.read_text() + second_sshd.known_hosts.read_text())
+    text = text.replace(str(sshd.known_hosts), str(known))
+    app = CockpitApp(parse_config(text))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await eventually(lambda: all(p.snapshot.state is HostState.UP for p in app.panes.values()), what="both up")
+        second_sshd.stop()
+        await eventually(lambda: app.panes["doomed"].snapshot.state in (HostState.STALE, HostState.UNREACHABLE), what="doomed down")
+        assert app.panes["doomed"].has_class("-stale") or app.panes["doomed"].has_class("-down")
+        before = app.hub.monitors["alive"].samples
+        handled = app.updates_handled
+        await asyncio.sleep(1.0)
+        await pilot.pause()
+        assert app.hub.monitors["alive"].samples >= before + 3
+        assert app.updates_handled > handled
+        assert app.panes["alive"].snapshot.state is HostState.UP
+        # the UI still answers keys
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_keys_help_log_zoom(sshd):
+    sshd.scenario({"gpus": 1})
+    config = parse_config(sshd.config_toml(sshd.host_toml("a") + sshd.host_toml("b"), interval_ms=200))
+    app = CockpitApp(config)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await eventually(lambda: app.panes["a"].snapshot.state is HostState.UP, what="up")
+        log = app.query_one(CommandLogPane)
+        assert log.has_class("hidden")
+        await pilot.press("l")
+        assert not log.has_class("hidden")
+        await eventually(lambda: log.shown > 0, what="commands in the log")
+        assert isinstance(app.focused, HostPane) and app.focused.host.name == "a"
+        await pilot.press("j")
+        assert app.focused.host.name == "b"
+        await pilot.press("z")
+        assert app.zoomed == "b" and not app.panes["a"].display
+        await pilot.press("z")
+        assert app.zoomed is None and app.panes["a"].display
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        keys = [row[2] for row in app.screen.rows]
+        assert "app.quit" in keys and "host.zoom" in keys
+        await pilot.press("q")
+        await pilot.press("q")
+    assert not app.is_running
