@@ -21,6 +21,19 @@ def _try(problems: list[str], field: str, fn, *args) -> Any:
         return None
 
 
+def _memory_info(nvml, handle, problems: list[str]):
+    """Memory as nvidia-smi reports it.  The v1 call counts the driver's reserved memory as used
+    (615 MiB on an idle H200, measured): that would make every idle GPU look dirty.  The v2 call
+    reports reserved apart, and its `used` matches nvidia-smi's memory.used."""
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+        except Exception:  # noqa: BLE001 - drivers before R510 lack v2
+            pass
+    return _try(problems, "memory", nvml.nvmlDeviceGetMemoryInfo, handle)
+
+
 def _process_name(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as handle:
@@ -41,7 +54,7 @@ def read_all(nvml, with_processes: bool = True) -> tuple[list[GpuSample], list[C
             gpus.append(GpuSample(index=index, problems=(f"handle: {exc}",), lost="lost" in str(exc).lower()))
             continue
         uuid = _try(problems, "uuid", nvml.nvmlDeviceGetUUID, handle)
-        memory = _try(problems, "memory", nvml.nvmlDeviceGetMemoryInfo, handle)
+        memory = _memory_info(nvml, handle, problems)
         power = _try(problems, "power.draw", nvml.nvmlDeviceGetPowerUsage, handle)
         limit = _try(problems, "power.limit", nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
         util = _try(problems, "utilization", nvml.nvmlDeviceGetUtilizationRates, handle)
