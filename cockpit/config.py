@@ -64,7 +64,8 @@ class SshSettings:
 @dataclass(frozen=True)
 class TelemetrySettings:
     interval_ms: int = 1000
-    processes_interval_s: float = 5.0
+    processes_interval_s: float = 5.0  # poll compute processes at most this often, when GPU memory moved
+    processes_max_age_s: float = 30.0  # and at least this often when nothing moved
     history: int = 300
     stale_after_s: float | None = None  # default: max(3 intervals, 5 s)
 
@@ -264,10 +265,11 @@ def parse_config(text: str, path: str = "<config>") -> Config:
     tel_raw = raw.get("telemetry", {})
     if not isinstance(tel_raw, dict):
         raise check.fail((), "telemetry", "must be a table: [telemetry]")
-    check.unknown_keys(("telemetry",), tel_raw, {"interval_ms", "processes_interval_s", "history", "stale_after_s"})
+    check.unknown_keys(("telemetry",), tel_raw, {"interval_ms", "processes_interval_s", "processes_max_age_s", "history", "stale_after_s"})
     telemetry = TelemetrySettings(
         interval_ms=check.get(("telemetry",), tel_raw, "interval_ms", int, 1000, minimum=100),
         processes_interval_s=check.get(("telemetry",), tel_raw, "processes_interval_s", float, 5.0, minimum=0.5),
+        processes_max_age_s=check.get(("telemetry",), tel_raw, "processes_max_age_s", float, 30.0, minimum=0.5),
         history=check.get(("telemetry",), tel_raw, "history", int, 300, minimum=2),
         stale_after_s=check.get(("telemetry",), tel_raw, "stale_after_s", float, None, minimum=0.5),
     )

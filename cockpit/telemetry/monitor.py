@@ -145,6 +145,18 @@ class SmiMonitor(_MonitorBase):
         super().__init__(*args, **kwargs)
         self.restart_after = max(30.0, 6 * self.telemetry.stale_after)
         self.streams_started = 0
+        self._last_line = 0.0
+        self._silenced = False
+
+    async def _restart_when_silent(self, stream) -> None:
+        """A stream with no output for restart_after seconds is stuck (link or driver): close it,
+        and the run loop reconnects.  One timer per stream, not one per line."""
+        while True:
+            await asyncio.sleep(self.restart_after / 4)
+            if time.monotonic() - self._last_line > self.restart_after:
+                self._silenced = True
+                await stream.close()
+                return
 
     async def sample_once(self, timeout: float | None = None) -> HostSnapshot:
         """Connect, read every GPU and the compute processes once, and return the snapshot."""
@@ -199,9 +211,18 @@ class SmiMonitor(_MonitorBase):
             self._set_processes(parse_apps(result.stdout, self.gpus))
 
     async def _poll_processes(self) -> None:
+        """Compute processes come and go with GPU memory: poll when memory moved (at most every
+        processes_interval_s), and every processes_max_age_s regardless.  nvidia-smi cannot stream
+        them (a compute-apps loop prints nothing per tick when there is no process)."""
+        polled_memory = None
+        polled_at = 0.0
         while True:
-            with contextlib.suppress(TransportError):
-                await self._poll_processes_once()
+            memory = tuple(g.memory_used_mib for g in self.gpus)
+            age = time.monotonic() - polled_at
+            if memory != polled_memory or age >= self.telemetry.processes_max_age_s:
+                polled_memory, polled_at = memory, time.monotonic()
+                with contextlib.suppress(TransportError):
+                    await self._poll_processes_once()
             await asyncio.sleep(self.telemetry.processes_interval_s)
 
     async def run(self) -> None:
@@ -233,17 +254,12 @@ class SmiMonitor(_MonitorBase):
             asyncio.ensure_future(self._poll_processes()),
             asyncio.ensure_future(self._watch_staleness()),
         ]
+        self._last_line = time.monotonic()
+        helpers.append(asyncio.ensure_future(self._restart_when_silent(stream)))
         try:
             async with stream:
-                lines = stream.__aiter__()
-                while True:
-                    try:
-                        line = await asyncio.wait_for(lines.__anext__(), self.restart_after)
-                    except StopAsyncIteration:
-                        break
-                    except asyncio.TimeoutError:
-                        # Nothing for a long time: the link or nvidia-smi is stuck; start over.
-                        raise TransportError(f"no output from nvidia-smi for {self.restart_after:g} s; reconnecting", HostState.STALE) from None
+                async for line in stream:
+                    self._last_line = time.monotonic()
                     tick = assembler.feed(line)
                     if tick is None:
                         if line.strip() and not line[:1].isdigit():
@@ -257,6 +273,9 @@ class SmiMonitor(_MonitorBase):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await helper
         # The stream ended: say why.
+        if self._silenced:
+            self._silenced = False
+            raise TransportError(f"no output from nvidia-smi for {self.restart_after:g} s; reconnecting", HostState.STALE)
         text = "\n".join(recent_text) + "\n" + stream.stderr_text
         failure = classify_failure(text, stream.exit_status)
         if failure is not None:

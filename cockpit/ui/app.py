@@ -75,6 +75,7 @@ class CockpitApp(App[int]):
         self.panes: dict[str, HostPane] = {}
         self.zoomed: str | None = None
         self.updates_handled = 0
+        self._pending: dict[str, HostSnapshot] = {}
         self._unsubscribe: list = []
 
     # --- layout -----------------------------------------------------------------------------------
@@ -101,7 +102,8 @@ class CockpitApp(App[int]):
                 self.panes[name].show(snapshot, self.hub.history.get(name))
         if self._own_hub:
             self.hub.start()
-        self.set_interval(1.0, self._tick)
+        # One timer paints everything: pending samples and the ages in the titles, in one frame.
+        self.set_interval(max(0.25, min(1.0, self.config.telemetry.interval_ms / 1000.0)), self._flush)
         if self.panes:
             next(iter(self.panes.values())).focus()
 
@@ -114,17 +116,23 @@ class CockpitApp(App[int]):
     # --- data flow: messages from collectors --------------------------------------------------------
 
     def on_host_updated(self, message: HostUpdated) -> None:
-        pane = self.panes.get(message.snapshot.name)
-        if pane is not None:
+        # Coalesced: hosts sample at staggered moments; painting each as it comes would cost a
+        # frame per host per second.  Pending snapshots are painted together by _flush.
+        if message.snapshot.name in self.panes:
             self.updates_handled += 1
-            pane.show(message.snapshot, self.hub.history.get(message.snapshot.name))
+            self._pending[message.snapshot.name] = message.snapshot
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        with self.batch_update():
+            for name, snapshot in pending.items():
+                self.panes[name].show(snapshot, self.hub.history.get(name))
+            for name, pane in self.panes.items():
+                if name not in pending:
+                    pane.tick()
 
     def on_command_logged(self, message: CommandLogged) -> None:
         self.query_one(CommandLogPane).add(message.record)
-
-    def _tick(self) -> None:
-        for pane in self.panes.values():
-            pane.tick()
 
     # --- actions ------------------------------------------------------------------------------------
 

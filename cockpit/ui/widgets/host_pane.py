@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
 
 from cockpit.config import HostConfig
 from cockpit.hosts.state import HostState
@@ -14,13 +16,16 @@ from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui.render import host_body, host_title
 
 
-class HostPane(Static, can_focus=True):
-    """Renders one host.  Fed by the app (`show`); it never reads collectors itself."""
+class HostPane(Widget, can_focus=True):
+    """Renders one host.  Fed by the app (`show`); it never reads collectors itself.
+
+    Its height is set from its line count, so a new sample repaints the pane without a layout
+    pass over the whole screen (the costly part of a Textual refresh)."""
 
     DEFAULT_CSS = """
     HostPane {
         border: round $primary-darken-2;
-        height: auto;
+        height: 3;
         padding: 0 1;
         margin: 0 0 0 0;
     }
@@ -36,12 +41,16 @@ class HostPane(Static, can_focus=True):
     """
 
     def __init__(self, host: HostConfig, ascii_only: bool = False):
-        super().__init__("", id=f"host-{host.name}", classes="host-pane")
+        super().__init__(id=f"host-{host.name}", classes="host-pane")
+        self.body = Text("")
         self.host = host
         self.ascii_only = ascii_only
         self.snapshot = HostSnapshot(name=host.name, state=HostState.CONNECTING, roles=host.roles)
         self.history: HostHistory | None = None
-        self._rendered_body: str | None = None
+        self._signatures: list[tuple] = []
+        self._strips: list[Strip] = []
+        self.lines_repainted = 0
+        self._rendered_title: tuple | None = None
         self._rendered_width = 0
         self.renders = 0
         if host.accent:
@@ -68,17 +77,47 @@ class HostPane(Static, can_focus=True):
         self._refresh_title()
 
     def _refresh_title(self) -> None:
-        self.border_title = host_title(self.snapshot, self.host.label, time.time(), self.ascii_only)
+        title = host_title(self.snapshot, self.host.label, time.time(), self.ascii_only)
+        signature = (title.plain, tuple((s.start, s.end, str(s.style)) for s in title.spans))
+        if signature != self._rendered_title:  # setting an equal title still repaints the pane
+            self._rendered_title = signature
+            self.border_title = title
 
     def _refresh_body(self, force: bool = False) -> None:
         width = max(40, self.content_region.width or self.size.width or 80)
         body: Text = host_body(self.snapshot, self.history.gpus if self.history else {}, width, self.ascii_only)
-        plain = body.plain
-        spans = tuple((s.start, s.end, str(s.style)) for s in body.spans)
-        signature = (plain, spans)
-        if not force and signature == self._rendered_body and width == self._rendered_width:
-            return  # nothing changed on screen: no repaint
-        self._rendered_body = signature
-        self._rendered_width = width
-        self.renders += 1
-        self.update(body)
+        self.body = body
+        lines = body.split("\n", allow_blank=True) if body.plain else [Text("")]
+        signatures = [(line.plain, tuple((s.start, s.end, str(s.style)) for s in line.spans)) for line in lines]
+        height = len(lines) + 2  # lines plus the border
+        if force or width != self._rendered_width or len(signatures) != len(self._signatures):
+            self._signatures = signatures
+            self._strips = [self._strip(line, width) for line in lines]
+            self._rendered_width = width
+            self.renders += 1
+            if self.styles.height is None or self.styles.height.value != height:
+                self.styles.height = height  # only a change of line count costs a layout
+            self.refresh()
+            return
+        # Same shape: repaint only the lines that changed (an idle GPU's line rarely does).
+        for y, (old, new) in enumerate(zip(self._signatures, signatures)):
+            if old != new:
+                self._strips[y] = self._strip(lines[y], width)
+                self.refresh(Region(0, y, width, 1))
+                self.lines_repainted += 1
+        self._signatures = signatures
+
+    def _strip(self, line: Text, width: int) -> Strip:
+        segments = list(line.render(self.app.console, end=""))
+        return Strip(segments).crop_extend(0, width, None)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_region.width or self._rendered_width
+        if 0 <= y < len(self._strips):
+            strip = self._strips[y]
+            return strip if strip.cell_length == width else strip.crop_extend(0, width, None)
+        return Strip.blank(width)
+
+    @property
+    def content(self) -> Text:
+        return self.body

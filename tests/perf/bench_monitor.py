@@ -1,0 +1,215 @@
+"""Monitoring cost: the cockpit against the naive `ssh host nvidia-smi ...` per poll, side by side.
+
+Run on demand (not part of the test suite):
+    python tests/perf/bench_monitor.py [--hosts 1,8,64] [--seconds 20]
+
+N hosts x 8 GPUs at 1 Hz through a real loopback sshd (hosts 127.0.0.1..N, the stand-in nvidia-smi
+behind it).  For each N it measures, each in its own process so CPU time is the cockpit's own:
+  - headless: the TelemetryHub (what `cockpit status --watch` runs);
+  - ui: the real `cockpit` TUI in a pseudo-terminal, its output read and thrown away;
+  - naive: one `ssh host nvidia-smi --query-gpu=...` process per host per second (the deployment's way),
+    CPU of the ssh processes it starts counted.
+It prints CPU seconds per host-sample, % of one core, memory (RSS) after warm-up and at the end,
+and the ratio naive/cockpit.  Remote-side CPU (sshd, nvidia-smi) is not counted for either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import json
+import os
+import pty
+import resource
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent.parent))
+
+from harness.sshd import SshdHarness  # noqa: E402
+
+WARMUP = 5.0
+
+
+def config_text(harness: SshdHarness, hosts: int) -> str:
+    body = "".join(harness.host_toml(f"h{n:02d}", harness.addresses[n]) for n in range(hosts))
+    text = harness.config_toml(body, interval_ms=1000)
+    return text.replace("processes_interval_s = 0.5", "processes_interval_s = 5").replace("stagger_ms = 0", "stagger_ms = 20")
+
+
+def rss_mib(pid: int | None = None) -> float:
+    import psutil
+
+    return psutil.Process(pid or os.getpid()).memory_info().rss / 2**20
+
+
+# --- children ---------------------------------------------------------------------------------------
+
+
+def child_headless(config_path: str, seconds: float) -> None:
+    from cockpit.config import load_config
+    from cockpit.telemetry.hub import TelemetryHub
+
+    async def go():
+        hub = TelemetryHub(load_config(config_path))
+        hub.start()
+        await asyncio.sleep(WARMUP)
+        usage0 = resource.getrusage(resource.RUSAGE_SELF)
+        samples0 = sum(m.samples for m in hub.monitors.values())
+        rss = [rss_mib()]
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            await asyncio.sleep(min(5.0, seconds))
+            rss.append(rss_mib())
+        usage1 = resource.getrusage(resource.RUSAGE_SELF)
+        samples1 = sum(m.samples for m in hub.monitors.values())
+        states = sorted({s.state.value for s in hub.latest.values()})
+        await hub.stop()
+        cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+        print(json.dumps({"cpu_s": cpu, "wall_s": time.monotonic() - start, "samples": samples1 - samples0, "rss": rss, "states": states}))
+
+    asyncio.run(go())
+
+
+# --- measurements -------------------------------------------------------------------------------------
+
+
+def measure_headless(config_path: Path, seconds: float) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child-headless", str(config_path), str(seconds)],
+                         capture_output=True, text=True, timeout=seconds + 120)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_ui(config_path: Path, seconds: float, hosts: int) -> dict:
+    import psutil
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["TERM"] = "xterm-256color"
+        os.execvp(sys.executable, [sys.executable, "-m", "cockpit", "--config", str(config_path)])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
+    proc = psutil.Process(pid)
+    received = 0
+
+    def drain(until: float) -> None:
+        nonlocal received
+        while time.monotonic() < until:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    received += len(os.read(fd, 65536))
+                except OSError:
+                    return
+
+    drain(time.monotonic() + WARMUP)
+    cpu0 = proc.cpu_times()
+    rss = [proc.memory_info().rss / 2**20]
+    start = time.monotonic()
+    bytes0 = received
+    while time.monotonic() - start < seconds:
+        drain(min(start + seconds, time.monotonic() + 5))
+        rss.append(proc.memory_info().rss / 2**20)
+    cpu1 = proc.cpu_times()
+    wall = time.monotonic() - start
+    os.write(fd, b"q")
+    drain(time.monotonic() + 2)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+    cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    return {"cpu_s": cpu, "wall_s": wall, "samples": hosts * wall, "rss": rss, "terminal_bytes_per_s": (received - bytes0) / wall}
+
+
+def measure_naive(harness: SshdHarness, hosts: int, seconds: float) -> dict:
+    from cockpit.telemetry.smi import gpu_query_argv
+
+    query = " ".join(gpu_query_argv())
+    base = ["ssh", "-q", "-p", str(harness.port), "-i", str(harness.client_key), "-o", f"UserKnownHostsFile={harness.known_hosts}",
+            "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
+    before = os.times()
+    start = time.monotonic()
+    polls = ok = 0
+    while time.monotonic() - start < seconds:
+        tick = time.monotonic()
+        procs = [subprocess.Popen(base + [f"root@{harness.addresses[n]}", query], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) for n in range(hosts)]
+        for proc in procs:
+            out, _ = proc.communicate()
+            ok += proc.returncode == 0 and out.count(b"\n") == 8
+        polls += hosts
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return {"cpu_s": cpu, "wall_s": time.monotonic() - start, "samples": ok, "polls": polls}
+
+
+def report(rows: list[tuple]) -> None:
+    print()
+    print(f"{'hosts':>5} {'mode':<9} {'host-samples':>12} {'CPU s':>7} {'% core':>7} {'ms/sample':>10} {'RSS MiB warm→end':>18} {'naive/this':>10}")
+    for hosts, mode, result, ratio in rows:
+        per = 1000 * result["cpu_s"] / max(1, result["samples"])
+        pct = 100 * result["cpu_s"] / result["wall_s"]
+        rss = result.get("rss")
+        rss_text = f"{rss[0]:.0f} → {rss[-1]:.0f}" if rss else "-"
+        ratio_text = f"{ratio:.1f}x" if ratio else "-"
+        print(f"{hosts:>5} {mode:<9} {result['samples']:>12.0f} {result['cpu_s']:>7.2f} {pct:>6.2f}% {per:>10.3f} {rss_text:>18} {ratio_text:>10}")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-headless":
+        child_headless(sys.argv[2], float(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hosts", default="1,8,64")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--modes", default="headless,ui,naive")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.hosts.split(",")]
+    modes = args.modes.split(",")
+    root = Path(tempfile.mkdtemp(prefix="cockpit-bench-"))
+    addresses = [f"127.0.0.{n + 1}" for n in range(max(counts))]
+    harness = SshdHarness(root / "sshd", addresses=addresses).start()
+    harness.scenario({"gpus": 8, "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}]})
+    rows = []
+    try:
+        for hosts in counts:
+            config = root / f"hosts{hosts}.toml"
+            config.write_text(config_text(harness, hosts))
+            results = {}
+            for mode in modes:
+                print(f"measuring {hosts} host(s), {mode}, {args.seconds:g} s ...", flush=True)
+                if mode == "headless":
+                    results[mode] = measure_headless(config, args.seconds)
+                elif mode == "ui":
+                    results[mode] = measure_ui(config, args.seconds, hosts)
+                else:
+                    results[mode] = measure_naive(harness, hosts, args.seconds)
+            naive = results.get("naive")
+            for mode, result in results.items():
+                ratio = None
+                if naive and mode != "naive" and result["cpu_s"] > 0:
+                    ratio = (naive["cpu_s"] / max(1, naive["samples"])) / (result["cpu_s"] / max(1, result["samples"]))
+                rows.append((hosts, mode, result, ratio))
+            report([r for r in rows if r[0] == hosts])
+    finally:
+        harness.stop()
+    print("\nAll runs:")
+    report(rows)
+    print("\nTargets: 8 hosts < 1 % of one core, 64 hosts < 15 %, >= 20x less CPU than naive, RSS flat after warm-up.")
+
+
+if __name__ == "__main__":
+    main()
