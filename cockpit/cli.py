@@ -59,6 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("host", metavar="HOST")
     trust.add_argument("--yes", action="store_true", help="do not ask")
 
+    verify = sub.add_parser("verify", help="are every GPU of HOST clean? exit 0 clean, 1 not clean, 2 could not verify")
+    _add_config(verify)
+    verify.add_argument("host", metavar="HOST")
+    verify.add_argument("--json", action="store_true")
+    verify.add_argument("--max-used-mib", type=int, default=None, metavar="MIB", help="used memory allowed per GPU (default 256)")
+    verify.add_argument("--gpus", default=None, metavar="LIST", help="only these GPU indices, e.g. 0,1,2,3")
+    verify.add_argument("--timeout", type=float, default=None, metavar="S")
+
+    plan = sub.add_parser("plan", help="the runbook: show, run or reset its steps")
+    plan_sub = plan.add_subparsers(dest="plan_command", metavar="ACTION")
+    show = plan_sub.add_parser("show", help="every step with its state and evidence")
+    _add_config(show)
+    show.add_argument("--json", action="store_true")
+    run = plan_sub.add_parser("run", help="run STEP, or every step from the first not yet passed")
+    _add_config(run)
+    run.add_argument("step", nargs="?", metavar="STEP")
+    run.add_argument("--yes", action="store_true", help="confirm destructive steps without asking (the plan is still printed)")
+    run.add_argument("--json", action="store_true")
+    run.add_argument("--force", metavar="STEP", help="skip the gate of STEP (needs --reason; recorded in the audit log)")
+    run.add_argument("--reason", metavar="TEXT", help="why the gate is skipped")
+    reset = plan_sub.add_parser("reset", help="forget the recorded results (of STEP, or of every step)")
+    _add_config(reset)
+    reset.add_argument("step", nargs="?", metavar="STEP")
+
     ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
     _add_config(ui)
     return parser
@@ -247,6 +271,153 @@ def cmd_trust(args) -> int:
     return asyncio.run(go())
 
 
+def _parse_gpu_list(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CockpitError(f"--gpus: '{text}' is not a comma-separated list of GPU indices") from None
+
+
+def cmd_verify(args) -> int:
+    from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, verify_host
+    from cockpit.telemetry.hub import TelemetryHub
+
+    config = load_config(args.config)
+    config.host(args.host)
+    gpus = _parse_gpu_list(args.gpus)
+    limit = args.max_used_mib if args.max_used_mib is not None else DEFAULT_MAX_USED_MIB
+
+    async def go():
+        hub = TelemetryHub(config)
+        _attach_command_echo(hub.log, args)
+        try:
+            return await verify_host(hub, args.host, limit, gpus, timeout=args.timeout)
+        finally:
+            await hub.stop()
+
+    report = asyncio.run(go())
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    elif report.error:
+        print(f"{args.host}: could not verify: {report.error}")
+    elif report.clean:
+        print(f"{args.host}: clean: {len(report.evidence['gpus'])} GPU(s) at or below {limit} MiB, no compute processes")
+    else:
+        print(f"{args.host}: NOT clean:")
+        for reason in report.reasons:
+            print(f"  {reason}")
+    return report.exit_code
+
+
+def _load_runbook(args):
+    from cockpit.runbook.engine import Runbook
+    from cockpit.runbook.spec import parse_runbook
+    from cockpit.telemetry.hub import TelemetryHub
+
+    config = load_config(args.config)
+    spec = parse_runbook(config)
+    if not spec.steps:
+        where = config.path or "the config"
+        raise CockpitError(f"{where} has no runbook: add [[runbook.steps]] tables (see sample_configs/deployment.toml)")
+    hub = TelemetryHub(config)
+    _attach_command_echo(hub.log, args)
+    return Runbook(spec, hub)
+
+
+def _age(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    seconds = time.time() - ts
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def render_plan_text(runbook) -> str:
+    marks = {"passed": "[x]", "failed": "[!]", "running": "[~]", "blocked": "[ ]", "pending": "[ ]", "stale": "[?]"}
+    lines = [f"runbook {runbook.spec.name} (state: {runbook.store.path})"]
+    for number, view in enumerate(runbook.views(), start=1):
+        lock = " LOCKED" if view.locked else ""
+        lines.append(f"{marks[view.state.value]} {number}. {view.spec.name} on {view.spec.host}: {view.state.value}{lock}  - {view.title}")
+        lines.append(f"      {view.why}")
+        for warning in view.warnings:
+            lines.append(f"      warning: {warning}")
+        if view.result is not None:
+            when = _age(view.result.finished_at or view.result.started_at)
+            lines.append(f"      {view.result.message}" + (f" ({when})" if when else ""))
+            if view.result.forced_reason:
+                lines.append(f"      gate skipped on purpose: {view.result.forced_reason}")
+    return "\n".join(lines)
+
+
+def cmd_plan(args) -> int:
+    from cockpit.runbook.engine import GateClosed
+    from cockpit.runbook.model import StepState
+
+    action = args.plan_command
+    if action not in ("show", "run", "reset"):
+        build_parser().parse_args(["plan", "--help"])
+    runbook = _load_runbook(args)
+
+    if action == "show":
+        if args.json:
+            print(json.dumps({"runbook": runbook.spec.name, "state_file": str(runbook.store.path),
+                              "steps": [v.to_json() for v in runbook.views()]}, indent=2))
+        else:
+            print(render_plan_text(runbook))
+        return EXIT_OK
+    if action == "reset":
+        runbook.reset(args.step)
+        print(f"reset {'step ' + args.step if args.step else 'every step'} of runbook {runbook.spec.name}")
+        return EXIT_OK
+
+    if bool(args.force) != bool(args.reason):
+        raise CockpitError("--force STEP and --reason TEXT go together: say which gate to skip and why")
+    force = {args.force: args.reason} if args.force else {}
+    if args.force:
+        runbook.spec.step(args.force)
+
+    async def confirm(text: str) -> bool:
+        print(text, file=sys.stderr)
+        if args.yes:
+            print("(confirmed by --yes)", file=sys.stderr)
+            return True
+        if not sys.stdin.isatty():
+            print("cockpit: this step needs confirmation: run it in a terminal, or pass --yes", file=sys.stderr)
+            return False
+        answer = await asyncio.to_thread(input, "Go ahead? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    async def go():
+        try:
+            if args.step:
+                return [(args.step, await runbook.run_step(args.step, confirm, force.get(args.step)))]
+            return await runbook.run_all(confirm, force)
+        finally:
+            await runbook.hub.stop()
+
+    try:
+        ran = asyncio.run(go())
+    except GateClosed as exc:
+        if args.json:
+            print(json.dumps({"ran": [], "refused": {"step": exc.step, "reasons": exc.reasons}}, indent=2))
+        else:
+            print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_PROBLEM
+    if args.json:
+        print(json.dumps({"ran": [{"step": name, **result.to_json()} for name, result in ran]}, indent=2))
+    else:
+        for name, result in ran:
+            print(f"{name}: {result.state.value}: {result.message}")
+        if not ran:
+            print("every step has passed; `cockpit plan reset` starts over")
+    return EXIT_OK if all(r.state is StepState.PASSED for _, r in ran) else EXIT_PROBLEM
+
+
 def cmd_ui(args) -> int:
     config = load_config(args.config)
     from cockpit.ui.app import CockpitApp
@@ -268,6 +439,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_config_check(args)
         if args.command == "trust":
             return cmd_trust(args)
+        if args.command == "verify":
+            return cmd_verify(args)
+        if args.command == "plan":
+            return cmd_plan(args)
         return cmd_ui(args)
     except CockpitError as exc:
         print(f"cockpit: error: {exc}", file=sys.stderr)

@@ -217,3 +217,41 @@ def test_every_remote_command_is_logged_and_quoted(sshd, tmp_path):
     assert host["state"] == "driver_error" and "not found" in host["error"]
     assert "[gpu-server] $ 'nvidia-smi; touch" in err
     assert "[gpu-server] exit 127" in err
+
+
+def test_ssh_config_alias_and_jump_host(sshd, tmp_path):
+    """An ~/.ssh/config alias works as an address, and a configured host works as a jump host."""
+    sshd.scenario({"gpus": 2})
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(
+        f"Host standin-alias\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.client_key}\n"
+    )
+    text = (
+        f'[ssh]\nknown_hosts = "{sshd.known_hosts}"\nconfig = ["{ssh_config}"]\n\n'
+        '[hosts.by-alias]\naddress = "standin-alias"\n\n'
+        + sshd.host_toml("bastion")
+        + sshd.host_toml("behind", jump_host="bastion")
+    )
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    code, out, err = run_cli("status", "--once", "--json", "--config", str(config))
+    states = {h["name"]: (h["state"], len(h["gpus"])) for h in json.loads(out)["hosts"]}
+    assert code == 0, (states, err)
+    assert states == {"by-alias": ("up", 2), "bastion": ("up", 2), "behind": ("up", 2)}
+
+
+async def test_jump_host_connection_is_the_route(sshd):
+    from cockpit.hosts.pool import TransportPool
+
+    sshd.scenario({"gpus": 1})
+    config = parse_config(sshd.config_toml(sshd.host_toml("bastion") + sshd.host_toml("behind", jump_host="bastion")))
+    pool = TransportPool(config)
+    try:
+        behind = pool.get("behind")
+        result = await behind.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"])
+        assert result.exit_status == 0 and result.stdout.strip() == "0"
+        # only "behind" was asked for: the bastion's connection exists because it carried the tunnel
+        assert pool.get("bastion").connected
+        assert [r.host for r in pool.log.records()] == ["behind"]
+    finally:
+        await pool.close()

@@ -54,7 +54,7 @@ class TelemetryHub:
         for subscriber in list(self._subscribers):
             subscriber(snapshot)
 
-    def _monitor(self, host: HostConfig) -> _MonitorBase:
+    def monitor_for(self, host: HostConfig) -> _MonitorBase:
         monitor = self.monitors.get(host.name)
         if monitor is None:
             monitor = self.monitors[host.name] = self._factory(host, self.config, self.pool, self.publish)
@@ -69,12 +69,12 @@ class TelemetryHub:
     async def _run_later(self, host: HostConfig, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
-        await self._monitor(host).run()
+        await self.monitor_for(host).run()
 
     async def sample_once(self, timeout: float | None = None) -> list[HostSnapshot]:
         """Every host once, concurrently: what `cockpit status --once` prints."""
         async def one(host: HostConfig) -> HostSnapshot:
-            snapshot = await self._monitor(host).sample_once(timeout)
+            snapshot = await self.monitor_for(host).sample_once(timeout)
             self.publish(snapshot)
             return snapshot
 

@@ -1,0 +1,254 @@
+"""The checklist engine: runs steps in order, keeps the gates, records evidence and every action.
+
+Gates: a step runs only when every step before it passed (or the user forced it, with a reason
+that is recorded).  A launch-type step first re-runs every gpu_clean step of its own host and
+refuses unless all pass, with evidence younger than the freshness limit.  A passed gpu_clean
+turns stale when later telemetry shows its host dirty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from cockpit.errors import CockpitError
+from cockpit.hosts.transport import TransportError
+from cockpit.runbook.kinds import KINDS, RunContext
+from cockpit.runbook.model import StepResult, StepSpec, StepState, StepView
+from cockpit.runbook.spec import RunbookSpec
+from cockpit.runbook.store import StateStore
+from cockpit.telemetry.model import HostSnapshot
+
+Confirm = Callable[[str], Awaitable[bool]]
+
+
+class GateClosed(CockpitError):
+    """The step may not run: the message says which step or check holds it back."""
+
+    exit_code = 1
+
+    def __init__(self, step: str, reasons: list[str]):
+        self.step = step
+        self.reasons = reasons
+        super().__init__(f"step '{step}' is blocked: " + "; ".join(reasons))
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def deny(_: str) -> bool:
+    return False
+
+
+class Runbook:
+    def __init__(self, spec: RunbookSpec, hub, store: StateStore | None = None, clock: Callable[[], float] = time.time):
+        self.spec = spec
+        self.hub = hub
+        self.store = store or StateStore(spec.id)
+        self.clock = clock
+        self.results: dict[str, StepResult] = self.store.load()
+        self._lock = asyncio.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self._recover_interrupted()
+
+    # --- state ----------------------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _changed(self) -> None:
+        self.store.save(self.results)
+        for listener in list(self._listeners):
+            listener()
+
+    def _recover_interrupted(self) -> None:
+        changed = False
+        for name, result in list(self.results.items()):
+            if result.state is StepState.RUNNING and result.runner_pid != os.getpid() and not _pid_alive(result.runner_pid):
+                self.results[name] = replace(result, state=StepState.FAILED, finished_at=self.clock(),
+                                             message=f"interrupted: the cockpit (pid {result.runner_pid}) stopped during this step; run it again")
+                self.store.audit("interrupted", step=name, runner_pid=result.runner_pid)
+                changed = True
+        if changed:
+            self.store.save(self.results)
+
+    def result(self, name: str) -> StepResult | None:
+        return self.results.get(name)
+
+    def _index(self, name: str) -> int:
+        for index, step in enumerate(self.spec.steps):
+            if step.name == name:
+                return index
+        self.spec.step(name)  # raises with a suggestion
+        raise AssertionError
+
+    def _passed(self, name: str) -> bool:
+        result = self.results.get(name)
+        return result is not None and result.state is StepState.PASSED
+
+    def prerequisites(self, name: str) -> list[str]:
+        """Why `name` may not run yet (empty: its gate is open)."""
+        reasons = []
+        for step in self.spec.steps[: self._index(name)]:
+            result = self.results.get(step.name)
+            if result is None:
+                reasons.append(f"'{step.name}' has not run")
+            elif result.state is not StepState.PASSED:
+                reasons.append(f"'{step.name}' is {result.state.value}" + (f" ({result.message})" if result.message else ""))
+        return reasons
+
+    def launch_warnings(self, spec: StepSpec) -> list[str]:
+        warnings = []
+        for step in self.spec.steps:
+            if step.kind == "gpu_clean" and step.host != spec.host:
+                warnings.append(f"verified {step.host}, launching on {spec.host}")
+        if not any(step.kind == "gpu_clean" and step.host == spec.host for step in self.spec.steps):
+            warnings.append(f"no gpu_clean step checks {spec.host}, the launch host")
+        return warnings
+
+    def views(self) -> list[StepView]:
+        views = []
+        for spec in self.spec.steps:
+            kind = KINDS[spec.kind]
+            result = self.results.get(spec.name)
+            blocked = bool(self.prerequisites(spec.name))
+            if result is not None and result.state in (StepState.RUNNING, StepState.PASSED, StepState.FAILED, StepState.STALE):
+                state = result.state
+            else:
+                state = StepState.BLOCKED if blocked else StepState.PENDING
+            warnings = tuple(self.launch_warnings(spec)) if kind.launch else ()
+            views.append(StepView(spec, result, state, kind.title(spec), kind.why(spec), locked=kind.launch and blocked,
+                                  warnings=warnings, destructive=kind.destructive))
+        return views
+
+    def next_step(self) -> StepSpec | None:
+        for spec in self.spec.steps:
+            if not self._passed(spec.name):
+                return spec
+        return None
+
+    # --- running --------------------------------------------------------------------------------
+
+    def _context(self, confirm: Confirm) -> RunContext:
+        return RunContext(hub=self.hub, confirm=confirm, audit=self.store.audit, runbook=self)
+
+    async def _launch_gate(self, spec: StepSpec, confirm: Confirm) -> list[str]:
+        """Re-run every gpu_clean step of the launch host now; reasons to refuse (empty: go)."""
+        checks = [s for s in self.spec.steps if s.kind == "gpu_clean" and s.host == spec.host]
+        if not checks:
+            return [f"no gpu_clean step verifies {spec.host}, the launch host; add one before '{spec.name}'"]
+        reasons = []
+        for check in checks:
+            result = await self._execute(check, confirm, note="re-verified before launch")
+            age = self.clock() - (result.finished_at or 0)
+            if result.state is not StepState.PASSED:
+                reasons.append(f"'{check.name}' failed on {check.host}: {result.message}")
+            elif age > self.spec.freshness_s:
+                reasons.append(f"'{check.name}' evidence is {age:.0f} s old (limit {self.spec.freshness_s:g} s)")
+        return reasons
+
+    async def _execute(self, spec: StepSpec, confirm: Confirm, forced_reason: str | None = None, note: str | None = None) -> StepResult:
+        kind = KINDS[spec.kind]
+        context = self._context(confirm)
+        try:
+            text, planned = await kind.plan(context, spec)
+        except TransportError as exc:
+            return self._record(spec, StepResult(StepState.FAILED, self.clock(), self.clock(), f"could not plan: {exc}"))
+        if text is not None:
+            if not await confirm(text):
+                self.store.audit("declined", step=spec.name, host=spec.host, plan=text)
+                return StepResult(StepState.FAILED, self.clock(), self.clock(), "not confirmed: nothing was done")
+            self.store.audit("confirmed", step=spec.name, host=spec.host, plan=text)
+        self.results[spec.name] = StepResult(StepState.RUNNING, started_at=self.clock(), runner_pid=os.getpid(), forced_reason=forced_reason)
+        self._changed()
+        self.store.audit("run", step=spec.name, kind=spec.kind, host=spec.host, note=note, forced_reason=forced_reason)
+        try:
+            result = await kind.run(context, spec, planned)
+        except TransportError as exc:
+            result = StepResult(StepState.FAILED, self.results[spec.name].started_at, self.clock(), f"{spec.host}: {exc}")
+        except asyncio.CancelledError:
+            self.results[spec.name] = StepResult(StepState.FAILED, self.results[spec.name].started_at, self.clock(), "cancelled")
+            self._changed()
+            raise
+        return self._record(spec, replace(result, forced_reason=forced_reason, runner_pid=None))
+
+    def _record(self, spec: StepSpec, result: StepResult) -> StepResult:
+        self.results[spec.name] = result
+        self._changed()
+        self.store.audit("result", step=spec.name, state=result.state.value, message=result.message, evidence=result.evidence)
+        return result
+
+    async def run_step(self, name: str, confirm: Confirm = deny, force_reason: str | None = None) -> StepResult:
+        spec = self.spec.step(name)
+        kind = KINDS[spec.kind]
+        async with self._lock:
+            blockers = self.prerequisites(name)
+            if blockers:
+                if not force_reason:
+                    raise GateClosed(name, blockers)
+                self.store.audit("override", step=name, reason=force_reason, skipped=blockers)
+            if kind.launch:
+                reasons = await self._launch_gate(spec, confirm)
+                if reasons:
+                    if not force_reason:
+                        self.store.audit("refused", step=name, reasons=reasons)
+                        raise GateClosed(name, reasons)
+                    self.store.audit("override", step=name, reason=force_reason, skipped=reasons)
+            return await self._execute(spec, confirm, forced_reason=force_reason)
+
+    async def run_all(self, confirm: Confirm = deny, force: dict[str, str] | None = None) -> list[tuple[str, StepResult]]:
+        """Run from the first step not yet passed, in order, until one fails or is refused."""
+        force = force or {}
+        done = []
+        for spec in self.spec.steps:
+            if self._passed(spec.name) and spec.name not in force:
+                continue
+            result = await self.run_step(spec.name, confirm, force.get(spec.name))
+            done.append((spec.name, result))
+            if result.state is not StepState.PASSED:
+                break
+        return done
+
+    def reset(self, name: str | None = None) -> None:
+        if name is None:
+            self.results.clear()
+        else:
+            self.spec.step(name)
+            self.results.pop(name, None)
+        self.store.audit("reset", step=name)
+        self._changed()
+
+    # --- telemetry ------------------------------------------------------------------------------
+
+    def observe(self, snapshot: HostSnapshot) -> list[str]:
+        """Invalidate passed gpu_clean steps of this host that a newer sample contradicts."""
+        invalidated = []
+        if snapshot.sampled_at is None or not snapshot.state.reached:
+            return invalidated
+        for spec in self.spec.steps:
+            if spec.kind != "gpu_clean" or spec.host != snapshot.name:
+                continue
+            result = self.results.get(spec.name)
+            if result is None or result.state is not StepState.PASSED or snapshot.sampled_at <= (result.finished_at or 0):
+                continue
+            reasons = KINDS["gpu_clean"].still_clean(spec, snapshot)  # type: ignore[attr-defined]
+            if reasons:
+                self.results[spec.name] = replace(result, state=StepState.STALE, message="invalidated by telemetry: " + "; ".join(reasons))
+                self.store.audit("invalidated", step=spec.name, host=spec.host, reasons=reasons)
+                invalidated.append(spec.name)
+        if invalidated:
+            self._changed()
+        return invalidated

@@ -1,0 +1,408 @@
+"""Step kinds.  Each kind is one class registered by name: adding a kind is adding a class here
+(or in the package that owns the work, e.g. sglang/ for launch) and nothing else.
+
+A kind declares its parameters (validated when the config loads), says in one line what it
+checks and why, may describe a plan that needs confirmation (destructive kinds), and runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shlex
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from cockpit.hosts.transport import Transport, TransportError
+from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, evidence_of, judge
+from cockpit.runbook.model import StepResult, StepSpec, StepState
+
+Confirm = Callable[[str], Awaitable[bool]]
+
+
+@dataclass
+class RunContext:
+    hub: Any  # TelemetryHub: transports, monitors, command log
+    confirm: Confirm
+    audit: Callable[..., None]
+    runbook: Any = None
+
+    def transport(self, host: str) -> Transport:
+        return self.hub.pool.get(host)
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: type | tuple[type, ...]
+    default: Any = None
+    required: bool = False
+    help: str = ""
+
+
+class StepKind:
+    name: ClassVar[str]
+    destructive: ClassVar[bool] = False
+    launch: ClassVar[bool] = False  # gated: re-verifies the gpu_clean steps of its host first
+    gate: ClassVar[bool] = False  # a verification other steps rely on
+    params: ClassVar[dict[str, Param]] = {}
+
+    def title(self, spec: StepSpec) -> str:
+        return spec.title or f"{self.name} on {spec.host}"
+
+    def why(self, spec: StepSpec) -> str:
+        return ""
+
+    def validate(self, spec: StepSpec) -> str | None:
+        """Cross-parameter checks; returns an error message or None."""
+        return None
+
+    async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
+        """What the step will do, for a confirmation (None: nothing to confirm), and data for run."""
+        return None, None
+
+    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+        raise NotImplementedError
+
+
+KINDS: dict[str, StepKind] = {}
+
+
+def register(cls: type[StepKind]) -> type[StepKind]:
+    KINDS[cls.name] = cls()
+    return cls
+
+
+def _now() -> float:
+    return time.time()
+
+
+# --- gpu_clean ---------------------------------------------------------------------------------------
+
+
+@register
+class GpuClean(StepKind):
+    name = "gpu_clean"
+    gate = True
+    params = {
+        "max_used_mib": Param(int, DEFAULT_MAX_USED_MIB, help="used memory allowed per GPU"),
+        "gpus": Param(list, None, help="only these GPU indices (default: every GPU)"),
+        "expect_gpus": Param(int, None, help="fail unless the host reports this many GPUs"),
+    }
+
+    def title(self, spec: StepSpec) -> str:
+        which = "every GPU" if not spec.params.get("gpus") else "GPUs " + ",".join(map(str, spec.params["gpus"]))
+        return spec.title or f"{which} of {spec.host} clean"
+
+    def why(self, spec: StepSpec) -> str:
+        limit = spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB)
+        return f"at most {limit} MiB used and no compute process on each GPU, or SGLang fails on unbalanced memory"
+
+    def validate(self, spec: StepSpec) -> str | None:
+        gpus = spec.params.get("gpus")
+        if gpus is not None and not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in gpus):
+            return "gpus must be a list of GPU indices (integers >= 0)"
+        return None
+
+    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+        started = _now()
+        monitor = ctx.hub.monitor_for(ctx.hub.config.host(spec.host))
+        snapshot = await monitor.sample_once()
+        ctx.hub.publish(snapshot)
+        report = judge(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
+                       spec.params.get("expect_gpus"))
+        if report.error:
+            return StepResult(StepState.FAILED, started, _now(), f"could not verify {spec.host}: {report.error}")
+        if report.clean:
+            count = len(report.evidence["gpus"])
+            return StepResult(StepState.PASSED, started, _now(), f"{spec.host}: {count} GPU(s) clean, no compute processes",
+                              evidence=report.evidence)
+        return StepResult(StepState.FAILED, started, _now(), "; ".join(report.reasons), evidence=report.evidence)
+
+    def still_clean(self, spec: StepSpec, snapshot) -> list[str]:
+        """Reasons a later telemetry snapshot contradicts a pass (empty: it still holds)."""
+        from cockpit.runbook.checks import dirty_reasons
+
+        return dirty_reasons(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
+                             spec.params.get("expect_gpus"))
+
+
+# --- command -----------------------------------------------------------------------------------------
+
+
+@register
+class Command(StepKind):
+    name = "command"
+    params = {
+        "argv": Param(list, None, required=True, help="the command as a list of words (no shell)"),
+        "expect_exit": Param(int, 0),
+        "expect_output": Param(str, None, help="a regular expression the output must match"),
+        "timeout_s": Param((int, float), 60.0),
+        "why": Param(str, None),
+    }
+
+    def title(self, spec: StepSpec) -> str:
+        return spec.title or f"run {' '.join(spec.params['argv'])[:50]} on {spec.host}"
+
+    def why(self, spec: StepSpec) -> str:
+        return spec.params.get("why") or f"passes on exit status {spec.params.get('expect_exit', 0)}"
+
+    def validate(self, spec: StepSpec) -> str | None:
+        argv = spec.params.get("argv")
+        if not argv or not all(isinstance(a, str) for a in argv):
+            return "argv must be a non-empty list of strings"
+        pattern = spec.params.get("expect_output")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                return f"expect_output is not a valid regular expression: {exc}"
+        return None
+
+    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+        started = _now()
+        result = await ctx.transport(spec.host).run(spec.params["argv"], timeout=float(spec.params.get("timeout_s", 60.0)))
+        output = result.output[-4000:]
+        evidence = {"exit_status": result.exit_status, "timed_out": result.timed_out, "argv": spec.params["argv"]}
+        expected = spec.params.get("expect_exit", 0)
+        if result.timed_out:
+            return StepResult(StepState.FAILED, started, _now(), f"timed out after {spec.params.get('timeout_s', 60.0)} s", evidence, output)
+        if result.exit_status != expected:
+            return StepResult(StepState.FAILED, started, _now(), f"exit status {result.exit_status}, expected {expected}", evidence, output)
+        pattern = spec.params.get("expect_output")
+        if pattern and not re.search(pattern, result.output, re.MULTILINE):
+            return StepResult(StepState.FAILED, started, _now(), f"output does not match /{pattern}/", evidence, output)
+        return StepResult(StepState.PASSED, started, _now(), f"exit status {result.exit_status}", evidence, output)
+
+
+# --- kill_stale --------------------------------------------------------------------------------------
+
+PS_ARGV = ["ps", "-eo", "pid=,ppid=,user=,args="]
+NEVER_KILL = re.compile(r"^(sshd|/usr/sbin/sshd|sshd-session|/usr/lib/openssh/sshd-session|systemd|init|tmux|screen)(\s|:|$)")
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    pid: int
+    ppid: int
+    user: str
+    args: str
+    gpu_mib: int | None = None
+
+
+def parse_ps(text: str) -> list[ProcessRow]:
+    rows = []
+    for line in text.splitlines():
+        parts = line.split(None, 3)
+        if len(parts) < 3 or not parts[0].isdigit() or not parts[1].isdigit():
+            continue
+        rows.append(ProcessRow(int(parts[0]), int(parts[1]), parts[2], parts[3] if len(parts) > 3 else ""))
+    return rows
+
+
+def _ancestors(rows: list[ProcessRow], pid: int) -> set[int]:
+    parents = {r.pid: r.ppid for r in rows}
+    seen: set[int] = set()
+    while pid and pid not in seen:
+        seen.add(pid)
+        pid = parents.get(pid, 0)
+    return seen
+
+
+@register
+class KillStale(StepKind):
+    name = "kill_stale"
+    destructive = True
+    params = {
+        "pattern": Param(str, None, help="regular expression matched against full command lines"),
+        "gpu_processes": Param(bool, False, help="also every compute process on the host's GPUs"),
+        "user": Param(str, None, help="only processes of this user"),
+        "grace_s": Param((int, float), 10.0, help="seconds between SIGTERM and SIGKILL"),
+    }
+
+    def title(self, spec: StepSpec) -> str:
+        what = []
+        if spec.params.get("pattern"):
+            what.append(f"/{spec.params['pattern']}/")
+        if spec.params.get("gpu_processes"):
+            what.append("GPU processes")
+        return spec.title or f"kill stale {' and '.join(what)} on {spec.host}"
+
+    def why(self, spec: StepSpec) -> str:
+        return "leftover processes hold GPU memory and ports; they must be gone before a launch"
+
+    def validate(self, spec: StepSpec) -> str | None:
+        if not spec.params.get("pattern") and not spec.params.get("gpu_processes"):
+            return "kill_stale needs 'pattern' and/or 'gpu_processes = true'"
+        if spec.params.get("pattern"):
+            try:
+                re.compile(spec.params["pattern"])
+            except re.error as exc:
+                return f"pattern is not a valid regular expression: {exc}"
+        return None
+
+    async def find(self, ctx: RunContext, spec: StepSpec) -> list[ProcessRow]:
+        transport = ctx.transport(spec.host)
+        listing = await transport.run(PS_ARGV, timeout=30)
+        if listing.exit_status != 0:
+            raise TransportError(f"ps failed on {spec.host}: {listing.output.strip()[:200]}")
+        rows = parse_ps(listing.stdout)
+        gpu_mib: dict[int, int | None] = {}
+        if spec.params.get("gpu_processes"):
+            snapshot = await ctx.hub.monitor_for(ctx.hub.config.host(spec.host)).sample_once()
+            ctx.hub.publish(snapshot)
+            for proc in snapshot.processes:
+                gpu_mib[proc.pid] = (gpu_mib.get(proc.pid) or 0) + (proc.used_memory_mib or 0)
+        pattern = re.compile(spec.params["pattern"]) if spec.params.get("pattern") else None
+        user = spec.params.get("user")
+        protected = {1}
+        if ctx.hub.config.host(spec.host).local:
+            import os
+
+            protected |= _ancestors(rows, os.getpid())
+        # the cockpit's own commands on that host (its telemetry stream), as ps shows them
+        running_commands = set()
+        for record in ctx.hub.log.records():
+            if record.running and record.host == spec.host:
+                with contextlib.suppress(ValueError):
+                    running_commands.add(" ".join(shlex.split(record.command)))
+        chosen = []
+        for row in rows:
+            if row.pid in protected or NEVER_KILL.match(row.args) or row.args.startswith("ps -eo pid="):
+                continue
+            if row.args in running_commands:
+                continue
+            if user and row.user != user:
+                continue
+            hit = (pattern is not None and pattern.search(row.args)) or row.pid in gpu_mib
+            if hit:
+                chosen.append(ProcessRow(row.pid, row.ppid, row.user, row.args, gpu_mib.get(row.pid)))
+        return chosen
+
+    async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
+        found = await self.find(ctx, spec)
+        if not found:
+            return None, found
+        grace = spec.params.get("grace_s", 10.0)
+        lines = [f"On {spec.host}, send SIGTERM, wait up to {grace:g} s, then SIGKILL what is left:"]
+        lines.append(f"  {'PID':>8}  {'USER':<10} {'GPU MiB':>8}  COMMAND")
+        for row in found:
+            mib = "-" if row.gpu_mib is None else str(row.gpu_mib)
+            lines.append(f"  {row.pid:>8}  {row.user[:10]:<10} {mib:>8}  {row.args[:100]}")
+        return "\n".join(lines), found
+
+    async def _alive(self, transport: Transport, pids: list[int], found: list[ProcessRow]) -> list[int]:
+        if not pids:
+            return []
+        listing = await transport.run(PS_ARGV, timeout=30)
+        by_pid = {r.pid: r for r in parse_ps(listing.stdout)}
+        wanted = {r.pid: r.args for r in found}
+        # a PID counts as the same process only while its command line is the same
+        return [pid for pid in pids if pid in by_pid and by_pid[pid].args == wanted.get(pid)]
+
+    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+        started = _now()
+        found: list[ProcessRow] = planned if planned is not None else await self.find(ctx, spec)
+        evidence: dict[str, Any] = {"host": spec.host, "found": [r.__dict__ for r in found], "signals": []}
+        if not found:
+            return StepResult(StepState.PASSED, started, _now(), f"no matching process on {spec.host}", evidence)
+        transport = ctx.transport(spec.host)
+        pids = await self._alive(transport, [r.pid for r in found], found)
+        grace = float(spec.params.get("grace_s", 10.0))
+        for signal_name in ("TERM", "KILL"):
+            if not pids:
+                break
+            await transport.run(["kill", f"-{signal_name}", *map(str, pids)], timeout=30)
+            ctx.audit("kill", host=spec.host, step=spec.name, signal=signal_name, pids=pids)
+            evidence["signals"].append({"signal": signal_name, "pids": pids, "time": _now()})
+            deadline = time.monotonic() + (grace if signal_name == "TERM" else 5.0)
+            while pids and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                pids = await self._alive(transport, pids, found)
+        if pids:
+            return StepResult(StepState.FAILED, started, _now(), f"still running after SIGKILL: {', '.join(map(str, pids))}", evidence)
+        return StepResult(StepState.PASSED, started, _now(), f"{len(found)} process(es) gone from {spec.host}", evidence)
+
+
+# --- launch ------------------------------------------------------------------------------------------
+
+DETACH_SCRIPT = (
+    'log="$1"; dir="$2"; shift 2; '
+    'if [ -n "$dir" ]; then cd "$dir" || exit 97; fi; '
+    'setsid nohup "$@" >"$log" 2>&1 </dev/null & echo $!'
+)
+
+
+def detached_argv(argv: list[str], log: str, cwd: str | None = None, env: dict[str, str] | None = None) -> list[str]:
+    """Start argv detached (outlives the cockpit and its SSH session), output to log; prints the PID.
+    Every value travels as a positional parameter of sh, never inside the script text."""
+    command = list(argv)
+    if env:
+        command = ["env", *[f"{k}={v}" for k, v in env.items()], *command]
+    return ["sh", "-c", DETACH_SCRIPT, "sh", log, cwd or "", *command]
+
+
+@register
+class Launch(StepKind):
+    name = "launch"
+    destructive = True
+    launch = True
+    params = {
+        "argv": Param(list, None, required=True, help="the server command as a list of words"),
+        "log": Param(str, None, help="log file on the host (default /tmp/cockpit-STEP.log)"),
+        "cwd": Param(str, None),
+        "env": Param(dict, None),
+        "settle_s": Param((int, float), 2.0, help="the process must still run after this many seconds"),
+    }
+
+    def title(self, spec: StepSpec) -> str:
+        return spec.title or f"launch {spec.params['argv'][0]} on {spec.host}"
+
+    def why(self, spec: StepSpec) -> str:
+        return "starts the server detached; runs only when every check before it passed, with fresh GPU evidence"
+
+    def validate(self, spec: StepSpec) -> str | None:
+        argv = spec.params.get("argv")
+        if not argv or not all(isinstance(a, str) for a in argv):
+            return "argv must be a non-empty list of strings"
+        env = spec.params.get("env") or {}
+        if not all(isinstance(k, str) and isinstance(v, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k) for k, v in env.items()):
+            return "env must map variable names to strings"
+        return None
+
+    def log_path(self, spec: StepSpec) -> str:
+        return spec.params.get("log") or f"/tmp/cockpit-{spec.name}.log"
+
+    async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
+        from cockpit.hosts.transport import quote_argv
+
+        previous = ctx.runbook.result(spec.name) if ctx.runbook else None
+        old_pid = previous.evidence.get("pid") if previous and previous.evidence else None
+        lines = [f"On {spec.host}, start (detached, output to {self.log_path(spec)}):", "  " + quote_argv(spec.params["argv"])]
+        if old_pid:
+            lines.insert(0, f"On {spec.host}, stop the server this step started before (pid {old_pid}) if it still runs.")
+        return "\n".join(lines), old_pid
+
+    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+        started = _now()
+        transport = ctx.transport(spec.host)
+        if planned:
+            await transport.run(["kill", "-TERM", str(planned)], timeout=30)
+            ctx.audit("kill", host=spec.host, step=spec.name, signal="TERM", pids=[planned], why="relaunch")
+        log = self.log_path(spec)
+        result = await transport.run(detached_argv(spec.params["argv"], log, spec.params.get("cwd"), spec.params.get("env")), timeout=30)
+        pid_text = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+        if result.exit_status != 0 or not pid_text.isdigit():
+            return StepResult(StepState.FAILED, started, _now(), f"could not start: {result.output.strip()[:300]}")
+        pid = int(pid_text)
+        ctx.audit("launch", host=spec.host, step=spec.name, pid=pid, argv=spec.params["argv"], log=log)
+        await asyncio.sleep(float(spec.params.get("settle_s", 2.0)))
+        alive = await transport.run(["kill", "-0", str(pid)], timeout=30)
+        tail = await transport.run(["tail", "-n", "40", log], timeout=30)
+        evidence = {"pid": pid, "log": log, "argv": spec.params["argv"], "host": spec.host}
+        if alive.exit_status != 0:
+            return StepResult(StepState.FAILED, started, _now(), f"pid {pid} exited within {spec.params.get('settle_s', 2.0)} s; see {log}",
+                              evidence, tail.stdout[-4000:])
+        return StepResult(StepState.PASSED, started, _now(), f"running as pid {pid}, log {log}", evidence, tail.stdout[-4000:])

@@ -1,0 +1,96 @@
+"""What a runbook is made of: step specs from the config, and the results the engine records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+
+class StepState(str, Enum):
+    PENDING = "pending"  # may run: everything before it passed
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"
+    BLOCKED = "blocked"  # a step before it has not passed
+    STALE = "stale"  # passed once, but later telemetry or time says it no longer holds
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    name: str
+    kind: str
+    host: str
+    params: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None  # one line shown in the checklist; the kind supplies a default
+
+
+@dataclass(frozen=True)
+class StepResult:
+    state: StepState
+    started_at: float | None = None
+    finished_at: float | None = None
+    message: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    output: str = ""
+    forced_reason: str | None = None  # the gate was skipped on purpose, and why
+    runner_pid: int | None = None  # the cockpit process running it (to spot an interrupted run)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "message": self.message,
+            "evidence": self.evidence,
+            "output": self.output,
+            "forced_reason": self.forced_reason,
+            "runner_pid": self.runner_pid,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "StepResult":
+        return cls(
+            state=StepState(data["state"]),
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+            message=str(data.get("message", "")),
+            evidence=dict(data.get("evidence") or {}),
+            output=str(data.get("output", "")),
+            forced_reason=data.get("forced_reason"),
+            runner_pid=data.get("runner_pid"),
+        )
+
+    def with_state(self, state: StepState, message: str | None = None) -> "StepResult":
+        return replace(self, state=state, message=self.message if message is None else message)
+
+
+@dataclass(frozen=True)
+class StepView:
+    """A step as the checklist shows it: its spec, its own result, and its effective state."""
+
+    spec: StepSpec
+    result: StepResult | None
+    state: StepState
+    title: str
+    why: str  # one line: what it checks and why
+    locked: bool  # a launch-type step whose gate is closed
+    warnings: tuple[str, ...] = ()
+    destructive: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.spec.name,
+            "kind": self.spec.kind,
+            "host": self.spec.host,
+            "state": self.state.value,
+            "title": self.title,
+            "why": self.why,
+            "locked": self.locked,
+            "destructive": self.destructive,
+            "warnings": list(self.warnings),
+            "result": self.result.to_json() if self.result else None,
+        }

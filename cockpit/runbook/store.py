@@ -1,0 +1,90 @@
+"""Persisted runbook state (atomic writes) and the append-only audit log (JSON lines)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from cockpit.errors import CockpitError
+from cockpit.paths import atomic_write, state_dir
+from cockpit.runbook.model import StepResult
+
+FORMAT = 1
+
+
+def safe_id(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:100] or "runbook"
+
+
+class StateStore:
+    """One JSON file per runbook under the XDG state dir: {step name: result}.
+
+    Written whole through write-then-rename, so a crash at any instant leaves the old or the new
+    file, never a torn one.
+    """
+
+    def __init__(self, runbook_id: str, root: Path | None = None):
+        self.runbook_id = safe_id(runbook_id)
+        self.root = Path(root) if root else state_dir() / "runbooks"
+        self.path = self.root / f"{self.runbook_id}.json"
+        self.audit_path = self.root / f"{self.runbook_id}.audit.jsonl"
+
+    def load(self) -> dict[str, StepResult]:
+        try:
+            raw = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise CockpitError(f"{self.path}: cannot read runbook state: {exc.strerror or exc}") from None
+        try:
+            data = json.loads(raw)
+            steps = data["steps"]
+            return {name: StepResult.from_json(result) for name, result in steps.items()}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CockpitError(
+                f"{self.path}: runbook state is not readable ({type(exc).__name__}: {exc}); "
+                f"move it aside or run `cockpit plan reset` to start over"
+            ) from None
+
+    def save(self, results: dict[str, StepResult]) -> None:
+        payload = {"format": FORMAT, "runbook": self.runbook_id, "saved_at": time.time(),
+                   "steps": {name: result.to_json() for name, result in results.items()}}
+        atomic_write(self.path, json.dumps(payload, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+    def clear(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    # --- audit log ------------------------------------------------------------------------------
+
+    def audit(self, event: str, **fields: Any) -> None:
+        """Append one event.  One write() of one line with O_APPEND, then fsync: a crash can cut
+        only the last line, which readers skip."""
+        record = {"time": time.time(), "event": event, "pid": os.getpid(), **fields}
+        line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def audit_records(self) -> list[dict[str, Any]]:
+        try:
+            lines = self.audit_path.read_bytes().splitlines()
+        except FileNotFoundError:
+            return []
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by a crash
+        return records
