@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
     _add_config(parser, top=True)
+    parser.add_argument("--read-only", action="store_true", help="open the cockpit for monitoring only: no step or action can run")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     status = sub.add_parser("status", help="every host and GPU, once or streaming (no TUI)")
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
     _add_config(ui)
+    ui.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS, help="monitoring only: no step or action can run")
     return parser
 
 
@@ -422,7 +424,7 @@ def cmd_ui(args) -> int:
     config = load_config(args.config)
     from cockpit.ui.app import CockpitApp
 
-    app = CockpitApp(config)
+    app = CockpitApp(config, read_only=getattr(args, "read_only", False))
     app.run()
     return app.return_code or EXIT_OK
 

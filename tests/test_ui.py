@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -104,3 +105,80 @@ async def test_keys_help_log_zoom(sshd):
         await pilot.press("q")
         await pilot.press("q")
     assert not app.is_running
+
+
+async def test_checklist_launch_cannot_run_while_blocked(sshd, tmp_path):
+    from cockpit.runbook.model import StepState
+    from cockpit.ui.screens.confirm import ConfirmScreen
+    from cockpit.ui.widgets.checklist import ChecklistPane
+
+    sshd.scenario({"gpus": 8, "set": {"5": {"memory.used": 30000}}})
+    log = tmp_path / "server.log"
+    steps = f"""
+[runbook]
+name = "ui"
+
+[[runbook.steps]]
+name = "clean"
+kind = "gpu_clean"
+host = "gpu-server"
+
+[[runbook.steps]]
+name = "launch"
+kind = "launch"
+host = "gpu-server"
+argv = ["sleep", "30"]
+settle_s = 0.3
+log = "{log}"
+"""
+    config = parse_config(sshd.config_toml(sshd.host_toml("gpu-server"), interval_ms=200) + steps)
+    app = CockpitApp(config)
+    app.runbook.store.root = tmp_path / "state"
+    app.runbook.store.path = tmp_path / "state" / "ui.json"
+    app.runbook.store.audit_path = tmp_path / "state" / "ui.audit.jsonl"
+    async with app.run_test(size=(160, 48)) as pilot:
+        checklist = app.query_one(ChecklistPane)
+        assert [v.state for v in checklist.views] == [StepState.PENDING, StepState.BLOCKED]
+        assert checklist.views[1].locked and "locked" in str(checklist.render())
+        await pilot.press("c", "j")
+        assert checklist.selected_view.spec.name == "launch"
+        await pilot.press("enter")  # blocked: refused, nothing starts
+        await pilot.pause()
+        assert not log.exists() and app.runbook.result("launch") is None
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # runs the next step: clean, which fails on GPU 5
+        await eventually(lambda: app.runbook.result("clean") and app.runbook.result("clean").state is StepState.FAILED, what="clean failed")
+        await pilot.pause()
+        await pilot.press("k")
+        assert "GPU 5: 30000 MiB used" in str(checklist.render())  # the evidence of the selected step
+        await pilot.press("j", "enter")
+        await pilot.pause()
+        assert app.runbook.result("launch") is None
+        # clean the GPU: the gate opens, the launch asks first
+        sshd.scenario({"gpus": 8})
+        await pilot.press("n")
+        await eventually(lambda: app.runbook.result("clean").state is StepState.PASSED, what="clean passed")
+        await pilot.pause()
+        assert not checklist.views[1].locked
+        await pilot.press("enter")
+        await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="confirmation")
+        assert "sleep 30" in app.screen.plan
+        await pilot.press("y")
+        await eventually(lambda: app.runbook.result("launch") and app.runbook.result("launch").state is StepState.PASSED, timeout=15, what="launched")
+        os.kill(app.runbook.result("launch").evidence["pid"], 9)
+
+
+async def test_read_only_mode_runs_nothing(sshd, tmp_path):
+    sshd.scenario({"gpus": 1})
+    steps = '\n[[runbook.steps]]\nname = "hello"\nkind = "command"\nhost = "gpu-server"\nargv = ["echo", "hi"]\n'
+    config = parse_config(sshd.config_toml(sshd.host_toml("gpu-server")) + steps)
+    app = CockpitApp(config, read_only=True)
+    app.runbook.store.path = tmp_path / "ro.json"
+    app.runbook.store.audit_path = tmp_path / "ro.audit.jsonl"
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("n")
+        await pilot.press("c", "enter")
+        await pilot.pause()
+        await asyncio.sleep(0.5)
+        assert app.runbook.result("hello") is None
+        assert "READ-ONLY" in app.sub_title

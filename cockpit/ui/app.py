@@ -10,7 +10,7 @@ import os
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, Header, Static
 
@@ -19,7 +19,10 @@ from cockpit.config import Config
 from cockpit.hosts.commandlog import CommandRecord
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
+from cockpit.runbook.engine import GateClosed, Runbook
+from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.widgets.checklist import ChecklistPane
 from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.host_pane import HostPane
 
@@ -28,6 +31,17 @@ class HostUpdated(Message):
     def __init__(self, snapshot: HostSnapshot):
         super().__init__()
         self.snapshot = snapshot
+
+
+class RunbookChanged(Message):
+    pass
+
+
+class StepRefused(Message):
+    def __init__(self, step: str, reasons: list[str]):
+        super().__init__()
+        self.step = step
+        self.reasons = reasons
 
 
 class CommandLogged(Message):
@@ -41,14 +55,31 @@ PANE_HELP = {
     "temperature, power history), then the host's compute processes. The border shows the host state "
     "and the age of its last sample.",
     "log": "The command log: every command the cockpit ran on a host, with its exit status.",
+    "checklist": "The checklist: the runbook's steps in order. A step is blocked until every step before it "
+    "passed; the launch step stays locked until its gate opens and re-verifies the GPUs of its host right "
+    "before it starts. j/k select, enter runs the selected step, n runs the next one.",
 }
 
 
 class CockpitApp(App[int]):
     TITLE = "cockpit"
     CSS = """
+    #main {
+        height: 1fr;
+    }
     #hosts {
         height: 1fr;
+        width: 1fr;
+    }
+    #checklist {
+        width: 56;
+    }
+    #main.-narrow {
+        layout: vertical;
+    }
+    #main.-narrow #checklist {
+        width: 1fr;
+        height: 45%;
     }
     #empty {
         padding: 1 2;
@@ -62,14 +93,24 @@ class CockpitApp(App[int]):
         Binding("question_mark,f1", "help", "help", key_display="?", id="app.help"),
         Binding("l", "toggle_log", "command log", id="app.toggle_log"),
         Binding("z", "zoom", "zoom host", id="host.zoom"),
+        Binding("n", "run_next", "run next step", id="checklist.next"),
+        Binding("c", "focus_checklist", "checklist", id="checklist.focus"),
         Binding("j,down", "focus_next_host", "next host", show=False, id="host.next"),
         Binding("k,up", "focus_previous_host", "previous host", show=False, id="host.previous"),
     ]
 
-    def __init__(self, config: Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None):
+    def __init__(self, config: Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None,
+                 runbook: Runbook | None = None, read_only: bool = False):
         super().__init__()
         self.config = config
         self.hub = hub or TelemetryHub(config)
+        self.read_only = read_only
+        if runbook is None:
+            from cockpit.runbook.spec import parse_runbook
+
+            spec = parse_runbook(config)
+            runbook = Runbook(spec, self.hub) if spec.steps else None
+        self.runbook = runbook
         self._own_hub = hub is None
         self.ascii_only = ascii_only if ascii_only is not None else os.environ.get("COCKPIT_ASCII") == "1"
         self.panes: dict[str, HostPane] = {}
@@ -82,13 +123,16 @@ class CockpitApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
-        with VerticalScroll(id="hosts"):
-            if not self.config.hosts:
-                yield Static("No hosts configured. Add [hosts.NAME] tables to the config (see sample_configs/).", id="empty")
-            for host in self.config.hosts:
-                pane = HostPane(host, ascii_only=self.ascii_only)
-                self.panes[host.name] = pane
-                yield pane
+        with Horizontal(id="main"):
+            with VerticalScroll(id="hosts"):
+                if not self.config.hosts:
+                    yield Static("No hosts configured. Add [hosts.NAME] tables to the config (see sample_configs/).", id="empty")
+                for host in self.config.hosts:
+                    pane = HostPane(host, ascii_only=self.ascii_only)
+                    self.panes[host.name] = pane
+                    yield pane
+            if self.runbook is not None:
+                yield ChecklistPane(ascii_only=self.ascii_only, id="checklist")
         yield CommandLogPane(id="command-log", classes="hidden")
         yield Footer()
 
@@ -100,6 +144,11 @@ class CockpitApp(App[int]):
         for name, snapshot in self.hub.latest.items():
             if name in self.panes:
                 self.panes[name].show(snapshot, self.hub.history.get(name))
+        if self.runbook is not None:
+            self._unsubscribe.append(self.runbook.subscribe(lambda: self.post_message(RunbookChanged())))
+            self.query_one(ChecklistPane).show(self.runbook.views())
+        if self.read_only:
+            self.sub_title += " - READ-ONLY"
         if self._own_hub:
             self.hub.start()
         # One timer paints everything: pending samples and the ages in the titles, in one frame.
@@ -122,8 +171,27 @@ class CockpitApp(App[int]):
             self.updates_handled += 1
             self._pending[message.snapshot.name] = message.snapshot
 
+    def on_resize(self) -> None:
+        main = self.query_one("#main")
+        main.set_class(self.size.width < 130, "-narrow")
+
+    def on_runbook_changed(self, message: RunbookChanged) -> None:
+        if self.runbook is not None:
+            self.query_one(ChecklistPane).show(self.runbook.views())
+
+    def on_checklist_pane_run_requested(self, message: ChecklistPane.RunRequested) -> None:
+        self.action_run_step(message.step)
+
+    def on_step_refused(self, message: StepRefused) -> None:
+        self.notify("; ".join(message.reasons), title=f"{message.step}: blocked", severity="error", timeout=8)
+
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
+        if self.runbook is not None:
+            for snapshot in pending.values():
+                for step in self.runbook.observe(snapshot):
+                    result = self.runbook.result(step)
+                    self.notify(result.message if result else step, title=f"gate closed: {step}", severity="warning", timeout=10)
         with self.batch_update():
             for name, snapshot in pending.items():
                 self.panes[name].show(snapshot, self.hub.history.get(name))
@@ -176,6 +244,47 @@ class CockpitApp(App[int]):
     def action_focus_previous_host(self) -> None:
         self._move_focus(-1)
 
+    # --- the checklist ------------------------------------------------------------------------------
+
+    def action_focus_checklist(self) -> None:
+        if self.runbook is not None:
+            self.query_one(ChecklistPane).focus()
+
+    def action_run_next(self) -> None:
+        if self.runbook is None:
+            self.notify("No runbook in the config", severity="warning")
+            return
+        step = self.runbook.next_step()
+        if step is None:
+            self.notify("Every step has passed")
+            return
+        self.action_run_step(step.name)
+
+    def action_run_step(self, name: str) -> None:
+        if self.read_only:
+            self.notify("Read-only mode: steps cannot run", severity="warning")
+            return
+        if self.runbook is None:
+            return
+        blockers = self.runbook.prerequisites(name)
+        if blockers:
+            self.post_message(StepRefused(name, blockers))
+            return
+        if any(worker.group == "runbook" and worker.is_running for worker in self.workers):
+            self.post_message(StepRefused(name, ["another step is still running"]))
+            return
+        self.run_worker(self._run_step(name), group="runbook", exit_on_error=False)
+
+    async def _run_step(self, name: str) -> None:
+        """Runs in a worker: it talks to the engine and posts messages; widgets are the app's."""
+        try:
+            await self.runbook.run_step(name, self._confirm)
+        except GateClosed as exc:
+            self.post_message(StepRefused(name, exc.reasons))
+
+    async def _confirm(self, plan: str) -> bool:
+        return bool(await self.push_screen_wait(ConfirmScreen("This step changes things on a host:", plan)))
+
     def action_help(self) -> None:
         rows = []
         for binding in self.BINDINGS:
@@ -183,5 +292,11 @@ class CockpitApp(App[int]):
             rows.append((binding.key_display or binding.key.replace("question_mark", "?"), binding.description, binding.id or ""))
         rows.append(("tab / shift+tab", "move focus between panes", ""))
         focused = self.focused
-        context = PANE_HELP["log"] if isinstance(focused, CommandLogPane) else PANE_HELP["host"]
+        if isinstance(focused, CommandLogPane):
+            context = PANE_HELP["log"]
+        elif isinstance(focused, ChecklistPane):
+            context = PANE_HELP["checklist"]
+            rows += [(b.key.replace(",", " / "), b.description, b.id or "") for b in ChecklistPane.BINDINGS]
+        else:
+            context = PANE_HELP["host"]
         self.push_screen(HelpScreen(rows, context))

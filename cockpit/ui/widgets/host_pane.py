@@ -63,6 +63,12 @@ class HostPane(Widget, can_focus=True):
     def on_resize(self) -> None:
         self._refresh_body(force=True)
 
+    def on_focus(self) -> None:
+        self._refresh_body(force=True)  # the focused pane's colours differ: rebuild the strips
+
+    def on_blur(self) -> None:
+        self._refresh_body(force=True)
+
     def show(self, snapshot: HostSnapshot, history: HostHistory | None) -> None:
         self.snapshot = snapshot
         self.history = history
@@ -109,7 +115,8 @@ class HostPane(Widget, can_focus=True):
 
     def _strip(self, line: Text, width: int) -> Strip:
         segments = list(line.render(self.app.console, end=""))
-        return Strip(segments).crop_extend(0, width, None)
+        # the widget's own colours under the line's, as Textual's Log widget does
+        return Strip(segments).crop_extend(0, width, None).apply_style(self.rich_style)
 
     def render_line(self, y: int) -> Strip:
         width = self.content_region.width or self._rendered_width

@@ -1,0 +1,145 @@
+"""The checklist pane: the runbook's steps, their states and hosts, and the evidence of the selected one."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from cockpit.runbook.model import StepState, StepView
+
+MARK = {
+    StepState.PASSED: ("✔", "[x]", "bold green"),
+    StepState.FAILED: ("✘", "[!]", "bold red"),
+    StepState.RUNNING: ("⟳", "[~]", "bold cyan"),
+    StepState.BLOCKED: ("·", "[ ]", "dim"),
+    StepState.PENDING: ("○", "[ ]", "bold"),
+    StepState.STALE: ("?", "[?]", "bold yellow"),
+}
+
+
+def _age(ts: float | None, now: float) -> str:
+    if ts is None:
+        return ""
+    seconds = max(0.0, now - ts)
+    if seconds < 90:
+        return f"{seconds:.0f}s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def render_checklist(views: list[StepView], selected: int, width: int, ascii_only: bool = False, now: float | None = None) -> Text:
+    now = now or time.time()
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for number, view in enumerate(views):
+        glyph, ascii_glyph, style = MARK[view.state]
+        mark = ascii_glyph if ascii_only else glyph
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(">" if number == selected else " ", style="bold reverse" if number == selected else "")
+        line.append(f" {mark} ", style=style)
+        line.append(f"{number + 1}. {view.spec.name}", style="bold" if number == selected else "")
+        line.append(f" @{view.spec.host}", style="cyan")
+        line.append(f"  {view.state.value}", style=style)
+        if view.locked:
+            line.append("  LOCKED" if ascii_only else "  🔒 locked", style="bold red")
+        if view.destructive:
+            line.append("  !", style="yellow")
+        if view.result is not None and view.result.finished_at:
+            line.append(f"  {_age(view.result.finished_at, now)}", style="dim")
+        text.append_text(line)
+        text.append("\n")
+        text.append(f"     {view.title}\n", style="dim" if number != selected else "")
+        for warning in view.warnings:
+            text.append(f"     warning: {warning}\n", style="yellow")
+    if not views:
+        text.append("No runbook in the config: add [[runbook.steps]] (see sample_configs/deployment.toml).\n", style="dim")
+        return text
+    view = views[selected]
+    text.append("─" * max(10, width - 2) + "\n" if not ascii_only else "-" * max(10, width - 2) + "\n", style="dim")
+    text.append(f"{view.spec.name}: ", style="bold")
+    text.append(view.why + "\n", style="italic")
+    if view.result is None:
+        text.append("not run yet\n", style="dim")
+    else:
+        text.append(view.result.message + "\n", style=MARK[view.result.state][2])
+        if view.result.forced_reason:
+            text.append(f"gate skipped: {view.result.forced_reason}\n", style="yellow")
+        evidence = view.result.evidence
+        if evidence.get("gpus"):
+            gpus = ", ".join(f"{g['index']}:{g['memory_used_mib']}M" for g in evidence["gpus"])
+            text.append(f"evidence {_age(evidence.get('time'), now)} from {evidence.get('host')}: {gpus}\n", style="dim")
+            procs = evidence.get("processes") or []
+            text.append(f"processes: {', '.join(str(p['pid']) for p in procs) or 'none'}\n", style="dim")
+        elif evidence:
+            text.append(json.dumps(evidence, default=str)[:400] + "\n", style="dim")
+        if view.result.output:
+            for line in view.result.output.strip().splitlines()[-6:]:
+                text.append(f"  {line}\n", style="dim")
+    text.rstrip()
+    return text
+
+
+class ChecklistPane(Widget, can_focus=True):
+    """Fed by the app with StepViews; keys move the selection, the app runs steps."""
+
+    DEFAULT_CSS = """
+    ChecklistPane {
+        border: round $primary-darken-2;
+        padding: 0 1;
+        height: 1fr;
+        overflow-y: auto;
+    }
+    ChecklistPane:focus {
+        border: round $accent;
+    }
+    """
+    BINDINGS = [
+        Binding("down,j", "move(1)", "next step", show=False, id="checklist.down"),
+        Binding("up,k", "move(-1)", "previous step", show=False, id="checklist.up"),
+        Binding("enter,r", "run_selected", "run step", id="checklist.run"),
+    ]
+    selected: reactive[int] = reactive(0)
+
+    def __init__(self, ascii_only: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.views: list[StepView] = []
+        self.ascii_only = ascii_only
+        self.border_title = "checklist"
+
+    def show(self, views: list[StepView]) -> None:
+        self.views = views
+        self.selected = min(self.selected, max(0, len(views) - 1))
+        done = sum(v.state is StepState.PASSED for v in views)
+        self.border_title = f"checklist · {done}/{len(views)} passed"
+        self.refresh()
+
+    def render(self) -> Text:
+        return render_checklist(self.views, self.selected, self.content_region.width or 40, self.ascii_only)
+
+    def watch_selected(self) -> None:
+        self.refresh()
+
+    def action_move(self, step: int) -> None:
+        if self.views:
+            self.selected = (self.selected + step) % len(self.views)
+
+    class RunRequested(Message):
+        """The user asked to run a step; the app decides whether it may."""
+
+        def __init__(self, step: str):
+            super().__init__()
+            self.step = step
+
+    def action_run_selected(self) -> None:
+        if self.views:
+            self.post_message(self.RunRequested(self.views[self.selected].spec.name))
+
+    @property
+    def selected_view(self) -> StepView | None:
+        return self.views[self.selected] if self.views else None
