@@ -43,3 +43,17 @@ def test_recorded_stream_assembles_into_ticks(fixtures):
     ticks = [t for t in map(assembler.feed, lines) if t]
     assert len(ticks) == len(lines) - 1 and all(len(t[0]) == 1 for t in ticks)
     assert all(t[0][0].power_w == pytest.approx(79.5, abs=2) for t in ticks)
+
+
+@pytest.mark.parametrize("state, smi_file", [("idle", "smi_memory_idle.csv"), ("busy", "smi_memory_busy.csv")])
+def test_nvml_memory_matches_nvidia_smi(fixtures, state, smi_file):
+    """NVML's v1 memory call counts the driver's 615 MiB reserve as used; the cockpit reads v2,
+    which agrees with nvidia-smi (replayed through the NVML stand-in, recorded on an H200)."""
+    from cockpit.telemetry.nvml import read_all
+    from standin.pynvml_standin import StandInNvml
+
+    gpus, procs = read_all(StandInNvml(state))
+    used, total, _free = (int(v) for v in (fixtures / H200 / smi_file).read_text().split(","))
+    assert gpus[0].memory_used_mib == used and gpus[0].memory_total_mib == total
+    assert gpus[0].power_w == pytest.approx(692.369) and gpus[0].sm_clock_mhz is None and gpus[0].problems == ()
+    assert (len(procs) == 1) is (state == "busy")

@@ -1,0 +1,34 @@
+"""The promises of the README: the CI script runs the README's test command; the CLI answers."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"^    (pip install -e .*pytest.*)$", readme, re.MULTILINE)
+    assert len(commands) == 1, "README.md must hold exactly one indented test command"
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "sed -n 's/^    \\(pip install -e .*pytest.*\\)$/\\1/p' README.md" in script
+    assert "openssh-server" in script and "torch==2.13.0" in script
+
+
+def test_version_and_help():
+    out = subprocess.run([sys.executable, "-m", "cockpit", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and re.match(r"cockpit \d+\.\d+\.\d+", out.stdout)
+    out = subprocess.run([sys.executable, "-m", "cockpit", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for command in ("status", "verify", "plan", "trust", "config"):
+        assert command in out.stdout
+
+
+def test_core_never_imports_the_ui():
+    for path in (ROOT / "cockpit").rglob("*.py"):
+        if "ui" in path.relative_to(ROOT / "cockpit").parts or path.name == "cli.py":
+            continue
+        text = path.read_text()
+        assert "cockpit.ui" not in text and "import textual" not in text and "from textual" not in text, path
