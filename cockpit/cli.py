@@ -84,6 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(reset)
     reset.add_argument("step", nargs="?", metavar="STEP")
 
+    parse_log = sub.add_parser("parse-log", help="diagnose an SGLang server log: named flag errors and crash causes, with the fix")
+    parse_log.add_argument("path", metavar="PATH")
+    parse_log.add_argument("--json", action="store_true")
+    parse_log.add_argument("--help-text", metavar="FILE", help="SGLang --help output (or a cockpit schema JSON) for better suggestions")
+
+    lint = sub.add_parser("lint-flags", help="check an SGLang command line before launch: exit 0 accepted, 1 it would fail",
+                          usage="cockpit lint-flags [--host H | --help-text FILE] [--json] -- ARGS...")
+    _add_config(lint)
+    source = lint.add_mutually_exclusive_group()
+    source.add_argument("--host", metavar="H", help="use the flags of the SGLang installed on host H")
+    source.add_argument("--help-text", "--schema", dest="help_text", metavar="FILE", help="SGLang --help output or a schema JSON")
+    lint.add_argument("--python", default=None, help="the interpreter on the host (default: the host's 'python' setting)")
+    lint.add_argument("--json", action="store_true")
+    lint.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+
     ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
     _add_config(ui)
     ui.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS, help="monitoring only: no step or action can run")
@@ -420,6 +435,74 @@ def cmd_plan(args) -> int:
     return EXIT_OK if all(r.state is StepState.PASSED for _, r in ran) else EXIT_PROBLEM
 
 
+def _print_diagnoses(diagnoses) -> None:
+    marks = {"error": "error", "warning": "warning", "info": "note"}
+    for d in diagnoses:
+        where = f"line {d.line}: " if d.line else ""
+        print(f"{marks.get(d.severity, d.severity)}: {where}[{d.kind}] {d.message}")
+        for suggestion in d.suggestions[:3]:
+            if suggestion and suggestion not in d.message:
+                print(f"    try: {suggestion}")
+
+
+def cmd_parse_log(args) -> int:
+    from cockpit.sglang.diagnose import diagnose_file
+    from cockpit.sglang.schema import load_schema
+
+    schema = load_schema(args.help_text) if args.help_text else None
+    report = diagnose_file(args.path, schema)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        _print_diagnoses(report.diagnoses)
+        if report.ready:
+            print("ready: the server is up")
+        for note in report.notes:
+            print(f"note: {note}")
+    errors = [d for d in report.diagnoses if d.severity == "error"]
+    return EXIT_PROBLEM if errors else EXIT_OK
+
+
+def cmd_lint_flags(args) -> int:
+    from cockpit.sglang.lint import lint_args, strip_launcher
+    from cockpit.sglang.schema import load_schema
+
+    words = list(args.args)
+    if words and words[0] == "--":
+        words = words[1:]
+    if not words:
+        raise CockpitError("lint-flags needs the command line after --, e.g. cockpit lint-flags --help-text help.txt -- --model-path M ...")
+    if args.host:
+        from cockpit.hosts.pool import TransportPool
+        from cockpit.sglang.hostschema import host_schema
+
+        config = load_config(args.config)
+        host = config.host(args.host)
+
+        async def fetch():
+            pool = TransportPool(config)
+            try:
+                return await host_schema(pool.get(host), args.python or host.python)
+            finally:
+                await pool.close()
+
+        try:
+            schema = asyncio.run(fetch())
+        except Exception as exc:  # noqa: BLE001 - transport errors: could not check
+            raise CockpitError(str(exc)) from None
+    elif args.help_text:
+        schema = load_schema(args.help_text)
+    else:
+        raise CockpitError("lint-flags needs the flags to check against: --host H (runs SGLang's --help there) or --help-text FILE")
+    report = lint_args(strip_launcher(words), schema)
+    if args.json:
+        print(json.dumps({**report.to_json(), "schema": {"prog": schema.prog, "version": schema.version, "flags": len(schema.flags)}}, indent=2))
+    else:
+        _print_diagnoses(report.diagnoses)
+        print("OK: SGLang would accept this command line" if report.ok else "SGLang would refuse this command line")
+    return EXIT_OK if report.ok else EXIT_PROBLEM
+
+
 def cmd_ui(args) -> int:
     config = load_config(args.config)
     from cockpit.ui.app import CockpitApp
@@ -445,6 +528,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_verify(args)
         if args.command == "plan":
             return cmd_plan(args)
+        if args.command == "parse-log":
+            return cmd_parse_log(args)
+        if args.command == "lint-flags":
+            return cmd_lint_flags(args)
         return cmd_ui(args)
     except CockpitError as exc:
         print(f"cockpit: error: {exc}", file=sys.stderr)

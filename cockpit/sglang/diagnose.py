@@ -1,0 +1,328 @@
+"""Turn an SGLang server log into named diagnoses with the fix.
+
+Argparse failures (the usage synopsis then `PROG: error: MESSAGE`) become one diagnosis per bad
+flag; SGLang's crash signatures (sglang-facts §6) each get a kind and a one-line hint; a
+`Received sigquit` wrapper is traced back to the exception before it.  Only the last run in the
+log is diagnosed.  Never raises on odd input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cockpit.errors import CockpitError
+from cockpit.sglang.schema import FlagSchema, parse_argparse_text
+from cockpit.sglang.suggest import Suggestion, numeric_guess, rank_values, suggest
+
+TAIL_BYTES = 8 * 1024 * 1024  # a log is read from its end: never more than this
+MAX_LINE = 64 * 1024
+LAUNCH_MARKER = "# cockpit: launch "  # written by the cockpit's launch step before the server starts
+READY_LINE = "The server is fired up and ready to roll!"
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    kind: str
+    message: str
+    flag: str | None = None
+    value: str | None = None
+    suggestions: tuple[str, ...] = ()
+    line: int | None = None  # 1-based line in the file (or in the text given)
+    replacement: tuple[str, ...] | None = None  # argv words replacing flag+value: the fix to apply
+    severity: str = "error"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "flag": self.flag, "value": self.value, "suggestions": list(self.suggestions),
+                "message": self.message, "line": self.line, "replacement": list(self.replacement) if self.replacement else None,
+                "severity": self.severity}
+
+
+@dataclass
+class LogReport:
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    ready: bool = False
+    lines: int = 0
+    run_start_line: int = 1
+    truncated: bool = False
+    notes: list[str] = field(default_factory=list)
+    milestones: list[tuple[str, int]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"diagnoses": [d.to_json() for d in self.diagnoses], "ready": self.ready, "lines": self.lines,
+                "run_start_line": self.run_start_line, "truncated": self.truncated, "notes": self.notes,
+                "milestones": [{"milestone": m, "line": n} for m, n in self.milestones]}
+
+
+# --- argparse errors ------------------------------------------------------------------------------
+
+ERROR_LINE = re.compile(r"^(?P<prog>\S+(?: serve)?): error: (?P<msg>.*)$")
+ARG_PREFIX = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$")
+
+
+def _primary(flag_text: str) -> str:
+    return flag_text.split("/")[0].strip()
+
+
+def split_unknown(words: list[str]) -> list[tuple[str, str | None]]:
+    """`--a 1 --b --c x y` -> [(--a, 1), (--b, None), (--c, 'x y')]; a lone word is its own item."""
+    items: list[list[str]] = []
+    for word in words:
+        is_flag = word.startswith("-") and not re.match(r"^-\d", word)
+        if is_flag or not items:
+            items.append([word])
+        else:
+            items[-1].append(word)
+    out = []
+    for item in items:
+        head, rest = item[0], item[1:]
+        if "=" in head and head.startswith("-"):
+            head, inline = head.split("=", 1)
+            rest = [inline, *rest]
+        out.append((head, " ".join(rest) if rest else None))
+    return out
+
+
+def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None) -> list[Diagnosis]:
+    if message.startswith("unrecognized arguments: "):
+        diagnoses = []
+        for flag, value in split_unknown(message[len("unrecognized arguments: "):].split()):
+            if not flag.startswith("-"):
+                diagnoses.append(Diagnosis("unrecognized_argument", f"SGLang takes no positional argument '{flag}'", None, flag, (), line))
+                continue
+            fixes = suggest(flag, value, schema)
+            shown = f" {value}" if value else ""
+            hint = f"; did you mean {fixes[0].text}?" if fixes else ""
+            note = f" ({fixes[0].note})" if fixes and fixes[0].note else ""
+            diagnoses.append(Diagnosis("unrecognized_argument", f"{flag}{shown} is not an SGLang flag{hint}{note}", flag, value,
+                                       tuple(f.text for f in fixes), line, fixes[0].replacement if fixes else None))
+        return diagnoses
+    ambiguous = re.match(r"^ambiguous option: (?P<opt>\S+?)(?:=(?P<val>\S*))? could match (?P<cands>.*)$", message)
+    if ambiguous:
+        candidates = tuple(c.strip() for c in ambiguous.group("cands").split(","))
+        return [Diagnosis("ambiguous_option", f"{ambiguous.group('opt')} is a prefix of several flags: write one in full",
+                          ambiguous.group("opt"), ambiguous.group("val"), candidates, line)]
+    required = re.match(r"^the following arguments are required: (?P<flags>.*)$", message)
+    if required:
+        out = []
+        for group in required.group("flags").split(", "):
+            flag = _primary(group)
+            out.append(Diagnosis("missing_required", f"{group} is required", flag, None, (f"{flag} VALUE",), line))
+        return out
+    argument = ARG_PREFIX.match(message)
+    if argument:
+        flag = _primary(argument.group("flag"))
+        rest = argument.group("rest")
+        choice = re.match(r"^invalid choice: '(?P<val>.*)' \(choose from (?P<choices>.*)\)$", rest)
+        if choice:
+            choices = tuple(c.strip().strip("'\"") for c in choice.group("choices").split(","))
+            ranked = rank_values(choice.group("val"), choices)
+            return [Diagnosis("invalid_choice", f"{flag} does not accept '{choice.group('val')}'; allowed: {', '.join(choices)}",
+                              flag, choice.group("val"), tuple(ranked), line, (flag, ranked[0]) if ranked else None)]
+        bad_type = re.match(r"^invalid (?P<type>\w+) value: '(?P<val>.*)'$", rest)
+        if bad_type:
+            guess = numeric_guess(bad_type.group("val"))
+            if guess is not None and bad_type.group("type") == "int" and "." in guess:
+                guess = None
+            return [Diagnosis("invalid_value", f"{flag} needs an {bad_type.group('type')}, got '{bad_type.group('val')}'",
+                              flag, bad_type.group("val"), (guess,) if guess else (), line, (flag, guess) if guess else None)]
+        if rest.startswith("expected"):
+            return [Diagnosis("missing_value", f"{flag} {rest}", flag, None, (f"{flag} VALUE",), line)]
+        if rest.startswith("not allowed with argument"):
+            other = _primary(rest[len("not allowed with argument "):])
+            return [Diagnosis("conflicting_arguments", f"{flag} cannot be combined with {other}", flag, None, (other,), line)]
+        if rest.startswith("ignored explicit argument"):
+            value = rest.split("'")[1] if "'" in rest else None
+            return [Diagnosis("invalid_value", f"{flag} is a switch and takes no value", flag, value, (flag,), line, (flag,))]
+        return [Diagnosis("argparse_error", f"{flag}: {rest}", flag, None, (), line)]
+    return [Diagnosis("argparse_error", message, None, None, (), line)]
+
+
+# --- crash signatures -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signature:
+    kind: str
+    pattern: re.Pattern[str]
+    hint: str
+    flag: str | None = None
+
+
+def _sig(kind: str, pattern: str, hint: str, flag: str | None = None) -> Signature:
+    return Signature(kind, re.compile(pattern), hint, flag)
+
+
+SIGNATURES = (
+    _sig("gpus_not_clean", r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes",
+         "GPUs of the launch host hold memory of other processes: run the gpu_clean (and kill_stale) steps, then relaunch"),
+    _sig("not_enough_memory", r"RuntimeError: Not enough memory\. Please try to increase --mem-fraction-static",
+         "no room for the KV cache after the weights: raise --mem-fraction-static or use more GPUs (--tp-size)", "--mem-fraction-static"),
+    _sig("cuda_oom", r"(torch\.(cuda\.)?OutOfMemoryError|CUDA out of memory)",
+         "CUDA out of memory: lower --mem-fraction-static, or check that the GPUs were clean", "--mem-fraction-static"),
+    _sig("cuda_graph_capture_failed", r"Capture cuda graph failed",
+         "CUDA graph capture failed (often memory): lower --cuda-graph-max-bs or --mem-fraction-static", "--cuda-graph-max-bs"),
+    _sig("nccl_error", r"NCCL error", "NCCL could not start: check shared memory (--shm-size / ipc=host), InfiniBand and NCCL_* settings"),
+    _sig("scheduler_died", r"(Scheduler hit an exception|Rank \d+ scheduler is dead)",
+         "a scheduler process died: read the traceback above it (the OOM killer leaves none: check dmesg)"),
+    _sig("port_in_use", r"(address already in use|\[Errno 98\]|metrics_port at \d+ is not available)",
+         "the port is taken (an old server still running?): stop it, or choose another --port", "--port"),
+    _sig("draft_wrong_architecture", r"KeyError: 'midlayer\.self_attn\.qkv_proj\.weight'",
+         "the draft's config.json names a normal model: set architectures to [\"LlamaForCausalLMEagle3\"]"),
+    _sig("draft_layers_keys", r"(KeyError: 'model\.layers\.0|Parameter \S+ not found in params_dict)",
+         "the draft's weights are named layers.0.*: rename them to midlayer.* (cockpit drafter fix-keys)"),
+    _sig("draft_too_many_layers", r"EAGLE3 currently only supports 1 layer",
+         "this SGLang needs num_hidden_layers = 1 in the draft's config.json"),
+    _sig("vocab_mismatch", r"index out of bounds",
+         "draft and target vocabularies disagree (d2t/t2d): the draft was trained for another target"),
+    _sig("illegal_memory_access", r"CUDA error: an illegal memory access was encountered",
+         "a kernel or CUDA graph bug: try --disable-cuda-graph to isolate it", "--disable-cuda-graph"),
+    _sig("warmup_failed", r"Initialization failed\. warmup error:", "the first generation failed: read the error after it"),
+    _sig("trust_remote_code", r"(requires you to execute the configuration file|trust_remote_code=True)",
+         "the model ships its own code: add --trust-remote-code", "--trust-remote-code"),
+    _sig("no_accelerator", r"No accelerator \(CUDA, XPU, HPU\) is available",
+         "no GPU is visible to the server process: check CUDA_VISIBLE_DEVICES and the driver on the launch host"),
+    _sig("unknown_speculative_algorithm", r"Unknown speculative algorithm name: (?P<value>\S+)",
+         "--speculative-algorithm takes EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM", "--speculative-algorithm"),
+    _sig("partial_depth_flags", r"TypeError: '>' not supported between instances of 'NoneType' and 'int'",
+         "give all three depth flags: --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens"),
+)
+SIGQUIT = re.compile(r"Received sigquit from a child process")
+EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|AssertionError|KeyError|Exception)(?::.*)?$")
+DECODE_LINE = re.compile(r"Decode batch[.,].*?accept len: (?P<len>\d+(?:\.\d+)?)")
+MILESTONES = (
+    ("load weights", re.compile(r"Load weight begin")),
+    ("weights loaded", re.compile(r"Load weight end")),
+    ("KV cache", re.compile(r"KV Cache is allocated")),
+    ("CUDA graph capture", re.compile(r"Capture cuda graph begin")),
+    ("CUDA graphs captured", re.compile(r"Capture cuda graph end")),
+    ("draft CUDA graphs", re.compile(r"Capture draft cuda graph end")),
+    ("HTTP server up", re.compile(r"Uvicorn running on")),
+    ("ready", re.compile(re.escape(READY_LINE))),
+)
+RUN_START = re.compile(r"^(usage: \S|" + re.escape(LAUNCH_MARKER) + r"|.*server_args=ServerArgs\()")
+
+
+def read_log_tail(path: str | Path, limit: int = TAIL_BYTES) -> tuple[list[str], int, bool]:
+    """The last `limit` bytes of a log as lines: (lines, number of the first line kept, truncated?).
+    Seeks: a multi-GB log costs the same as a small one.  Raises CockpitError for a binary file."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            start = max(0, size - limit)
+            handle.seek(start)
+            data = handle.read(limit)
+    except IsADirectoryError:
+        raise CockpitError(f"{path}: is a directory, not a log file") from None
+    except OSError as exc:
+        raise CockpitError(f"{path}: {exc.strerror or exc}") from None
+    if b"\x00" in data[:65536]:
+        raise CockpitError(f"{path}: binary file, not a server log")
+    truncated = start > 0
+    if truncated:
+        cut = data.find(b"\n")
+        data = data[cut + 1:] if cut >= 0 else b""
+    lines = [line[:MAX_LINE] for line in data.decode("utf-8", "replace").splitlines()]
+    return lines, 1, truncated
+
+
+def _last_run_start(lines: list[str]) -> int:
+    """Index of the line where the last run starts (a launch marker, a usage block or ServerArgs)."""
+    start = 0
+    for index, line in enumerate(lines):
+        if RUN_START.match(line):
+            # what follows our own launch marker closely belongs to the same run
+            if start < index and lines[start].startswith(LAUNCH_MARKER) and index - start <= 5 and not line.startswith(LAUNCH_MARKER):
+                continue
+            start = index
+    return start
+
+
+def _traceback_cause(lines: list[str], end: int) -> tuple[str, int] | None:
+    """The exception line closest before `end` (the cause a sigquit wrapper hides)."""
+    for index in range(end - 1, -1, -1):
+        text = lines[index].strip()
+        text = re.sub(r"^\[[^\]]*\]\s*", "", text)
+        if EXCEPTION_LINE.match(text) and not SIGQUIT.search(text):
+            return text, index
+    return None
+
+
+def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_line: int = 1) -> LogReport:
+    report = LogReport(lines=len(lines))
+    start = _last_run_start(lines)
+    run = lines[start:]
+    report.run_start_line = first_line + start
+    if schema is None:
+        try:
+            schema = parse_argparse_text("\n".join(run)) if any(line.startswith("usage:") for line in run) else None
+        except CockpitError:
+            schema = None
+    seen_kinds: set[str] = set()
+    decode_lens: list[float] = []
+    for offset, line in enumerate(run):
+        number = report.run_start_line + offset
+        error = ERROR_LINE.match(line)
+        if error and any(l.startswith("usage:") for l in run[: offset + 1]):
+            report.diagnoses.extend(diagnose_argparse(error.group("msg"), schema, number))
+            continue
+        decode = DECODE_LINE.search(line)
+        if decode:
+            decode_lens.append(float(decode.group("len")))
+        for name, pattern in MILESTONES:
+            if pattern.search(line):
+                report.milestones.append((name, number))
+        if READY_LINE in line:
+            report.ready = True
+        for signature in SIGNATURES:
+            match = signature.pattern.search(line)
+            if match and signature.kind not in seen_kinds:
+                seen_kinds.add(signature.kind)
+                value = match.groupdict().get("value")
+                report.diagnoses.append(Diagnosis(signature.kind, f"{signature.hint}", signature.flag, value,
+                                                  (signature.hint,), number))
+        if SIGQUIT.search(line) and "child_failed" not in seen_kinds:
+            seen_kinds.add("child_failed")
+            cause = _traceback_cause(run, offset)
+            if cause is not None and not report.diagnoses:
+                text, index = cause
+                report.diagnoses.append(Diagnosis("child_failed", f"a server process failed: {text}", None, None, (),
+                                                  report.run_start_line + index))
+            elif not report.diagnoses:
+                report.diagnoses.append(Diagnosis("child_failed", "a server process failed; no traceback before it", None, None, (), number))
+    if len(decode_lens) >= 3 and all(abs(v - 1.0) < 1e-9 for v in decode_lens):
+        report.diagnoses.append(Diagnosis(
+            "draft_weights_not_loaded",
+            f"accept len 1.00 on all {len(decode_lens)} decode lines: the draft is not used (layers.0.* keys skipped by "
+            "SGLang 0.4.9-0.5.11, or wrong aux layers): run cockpit drafter inspect",
+            None, None, ("cockpit drafter fix-keys DRAFT_DIR",), report.run_start_line, severity="error"))
+    if not report.diagnoses and not report.ready:
+        tail_exc = _traceback_cause(run, len(run)) if any("Traceback (most recent call last)" in l for l in run) else None
+        if tail_exc is not None:
+            text, index = tail_exc
+            report.diagnoses.append(Diagnosis("python_exception", text, None, None, (), report.run_start_line + index))
+    if report.ready:
+        # errors before the ready line belong to start-up noise only when the server still came up
+        report.diagnoses = [d for d in report.diagnoses if d.kind == "draft_weights_not_loaded" or d.line is None
+                            or d.line > max(n for m, n in report.milestones if m == "ready")]
+    return report
+
+
+def diagnose_file(path: str | Path, schema: FlagSchema | None = None) -> LogReport:
+    lines, first, truncated = read_log_tail(path)
+    report = diagnose_lines(lines, schema, first)
+    report.truncated = truncated
+    if truncated:
+        report.notes.append(f"only the last {TAIL_BYTES // (1024 * 1024)} MiB were read; line numbers count from there")
+    if not lines:
+        report.notes.append("the log is empty")
+    elif not report.diagnoses and not report.ready:
+        report.notes.append("no crash found, and the server is not ready (yet)")
+    return report
+
+
+def as_suggestions(fixes: list[Suggestion]) -> tuple[str, ...]:
+    return tuple(f.text for f in fixes)
