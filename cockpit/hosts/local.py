@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Sequence
 
@@ -119,3 +120,20 @@ class LocalTransport(Transport):
 
     async def close(self) -> None:
         return None
+
+    async def open_tcp(self, host: str, port: int):
+        return await asyncio.open_connection(host, port)
+
+    async def stat_size(self, path: str) -> int | None:
+        try:
+            return os.stat(path).st_size
+        except FileNotFoundError:
+            return None
+
+    async def read_range(self, path: str, offset: int, size: int) -> bytes:
+        def read() -> bytes:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                return handle.read(size)
+
+        return await asyncio.to_thread(read)

@@ -111,6 +111,8 @@ class SshTransport(Transport):
         self.settings = settings
         self.jump = jump
         self._conn: asyncssh.SSHClientConnection | None = None
+        self._sftp: asyncssh.SFTPClient | None = None
+        self._sftp_conn: asyncssh.SSHClientConnection | None = None
         self._channels = asyncio.Semaphore(host.max_channels)
         self._lock = asyncio.Lock()
         self.known_hosts_path = _expand(host.known_hosts or settings.known_hosts)
@@ -285,12 +287,47 @@ class SshTransport(Transport):
             raise
         return SshLineStream(self.log, record, proc, self._channels.release)
 
+    async def open_tcp(self, host: str, port: int):
+        await self.connect()
+        try:
+            return await self.connection.open_connection(host, port)
+        except asyncssh.ChannelOpenError as exc:
+            raise ConnectionRefusedError(f"{self.name}: {host}:{port}: {exc.reason}") from None
+
+    async def _sftp_client(self) -> asyncssh.SFTPClient:
+        await self.connect()
+        conn = self.connection
+        if self._sftp is None or self._sftp_conn is not conn:
+            self._sftp = await conn.start_sftp_client()
+            self._sftp_conn = conn
+        return self._sftp
+
+    async def stat_size(self, path: str) -> int | None:
+        sftp = await self._sftp_client()
+        try:
+            return (await sftp.stat(path)).size
+        except asyncssh.SFTPNoSuchFile:
+            return None
+        except asyncssh.SFTPError as exc:
+            raise Unreachable(f"{self.name}: cannot stat {path}: {exc.reason}") from None
+
+    async def read_range(self, path: str, offset: int, size: int) -> bytes:
+        sftp = await self._sftp_client()
+        try:
+            async with sftp.open(path, "rb") as handle:
+                await handle.seek(offset)
+                return await handle.read(size)
+        except asyncssh.SFTPError as exc:
+            raise Unreachable(f"{self.name}: cannot read {path}: {exc.reason}") from None
+
     async def _drop(self) -> None:
+        self._sftp = None
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.abort()
 
     async def close(self) -> None:
+        self._sftp = None
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

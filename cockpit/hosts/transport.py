@@ -7,6 +7,7 @@ import shlex
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cockpit.config import HostConfig
 from cockpit.hosts.commandlog import CommandLog, CommandRecord
@@ -144,3 +145,16 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def open_tcp(self, host: str, port: int) -> tuple[Any, Any]:
+        """A TCP connection made from the host's side (through SSH: a direct-tcpip channel):
+        (reader, writer) with asyncio stream semantics.  Raises OSError/TransportError."""
+
+    @abc.abstractmethod
+    async def stat_size(self, path: str) -> int | None:
+        """Size of a file on the host, None if it does not exist."""
+
+    @abc.abstractmethod
+    async def read_range(self, path: str, offset: int, size: int) -> bytes:
+        """Bytes [offset, offset+size) of a file on the host (no process started for it)."""

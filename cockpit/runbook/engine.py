@@ -59,6 +59,7 @@ class Runbook:
         self.store = store or StateStore(spec.id)
         self.clock = clock
         self.results: dict[str, StepResult] = self.store.load()
+        self.overrides: dict[str, list[str]] = self.store.load_overrides()
         self._lock = asyncio.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._recover_interrupted()
@@ -70,7 +71,7 @@ class Runbook:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def _changed(self) -> None:
-        self.store.save(self.results)
+        self.store.save(self.results, self.overrides)
         for listener in list(self._listeners):
             listener()
 
@@ -83,7 +84,7 @@ class Runbook:
                 self.store.audit("interrupted", step=name, runner_pid=result.runner_pid)
                 changed = True
         if changed:
-            self.store.save(self.results)
+            self.store.save(self.results, self.overrides)
 
     def result(self, name: str) -> StepResult | None:
         return self.results.get(name)
@@ -165,7 +166,7 @@ class Runbook:
         context = self._context(confirm)
         try:
             text, planned = await kind.plan(context, spec)
-        except TransportError as exc:
+        except (TransportError, CockpitError) as exc:
             return self._record(spec, StepResult(StepState.FAILED, self.clock(), self.clock(), f"could not plan: {exc}"))
         if text is not None:
             if not await confirm(text):
@@ -177,7 +178,7 @@ class Runbook:
         self.store.audit("run", step=spec.name, kind=spec.kind, host=spec.host, note=note, forced_reason=forced_reason)
         try:
             result = await kind.run(context, spec, planned)
-        except TransportError as exc:
+        except (TransportError, CockpitError) as exc:
             result = StepResult(StepState.FAILED, self.results[spec.name].started_at, self.clock(), f"{spec.host}: {exc}")
         except asyncio.CancelledError:
             self.results[spec.name] = StepResult(StepState.FAILED, self.results[spec.name].started_at, self.clock(), "cancelled")
@@ -222,12 +223,21 @@ class Runbook:
                 break
         return done
 
+    def set_override(self, name: str, argv: list[str], why: str) -> None:
+        """Replace a launch step's command line (a fix applied from a diagnosis); kept until reset."""
+        self.spec.step(name)
+        self.overrides[name] = list(argv)
+        self.store.audit("override_argv", step=name, argv=argv, why=why)
+        self._changed()
+
     def reset(self, name: str | None = None) -> None:
         if name is None:
             self.results.clear()
+            self.overrides.clear()
         else:
             self.spec.step(name)
             self.results.pop(name, None)
+            self.overrides.pop(name, None)
         self.store.audit("reset", step=name)
         self._changed()
 

@@ -329,19 +329,43 @@ class KillStale(StepKind):
 # --- launch ------------------------------------------------------------------------------------------
 
 DETACH_SCRIPT = (
-    'log="$1"; dir="$2"; shift 2; '
+    'log="$1"; dir="$2"; marker="$3"; shift 3; '
     'if [ -n "$dir" ]; then cd "$dir" || exit 97; fi; '
-    'setsid nohup "$@" >"$log" 2>&1 </dev/null & echo $!'
+    'if [ -n "$marker" ]; then printf "%s\\n" "$marker" >>"$log" || exit 98; fi; '
+    'setsid nohup "$@" >>"$log" 2>&1 </dev/null & echo $!'
 )
 
 
-def detached_argv(argv: list[str], log: str, cwd: str | None = None, env: dict[str, str] | None = None) -> list[str]:
-    """Start argv detached (outlives the cockpit and its SSH session), output to log; prints the PID.
-    Every value travels as a positional parameter of sh, never inside the script text."""
+def detached_argv(argv: list[str], log: str, cwd: str | None = None, env: dict[str, str] | None = None,
+                  marker: str = "") -> list[str]:
+    """Start argv detached (outlives the cockpit and its SSH session), output appended to log after
+    a marker line that starts a new run in it; prints the PID.  Every value travels as a positional
+    parameter of sh, never inside the script text."""
     command = list(argv)
     if env:
         command = ["env", *[f"{k}={v}" for k, v in env.items()], *command]
-    return ["sh", "-c", DETACH_SCRIPT, "sh", log, cwd or "", *command]
+    return ["sh", "-c", DETACH_SCRIPT, "sh", log, cwd or "", marker, *command]
+
+
+async def stop_process(transport: Transport, pid: int, grace_s: float = 10.0) -> bool:
+    """SIGTERM, wait, SIGKILL; True when the process is gone."""
+    from cockpit.sglang.server import process_alive
+
+    await transport.run(["kill", "-TERM", str(pid)], timeout=30)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not await process_alive(transport, pid):
+            return True
+        await asyncio.sleep(0.2)
+    await transport.run(["kill", "-KILL", str(pid)], timeout=30)
+    await asyncio.sleep(0.2)
+    return not await process_alive(transport, pid)
+
+
+def launch_marker(step: str, host: str) -> str:
+    from cockpit.sglang.diagnose import LAUNCH_MARKER
+
+    return f"{LAUNCH_MARKER}{time.strftime('%Y-%m-%dT%H:%M:%S')} step={step} host={host}"
 
 
 @register
@@ -389,20 +413,23 @@ class Launch(StepKind):
         started = _now()
         transport = ctx.transport(spec.host)
         if planned:
-            await transport.run(["kill", "-TERM", str(planned)], timeout=30)
+            await stop_process(transport, int(planned))
             ctx.audit("kill", host=spec.host, step=spec.name, signal="TERM", pids=[planned], why="relaunch")
         log = self.log_path(spec)
-        result = await transport.run(detached_argv(spec.params["argv"], log, spec.params.get("cwd"), spec.params.get("env")), timeout=30)
+        result = await transport.run(detached_argv(spec.params["argv"], log, spec.params.get("cwd"), spec.params.get("env"),
+                                                   launch_marker(spec.name, spec.host)), timeout=30)
         pid_text = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
         if result.exit_status != 0 or not pid_text.isdigit():
             return StepResult(StepState.FAILED, started, _now(), f"could not start: {result.output.strip()[:300]}")
         pid = int(pid_text)
         ctx.audit("launch", host=spec.host, step=spec.name, pid=pid, argv=spec.params["argv"], log=log)
         await asyncio.sleep(float(spec.params.get("settle_s", 2.0)))
-        alive = await transport.run(["kill", "-0", str(pid)], timeout=30)
+        from cockpit.sglang.server import process_alive
+
+        alive = await process_alive(transport, pid)
         tail = await transport.run(["tail", "-n", "40", log], timeout=30)
         evidence = {"pid": pid, "log": log, "argv": spec.params["argv"], "host": spec.host}
-        if alive.exit_status != 0:
+        if not alive:
             return StepResult(StepState.FAILED, started, _now(), f"pid {pid} exited within {spec.params.get('settle_s', 2.0)} s; see {log}",
                               evidence, tail.stdout[-4000:])
         return StepResult(StepState.PASSED, started, _now(), f"running as pid {pid}, log {log}", evidence, tail.stdout[-4000:])

@@ -50,9 +50,20 @@ class StateStore:
                 f"move it aside or run `cockpit plan reset` to start over"
             ) from None
 
-    def save(self, results: dict[str, StepResult]) -> None:
+    def load_overrides(self) -> dict[str, list[str]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        overrides = data.get("overrides") if isinstance(data, dict) else None
+        if not isinstance(overrides, dict):
+            return {}
+        return {k: [str(w) for w in v] for k, v in overrides.items() if isinstance(v, list)}
+
+    def save(self, results: dict[str, StepResult], overrides: dict[str, list[str]] | None = None) -> None:
         payload = {"format": FORMAT, "runbook": self.runbook_id, "saved_at": time.time(),
-                   "steps": {name: result.to_json() for name, result in results.items()}}
+                   "steps": {name: result.to_json() for name, result in results.items()},
+                   "overrides": overrides or {}}
         atomic_write(self.path, json.dumps(payload, indent=1, sort_keys=True) + "\n", mode=0o600)
 
     def clear(self) -> None:

@@ -87,7 +87,7 @@ class SshdHarness:
             "Subsystem sftp internal-sftp",
             # Sessions get their own empty HOME: the test machine's shell rc files (pyenv init and
             # the like) must not run, slow down or hang the commands under test.
-            f"SetEnv PATH={STANDIN_DIR}:/usr/local/bin:/usr/bin:/bin NVIDIA_SMI_STANDIN_DIR={self.scenario_dir} HOME={self.home}",
+            f"SetEnv PATH={STANDIN_DIR}:/usr/local/bin:/usr/bin:/bin NVIDIA_SMI_STANDIN_DIR={self.scenario_dir} HOME={self.home} PYTHONPATH={STANDIN_DIR}",
         ]
         path.write_text("\n".join(lines) + "\n")
         return path

@@ -1,0 +1,187 @@
+"""An SGLang server on a host: its command line, its log followed from the end, its readiness.
+
+Readiness is asked from the host's side (a direct-tcpip channel on the existing SSH connection,
+or a local socket): connection refused = still loading, 503 = warming up, 200 = ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+from cockpit.hosts.transport import Transport, TransportError
+from cockpit.sglang.diagnose import MAX_LINE, Diagnosis, LogReport, diagnose_lines
+
+DEFAULT_PORT = 30000
+
+
+@dataclass(frozen=True)
+class DepthConfig:
+    """One speculative depth: SGLang's three flags, or none for the baseline without speculation."""
+
+    steps: int | None = None
+    topk: int | None = None
+    draft_tokens: int | None = None
+
+    @classmethod
+    def chain(cls, draft_tokens: int) -> "DepthConfig":
+        """A topk-1 chain of N draft tokens: N-1 steps (SGLang rewrites draft tokens to steps + 1)."""
+        return cls(steps=max(1, draft_tokens - 1), topk=1, draft_tokens=draft_tokens)
+
+    @property
+    def speculative(self) -> bool:
+        return self.steps is not None
+
+    def args(self) -> list[str]:
+        if not self.speculative:
+            return []
+        return ["--speculative-num-steps", str(self.steps), "--speculative-eagle-topk", str(self.topk),
+                "--speculative-num-draft-tokens", str(self.draft_tokens)]
+
+    @property
+    def label(self) -> str:
+        return "baseline" if not self.speculative else f"{self.draft_tokens} draft tokens (steps {self.steps}, topk {self.topk})"
+
+
+def server_argv(python: str, model_path: str, draft_path: str | None = None, depth: DepthConfig | None = None,
+                algorithm: str = "EAGLE3", tp: int | None = None, port: int = DEFAULT_PORT, bind: str | None = None,
+                extra_args: list[str] | None = None) -> list[str]:
+    """The launch command as an argument list (never a shell string)."""
+    argv = [python, "-m", "sglang.launch_server", "--model-path", model_path]
+    if tp:
+        argv += ["--tp-size", str(tp)]
+    argv += ["--port", str(port)]
+    if bind:
+        argv += ["--host", bind]
+    if depth is not None and depth.speculative:
+        argv += ["--speculative-algorithm", algorithm]
+        if draft_path:
+            argv += ["--speculative-draft-model-path", draft_path]
+        argv += depth.args()
+    argv += list(extra_args or [])
+    return argv
+
+
+# --- health ---------------------------------------------------------------------------------------
+
+
+async def probe_health(transport: Transport, port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> str:
+    """'loading' (nothing listens), 'warming' (503), 'ready' (200), or 'http NNN' / 'error: ...'."""
+    try:
+        reader, writer = await asyncio.wait_for(transport.open_tcp(host, port), timeout)
+    except (ConnectionRefusedError, ConnectionResetError):
+        return "loading"
+    except (OSError, asyncio.TimeoutError, TransportError) as exc:
+        text = str(exc)
+        if "refused" in text.lower() or "Connect failed" in text:
+            return "loading"
+        return f"error: {text or type(exc).__name__}"
+    try:
+        writer.write(f"GET /health HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+        status = await asyncio.wait_for(reader.readline(), timeout)
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+        return f"error: {type(exc).__name__}"
+    except Exception as exc:  # noqa: BLE001 - asyncssh channel errors
+        return f"error: {exc}"
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+    line = status.decode("latin-1") if isinstance(status, bytes) else status
+    parts = line.split()
+    if len(parts) >= 2 and parts[1].isdigit():
+        code = int(parts[1])
+        return {200: "ready", 503: "warming"}.get(code, f"http {code}")
+    return "loading" if not line else f"error: bad reply {line[:40]!r}"
+
+
+# --- following a log ------------------------------------------------------------------------------
+
+
+class LogFollower:
+    """New lines of a file on a host, read by offset (SFTP or local reads: no remote process).
+
+    Starts near the end; a file that shrinks (truncated, or rotated and replaced) is read again
+    from its start.  Partial last lines wait for their newline."""
+
+    def __init__(self, transport: Transport, path: str, backlog_bytes: int = 64 * 1024, chunk: int = 1024 * 1024):
+        self.transport = transport
+        self.path = path
+        self.backlog_bytes = backlog_bytes
+        self.chunk = chunk
+        self.offset: int | None = None
+        self._partial = b""
+        self.rotations = 0
+
+    async def poll(self) -> list[str]:
+        size = await self.transport.stat_size(self.path)
+        if size is None:
+            return []
+        first = self.offset is None
+        if first:
+            self.offset = max(0, size - self.backlog_bytes)
+        elif size < self.offset:
+            self.offset = 0  # truncated or rotated: the new file from its start
+            self._partial = b""
+            self.rotations += 1
+        if size == self.offset:
+            return []
+        data = await self.transport.read_range(self.path, self.offset, min(self.chunk, size - self.offset))
+        self.offset += len(data)
+        data = self._partial + data
+        if first and self.offset - len(data) > 0:
+            cut = data.find(b"\n")
+            data = data[cut + 1:] if cut >= 0 else b""
+        lines = data.split(b"\n")
+        self._partial = lines.pop()[:MAX_LINE]
+        return [line[:MAX_LINE].decode("utf-8", "replace").rstrip("\r") for line in lines]
+
+
+# --- waiting for ready ----------------------------------------------------------------------------
+
+
+@dataclass
+class ReadyResult:
+    state: str  # "ready", "dead", "timeout"
+    health: str = ""
+    seconds: float = 0.0
+    report: LogReport = field(default_factory=LogReport)
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def diagnoses(self) -> list[Diagnosis]:
+        return self.report.diagnoses
+
+
+async def process_alive(transport: Transport, pid: int) -> bool:
+    """Running, and not a zombie (kill -0 succeeds on a zombie that nobody reaped)."""
+    result = await transport.run(["ps", "-o", "stat=", "-p", str(pid)], timeout=30)
+    return result.exit_status == 0 and bool(result.stdout.strip()) and not result.stdout.strip().startswith("Z")
+
+
+async def wait_ready(transport: Transport, pid: int, port: int, log: str, timeout: float = 1800.0, poll_s: float = 1.0,
+                     on_progress=None, keep_lines: int = 4000) -> ReadyResult:
+    """Until /health says 200 (ready), the process dies (dead, with its diagnosis) or time runs out."""
+    follower = LogFollower(transport, log)
+    lines: list[str] = []
+    started = time.monotonic()
+    health = ""
+    while True:
+        with contextlib.suppress(TransportError):
+            lines.extend(await follower.poll())
+            del lines[:-keep_lines]
+        report = diagnose_lines(lines)
+        health = await probe_health(transport, port)
+        elapsed = time.monotonic() - started
+        if on_progress is not None:
+            on_progress(health, report, elapsed)
+        if health == "ready":
+            return ReadyResult("ready", health, elapsed, report, lines)
+        if not await process_alive(transport, pid):
+            with contextlib.suppress(TransportError):
+                lines.extend(await follower.poll())
+            return ReadyResult("dead", health, elapsed, diagnose_lines(lines), lines)
+        if elapsed > timeout:
+            return ReadyResult("timeout", health, elapsed, report, lines)
+        await asyncio.sleep(poll_s)

@@ -1,0 +1,200 @@
+"""Runbook steps for SGLang: `sglang_launch` (build, lint, start detached) and `sglang_ready`
+(wait for /health 200, or diagnose the crash)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cockpit.hosts.transport import quote_argv
+from cockpit.runbook.kinds import (
+    Param,
+    RunContext,
+    StepKind,
+    _now,
+    detached_argv,
+    launch_marker,
+    register,
+    stop_process,
+)
+from cockpit.runbook.model import StepResult, StepSpec, StepState
+from cockpit.sglang.diagnose import diagnose_lines
+from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
+from cockpit.sglang.schema import load_schema
+from cockpit.sglang.server import DEFAULT_PORT, DepthConfig, LogFollower, process_alive, server_argv, wait_ready
+
+
+def depth_of(params: dict[str, Any]) -> DepthConfig | None:
+    if params.get("steps") is not None:
+        return DepthConfig(params["steps"], params.get("topk", 1), params.get("draft_tokens", params["steps"] + 1))
+    if params.get("draft_tokens") is not None:
+        return DepthConfig.chain(params["draft_tokens"])
+    return None
+
+
+class _Refused:
+    def __init__(self, report: LintReport, argv: list[str]):
+        self.report = report
+        self.argv = argv
+
+
+@register
+class SglangLaunch(StepKind):
+    name = "sglang_launch"
+    destructive = True
+    launch = True
+    params = {
+        "model_path": Param(str, None, required=True, help="the target model on the host"),
+        "draft_path": Param(str, None, help="the EAGLE-3 draft directory on the host"),
+        "algorithm": Param(str, "EAGLE3"),
+        "draft_tokens": Param(int, None, help="a topk-1 chain of this many draft tokens (steps = N - 1)"),
+        "steps": Param(int, None),
+        "topk": Param(int, None),
+        "tp": Param(int, None, help="tensor parallel size"),
+        "port": Param(int, DEFAULT_PORT),
+        "bind": Param(str, None, help="--host for the server (default SGLang's 127.0.0.1)"),
+        "extra_args": Param(list, None, help="more SGLang flags, as a list of words"),
+        "env": Param(dict, None),
+        "log": Param(str, None),
+        "python": Param(str, None, help="the interpreter with SGLang on the host (default: the host's 'python')"),
+        "help_text": Param(str, None, help="a local file with SGLang's --help, instead of asking the host"),
+        "lint": Param(bool, True),
+        "settle_s": Param((int, float), 3.0),
+        "cwd": Param(str, None),
+    }
+
+    def title(self, spec: StepSpec) -> str:
+        depth = depth_of(spec.params)
+        return spec.title or f"launch SGLang on {spec.host}" + (f", {depth.label}" if depth else "")
+
+    def why(self, spec: StepSpec) -> str:
+        return "flags checked against the host's own SGLang first; runs only with fresh clean-GPU evidence"
+
+    def validate(self, spec: StepSpec) -> str | None:
+        if spec.params.get("steps") is not None and spec.params.get("topk") is None:
+            return "with 'steps', give 'topk' too (and 'draft_tokens' unless topk is 1)"
+        extra = spec.params.get("extra_args") or []
+        if not all(isinstance(w, str) for w in extra):
+            return "extra_args must be a list of strings"
+        return None
+
+    def log_path(self, spec: StepSpec) -> str:
+        return spec.params.get("log") or f"/tmp/sglang-{spec.name}.log"
+
+    def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
+        if ctx is not None and ctx.runbook is not None and spec.name in ctx.runbook.overrides:
+            return list(ctx.runbook.overrides[spec.name])
+        python = spec.params.get("python") or (ctx.hub.config.host(spec.host).python if ctx else "python3")
+        return server_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params),
+                           spec.params.get("algorithm", "EAGLE3"), spec.params.get("tp"), spec.params.get("port", DEFAULT_PORT),
+                           spec.params.get("bind"), spec.params.get("extra_args"))
+
+    async def schema(self, ctx: RunContext, spec: StepSpec):
+        if spec.params.get("help_text"):
+            return load_schema(spec.params["help_text"])
+        from cockpit.sglang.hostschema import host_schema
+
+        python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
+        return await host_schema(ctx.transport(spec.host), python)
+
+    async def plan(self, ctx: RunContext, spec: StepSpec):
+        argv = self.argv(ctx, spec)
+        lint = LintReport()
+        if spec.params.get("lint", True):
+            lint = lint_args(strip_launcher(argv), await self.schema(ctx, spec))
+            if not lint.ok:
+                return None, _Refused(lint, argv)
+        previous = ctx.runbook.result(spec.name) if ctx.runbook else None
+        old_pid = (previous.evidence or {}).get("pid") if previous else None
+        lines = []
+        if old_pid:
+            lines.append(f"On {spec.host}, stop the server this step started before (pid {old_pid}) if it still runs.")
+        lines.append(f"On {spec.host}, start SGLang detached (log appended to {self.log_path(spec)}):")
+        lines.append("  " + quote_argv(argv))
+        for diagnosis in lint.diagnoses:
+            if diagnosis.severity != "info":
+                lines.append(f"  {diagnosis.severity}: {diagnosis.message}")
+        return "\n".join(lines), (old_pid, lint, argv)
+
+    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+        started = _now()
+        if isinstance(planned, _Refused):
+            errors = planned.report.errors
+            return StepResult(StepState.FAILED, started, _now(), f"refused before launch: {errors[0].message}",
+                              {"argv": planned.argv, "diagnoses": [d.to_json() for d in planned.report.diagnoses]})
+        old_pid, lint, argv = planned
+        transport = ctx.transport(spec.host)
+        if old_pid and await process_alive(transport, int(old_pid)):
+            gone = await stop_process(transport, int(old_pid))
+            ctx.audit("kill", host=spec.host, step=spec.name, pids=[old_pid], why="relaunch", gone=gone)
+        log = self.log_path(spec)
+        result = await transport.run(detached_argv(argv, log, spec.params.get("cwd"), spec.params.get("env"),
+                                                   launch_marker(spec.name, spec.host)), timeout=30)
+        pid_text = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+        if result.exit_status != 0 or not pid_text.isdigit():
+            return StepResult(StepState.FAILED, started, _now(), f"could not start: {result.output.strip()[:300]}")
+        pid = int(pid_text)
+        ctx.audit("launch", host=spec.host, step=spec.name, pid=pid, argv=argv, log=log)
+        evidence = {"pid": pid, "port": spec.params.get("port", DEFAULT_PORT), "log": log, "argv": argv, "host": spec.host,
+                    "lint": [d.to_json() for d in lint.diagnoses]}
+        import asyncio
+
+        await asyncio.sleep(float(spec.params.get("settle_s", 3.0)))
+        if not await process_alive(transport, pid):
+            follower = LogFollower(transport, log, backlog_bytes=512 * 1024)
+            lines = await follower.poll()
+            report = diagnose_lines(lines)
+            evidence["diagnoses"] = [d.to_json() for d in report.diagnoses]
+            top = report.diagnoses[0].message if report.diagnoses else f"no diagnosis; see {log}"
+            return StepResult(StepState.FAILED, started, _now(), f"the server exited: {top}", evidence, "\n".join(lines[-40:]))
+        return StepResult(StepState.PASSED, started, _now(), f"running as pid {pid} on port {evidence['port']}, log {log}", evidence)
+
+
+@register
+class SglangReady(StepKind):
+    name = "sglang_ready"
+    params = {
+        "launch_step": Param(str, None, help="the sglang_launch step to wait for (default: the last one before)"),
+        "timeout_s": Param((int, float), 1800.0, help="loading a large model can take tens of minutes"),
+        "poll_s": Param((int, float), 1.0),
+    }
+
+    def title(self, spec: StepSpec) -> str:
+        return spec.title or f"SGLang on {spec.host} ready"
+
+    def why(self, spec: StepSpec) -> str:
+        return "waits for /health 200 (refused = loading, 503 = warming up); a dead server is diagnosed from its log"
+
+    def _launch_spec(self, ctx: RunContext, spec: StepSpec) -> StepSpec:
+        steps = ctx.runbook.spec.steps
+        if spec.params.get("launch_step"):
+            return ctx.runbook.spec.step(spec.params["launch_step"])
+        before = [s for s in steps[: [s.name for s in steps].index(spec.name)] if s.kind == "sglang_launch"]
+        if not before:
+            from cockpit.errors import CockpitError
+
+            raise CockpitError("no sglang_launch step before this one")
+        return before[-1]
+
+    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+        started = _now()
+        launch = self._launch_spec(ctx, spec)
+        result = ctx.runbook.result(launch.name)
+        if result is None or result.state is not StepState.PASSED or not result.evidence.get("pid"):
+            return StepResult(StepState.FAILED, started, _now(), f"'{launch.name}' has not started a server")
+        evidence = dict(result.evidence)
+        transport = ctx.transport(launch.host)
+        outcome = await wait_ready(transport, int(evidence["pid"]), int(evidence["port"]), evidence["log"],
+                                   float(spec.params.get("timeout_s", 1800.0)), float(spec.params.get("poll_s", 1.0)))
+        facts = {"pid": evidence["pid"], "port": evidence["port"], "log": evidence["log"], "health": outcome.health,
+                 "seconds": round(outcome.seconds, 1), "milestones": [m for m, _ in outcome.report.milestones],
+                 "diagnoses": [d.to_json() for d in outcome.diagnoses]}
+        tail = "\n".join(outcome.lines[-40:])
+        if outcome.state == "ready":
+            warnings = [d.message for d in outcome.diagnoses]
+            message = f"ready after {outcome.seconds:.0f} s on port {evidence['port']}" + (f"; but {warnings[0]}" if warnings else "")
+            state = StepState.FAILED if any(d.kind == "draft_weights_not_loaded" for d in outcome.diagnoses) else StepState.PASSED
+            return StepResult(state, started, _now(), message, facts, tail)
+        if outcome.state == "dead":
+            top = outcome.diagnoses[0].message if outcome.diagnoses else "no diagnosis in the log"
+            return StepResult(StepState.FAILED, started, _now(), f"the server died: {top}", facts, tail)
+        return StepResult(StepState.FAILED, started, _now(), f"not ready after {outcome.seconds:.0f} s (health: {outcome.health})", facts, tail)

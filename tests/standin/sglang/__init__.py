@@ -1,0 +1,8 @@
+"""STAND-IN for the `sglang` package, for tests only: a real SGLang needs GPUs.
+
+`python -m sglang.launch_server` (launch_server.py beside this file) replays what the real server
+prints and answers: the recorded `--help` of SGLang 0.5.23, argparse's usage crash for bad flags in
+the real format, the real start-up milestone lines, and /health 503 then 200.
+"""
+
+__version__ = "0.5.23"

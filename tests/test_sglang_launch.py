@@ -1,0 +1,177 @@
+"""SGLang launch, log tail and readiness end to end through the loopback sshd, against the
+stand-in server (tests/standin/sglang/) that replays SGLang's real usage crash and start-up lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+
+import pytest
+
+from cockpit.config import parse_config
+from cockpit.runbook.engine import Runbook
+from cockpit.runbook.model import StepState
+from cockpit.runbook.spec import parse_runbook
+from cockpit.runbook.store import StateStore
+from cockpit.sglang.lint import apply_fix
+from cockpit.sglang.diagnose import Diagnosis
+from cockpit.sglang.server import LogFollower, probe_health
+from cockpit.telemetry.hub import TelemetryHub
+
+
+async def yes(_: str) -> bool:
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def steps_toml(port: int, log, extra_args: list[str], scenario: str = "{}", draft_tokens: int = 16) -> str:
+    return f"""
+[runbook]
+name = "serve"
+
+[[runbook.steps]]
+name = "clean"
+kind = "gpu_clean"
+host = "gpu-server"
+
+[[runbook.steps]]
+name = "launch"
+kind = "sglang_launch"
+host = "gpu-server"
+model_path = "/models/Kimi-K2.5"
+draft_path = "/ckpt/eagle3"
+draft_tokens = {draft_tokens}
+tp = 8
+port = {port}
+log = "{log}"
+settle_s = 1.0
+extra_args = {json.dumps(extra_args)}
+env = {{ SGLANG_STANDIN = {json.dumps(scenario)} }}
+
+[[runbook.steps]]
+name = "ready"
+kind = "sglang_ready"
+host = "gpu-server"
+timeout_s = 30
+poll_s = 0.2
+"""
+
+
+@pytest.fixture
+def make_runbook(sshd, tmp_path):
+    made = []
+
+    def make(steps: str):
+        sshd.scenario({"gpus": 8})
+        config = parse_config(sshd.config_toml(sshd.host_toml("gpu-server")) + steps)
+        hub = TelemetryHub(config)
+        runbook = Runbook(parse_runbook(config), hub, StateStore("serve", tmp_path / "state"))
+        made.append(runbook)
+        return runbook
+
+    yield make
+    for runbook in made:
+        for result in runbook.results.values():
+            pid = (result.evidence or {}).get("pid")
+            if pid:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+async def test_bad_flag_is_refused_before_launch_and_the_fix_applies(make_runbook, tmp_path):
+    port = free_port()
+    log = tmp_path / "sglang.log"
+    runbook = make_runbook(steps_toml(port, log, ["--trust-remote-code", "--num-speculative-tokens", "16"]))
+    try:
+        assert (await runbook.run_step("clean", yes)).state is StepState.PASSED
+        result = await runbook.run_step("launch", yes)
+        # the host's own SGLang --help was read, the command linted, nothing started
+        assert result.state is StepState.FAILED and result.message.startswith("refused before launch")
+        assert "--num-speculative-tokens 16 is not an SGLang flag" in result.message
+        assert not log.exists()
+        bad = [Diagnosis(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
+               for d in result.evidence["diagnoses"] if d["severity"] == "error"][0]
+        fixed = apply_fix(result.evidence["argv"], bad)
+        runbook.set_override("launch", fixed, "applied the suggested fix")
+        result = await runbook.run_step("launch", yes)
+        assert result.state is StepState.PASSED, result.message
+        assert "--speculative-num-steps" in result.evidence["argv"]
+        ready = await runbook.run_step("ready", yes)
+        assert ready.state is StepState.PASSED, ready.message
+        assert ready.evidence["milestones"][-1] == "ready" and "KV cache" in ready.evidence["milestones"]
+        assert await probe_health(runbook.hub.pool.get("gpu-server"), port) == "ready"
+        records = runbook.store.audit_records()
+        assert any(r["event"] == "override_argv" for r in records) and any(r["event"] == "launch" for r in records)
+    finally:
+        await runbook.hub.stop()
+
+
+async def test_usage_crash_diagnosed_when_lint_is_off(make_runbook, tmp_path):
+    """Lint off: the real-format usage crash happens and is turned into the named flag error."""
+    port = free_port()
+    log = tmp_path / "sglang.log"
+    steps = steps_toml(port, log, ["--num-speculative-tokens", "16"]).replace("settle_s = 1.0", "settle_s = 1.0\nlint = false")
+    runbook = make_runbook(steps)
+    try:
+        await runbook.run_step("clean", yes)
+        result = await runbook.run_step("launch", yes)
+        assert result.state is StepState.FAILED
+        assert result.message.startswith("the server exited: --num-speculative-tokens 16 is not an SGLang flag")
+        kinds = [d["kind"] for d in result.evidence["diagnoses"]]
+        assert kinds == ["unrecognized_argument"]
+        assert result.evidence["diagnoses"][0]["suggestions"][0].startswith("--speculative-num-steps 16")
+        assert log.read_text().startswith("# cockpit: launch ")
+    finally:
+        await runbook.hub.stop()
+
+
+async def test_server_dies_while_loading_diagnosed(make_runbook, tmp_path):
+    port = free_port()
+    log = tmp_path / "sglang.log"
+    runbook = make_runbook(steps_toml(port, log, [], scenario='{"load_s": 1.5, "crash": "gpus_not_clean"}'))
+    try:
+        await runbook.run_step("clean", yes)
+        assert (await runbook.run_step("launch", yes)).state is StepState.PASSED  # alive after 1 s
+        ready = await runbook.run_step("ready", yes)
+        assert ready.state is StepState.FAILED
+        assert ready.evidence["diagnoses"][0]["kind"] == "gpus_not_clean"
+        assert "the server died" in ready.message
+    finally:
+        await runbook.hub.stop()
+
+
+async def test_log_follower_survives_truncation_and_rotation(sshd, tmp_path):
+    from cockpit.hosts.pool import TransportPool
+
+    config = parse_config(sshd.config_toml(sshd.host_toml("gpu-server")))
+    pool = TransportPool(config)
+    log = tmp_path / "server.log"
+    log.write_text("old line 1\nold line 2\n")
+    try:
+        follower = LogFollower(pool.get("gpu-server"), str(log))
+        assert await follower.poll() == ["old line 1", "old line 2"]
+        with open(log, "a") as handle:
+            handle.write("new line\npartial")
+        assert await follower.poll() == ["new line"]
+        with open(log, "a") as handle:
+            handle.write(" done\n")
+        assert await follower.poll() == ["partial done"]
+        log.write_text("after truncation\n")  # truncated in place
+        assert await follower.poll() == ["after truncation"]
+        os.rename(log, tmp_path / "server.log.1")  # rotated: a new, smaller file
+        log.write_text("rotated\n")
+        assert await follower.poll() == ["rotated"]
+        assert follower.rotations == 2
+        # nothing was started on the host to read it: only SFTP on the open connection
+        assert not [r for r in pool.log.records() if "tail" in r.command]
+    finally:
+        await pool.close()
