@@ -182,3 +182,72 @@ async def test_read_only_mode_runs_nothing(sshd, tmp_path):
         await asyncio.sleep(0.5)
         assert app.runbook.result("hello") is None
         assert "READ-ONLY" in app.sub_title
+
+
+async def test_server_log_pane_shows_the_crash_and_applies_the_fix(sshd, tmp_path):
+    """The story's crash in the cockpit: the launch is refused with the named flag error, f applies
+    the fix, the relaunch starts the (stand-in) server and the pane follows it to ready."""
+    import json as _json
+    import socket
+
+    from cockpit.runbook.model import StepState
+    from cockpit.ui.screens.confirm import ConfirmScreen
+    from cockpit.ui.widgets.server_log import ServerLogPane
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sshd.scenario({"gpus": 8})
+    log = tmp_path / "sglang.log"
+    steps = f"""
+[runbook]
+name = "ui-serve"
+
+[[runbook.steps]]
+name = "clean"
+kind = "gpu_clean"
+host = "gpu-server"
+
+[[runbook.steps]]
+name = "launch"
+kind = "sglang_launch"
+host = "gpu-server"
+model_path = "/models/Kimi-K2.5"
+draft_path = "/ckpt/eagle3"
+port = {port}
+log = "{log}"
+settle_s = 0.5
+extra_args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/ckpt/eagle3", "--num-speculative-tokens", "16"]
+env = {{ SGLANG_STANDIN = {_json.dumps('{"warmup_s": 1.0}')} }}
+"""
+    config = parse_config(sshd.config_toml(sshd.host_toml("gpu-server"), interval_ms=300) + steps)
+    app = CockpitApp(config)
+    store = app.runbook.store
+    store.path, store.audit_path = tmp_path / "s.json", tmp_path / "s.audit.jsonl"
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("n")
+            await eventually(lambda: app.runbook.result("clean") and app.runbook.result("clean").state is StepState.PASSED, what="clean")
+            await pilot.press("n")
+            await eventually(lambda: app.runbook.result("launch") and app.runbook.result("launch").state is StepState.FAILED, what="refused")
+            await pilot.pause()
+            pane = app.query_one(ServerLogPane)
+            assert not pane.has_class("hidden")
+            fix = pane.top_fix
+            assert fix is not None and fix.flag == "--num-speculative-tokens"
+            assert "--num-speculative-tokens 16 is not an SGLang flag" in str(pane.query_one("#server-diagnoses").content)
+            await pilot.press("f")
+            await pilot.pause()
+            await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="confirm relaunch")
+            assert "--speculative-num-steps 16" in app.screen.plan
+            await pilot.press("y")
+            await eventually(lambda: app.runbook.result("launch").state is StepState.PASSED, timeout=20, what="launched")
+            await eventually(lambda: pane.status is not None and pane.status.health == "ready", timeout=20, what="ready in the pane")
+            assert "ready" in [m for m, _ in pane.status.report.milestones]
+    finally:
+        pid = (app.runbook.result("launch").evidence or {}).get("pid") if app.runbook.result("launch") else None
+        if pid:
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass

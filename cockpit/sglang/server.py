@@ -185,3 +185,34 @@ async def wait_ready(transport: Transport, pid: int, port: int, log: str, timeou
         if elapsed > timeout:
             return ReadyResult("timeout", health, elapsed, report, lines)
         await asyncio.sleep(poll_s)
+
+
+@dataclass
+class ServerStatus:
+    health: str
+    alive: bool
+    report: LogReport
+    new_lines: list[str]
+
+
+class ServerWatcher:
+    """One poll at a time: new log lines, health and liveness of a launched server, diagnosed.
+    The log pane runs it in a worker and posts what it returns."""
+
+    def __init__(self, transport: Transport, pid: int, port: int, log: str, keep_lines: int = 2000):
+        self.transport = transport
+        self.pid = pid
+        self.port = port
+        self.follower = LogFollower(transport, log)
+        self.lines: list[str] = []
+        self.keep_lines = keep_lines
+
+    async def poll(self) -> ServerStatus:
+        new: list[str] = []
+        with contextlib.suppress(TransportError, OSError):
+            new = await self.follower.poll()
+        self.lines.extend(new)
+        del self.lines[:-self.keep_lines]
+        health = await probe_health(self.transport, self.port)
+        alive = health == "ready" or await process_alive(self.transport, self.pid)
+        return ServerStatus(health, alive, diagnose_lines(self.lines), new)

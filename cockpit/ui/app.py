@@ -25,6 +25,7 @@ from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.widgets.checklist import ChecklistPane
 from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.host_pane import HostPane
+from cockpit.ui.widgets.server_log import ServerLogPane
 
 
 class HostUpdated(Message):
@@ -42,6 +43,13 @@ class StepRefused(Message):
         super().__init__()
         self.step = step
         self.reasons = reasons
+
+
+class ServerPolled(Message):
+    def __init__(self, target: str, status):
+        super().__init__()
+        self.target = target
+        self.status = status
 
 
 class CommandLogged(Message):
@@ -95,6 +103,8 @@ class CockpitApp(App[int]):
         Binding("z", "zoom", "zoom host", id="host.zoom"),
         Binding("n", "run_next", "run next step", id="checklist.next"),
         Binding("c", "focus_checklist", "checklist", id="checklist.focus"),
+        Binding("s", "toggle_server_log", "server log", id="server.toggle"),
+        Binding("f", "apply_fix", "apply fix", show=False, id="server.apply_fix"),
         Binding("j,down", "focus_next_host", "next host", show=False, id="host.next"),
         Binding("k,up", "focus_previous_host", "previous host", show=False, id="host.previous"),
     ]
@@ -117,6 +127,7 @@ class CockpitApp(App[int]):
         self.zoomed: str | None = None
         self.updates_handled = 0
         self._pending: dict[str, HostSnapshot] = {}
+        self._watching: tuple | None = None  # (step, host, pid) of the server whose log is followed
         self._unsubscribe: list = []
 
     # --- layout -----------------------------------------------------------------------------------
@@ -133,6 +144,8 @@ class CockpitApp(App[int]):
                     yield pane
             if self.runbook is not None:
                 yield ChecklistPane(ascii_only=self.ascii_only, id="checklist")
+        if self.runbook is not None and any(s.kind == "sglang_launch" for s in self.runbook.spec.steps):
+            yield ServerLogPane(id="server-log", classes="hidden")
         yield CommandLogPane(id="command-log", classes="hidden")
         yield Footer()
 
@@ -178,6 +191,106 @@ class CockpitApp(App[int]):
     def on_runbook_changed(self, message: RunbookChanged) -> None:
         if self.runbook is not None:
             self.query_one(ChecklistPane).show(self.runbook.views())
+            self._follow_latest_server()
+
+    # --- the launched server ------------------------------------------------------------------------
+
+    def _latest_launch(self):
+        if self.runbook is None:
+            return None, None
+        for spec in reversed(self.runbook.spec.steps):
+            if spec.kind == "sglang_launch" and self.runbook.result(spec.name) is not None:
+                return spec, self.runbook.result(spec.name)
+        return None, None
+
+    def _follow_latest_server(self) -> None:
+        from cockpit.runbook.model import StepState
+        from cockpit.sglang.diagnose import Diagnosis, LogReport
+        from cockpit.sglang.server import ServerStatus
+
+        panes = self.query(ServerLogPane)
+        if not panes:
+            return
+        pane = panes.first()
+        spec, result = self._latest_launch()
+        if spec is None or result.state is StepState.RUNNING:
+            return
+        evidence = result.evidence or {}
+        key = (spec.name, spec.host, evidence.get("pid"), result.finished_at)
+        if key == self._watching:
+            return
+        self._watching = key
+        pane.follow(f"{spec.name} @{spec.host}")
+        pane.remove_class("hidden")
+        diagnoses = [Diagnosis(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
+                     for d in evidence.get("diagnoses", [])]
+        if not evidence.get("pid") or result.state is StepState.FAILED:
+            pane.show(ServerStatus("not started" if not evidence.get("pid") else "down", False,
+                                   LogReport(diagnoses=diagnoses), result.output.splitlines() if result.output else []))
+            self.notify(result.message, title=f"{spec.name} failed", severity="error", timeout=10)
+            return
+        self.run_worker(self._watch_server(spec.host, int(evidence["pid"]), int(evidence["port"]), evidence["log"], key),
+                        group="server-watch", exclusive=True, exit_on_error=False)
+
+    async def _watch_server(self, host: str, pid: int, port: int, log: str, key: tuple) -> None:
+        """A worker: polls the server and posts what it sees; the pane is changed by the app."""
+        import asyncio
+
+        from cockpit.sglang.server import ServerWatcher
+
+        watcher = ServerWatcher(self.hub.pool.get(host), pid, port, log)
+        while True:
+            try:
+                status = await watcher.poll()
+            except Exception as exc:  # noqa: BLE001 - a poll that failed is shown, and tried again
+                from cockpit.sglang.diagnose import LogReport
+                from cockpit.sglang.server import ServerStatus
+
+                status = ServerStatus(f"error: {exc}", True, LogReport(), [])
+            self.post_message(ServerPolled(str(key), status))
+            if not status.alive:
+                return
+            await asyncio.sleep(1.0)
+
+    def on_server_polled(self, message: ServerPolled) -> None:
+        panes = self.query(ServerLogPane)
+        if panes and message.target == str(self._watching):
+            pane = panes.first()
+            was_alive = pane.status.alive if pane.status else True
+            pane.show(message.status)
+            if was_alive and not message.status.alive:
+                errors = [d for d in message.status.report.diagnoses if d.severity == "error"]
+                top = errors[0].message if errors else "no diagnosis in its log"
+                self.notify(top, title="the server died", severity="error", timeout=15)
+
+    def action_toggle_server_log(self) -> None:
+        panes = self.query(ServerLogPane)
+        if not panes:
+            self.notify("No sglang_launch step in the runbook", severity="warning")
+            return
+        pane = panes.first()
+        pane.set_class(not pane.has_class("hidden"), "hidden")
+
+    def action_apply_fix(self) -> None:
+        from cockpit.sglang.lint import apply_fix
+
+        if self.read_only:
+            self.notify("Read-only mode: nothing can be changed", severity="warning")
+            return
+        panes = self.query(ServerLogPane)
+        spec, result = self._latest_launch()
+        fix = panes.first().top_fix if panes else None
+        if fix is None or spec is None:
+            self.notify("No fix to apply", severity="warning")
+            return
+        argv = (result.evidence or {}).get("argv")
+        if not argv:
+            self.notify("The launch step recorded no command line", severity="warning")
+            return
+        fixed = apply_fix(argv, fix)
+        self.runbook.set_override(spec.name, fixed, f"applied fix for {fix.kind} {fix.flag}: {' '.join(fix.replacement or ())}")
+        self.notify(f"{spec.name} will run: {' '.join(fixed[-8:])}", title="fix applied")
+        self.action_run_step(spec.name)
 
     def on_checklist_pane_run_requested(self, message: ChecklistPane.RunRequested) -> None:
         self.action_run_step(message.step)

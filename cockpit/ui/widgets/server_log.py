@@ -1,0 +1,107 @@
+"""The server log pane: the launched server's log, followed from its end, with its start-up
+progress, health, and the diagnoses of a crash with the suggested fix."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import RichLog, Static
+
+from cockpit.sglang.diagnose import MILESTONES, Diagnosis
+from cockpit.sglang.server import ServerStatus
+
+STEPS = [name for name, _ in MILESTONES]
+
+
+def status_line(status: ServerStatus | None, target: str) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{target}  ", style="bold")
+    if status is None:
+        text.append("waiting for the first look…", style="dim")
+        return text
+    seen = {m for m, _ in status.report.milestones}
+    for name in STEPS:
+        if name in ("HTTP server up", "draft CUDA graphs"):
+            continue
+        text.append(("✔ " if name in seen else "· ") + name + "  ", style="green" if name in seen else "dim")
+    health_style = {"ready": "bold green", "warming": "yellow", "loading": "cyan"}.get(status.health, "red")
+    text.append(f"health: {status.health}", style=health_style)
+    if not status.alive:
+        text.append("  PROCESS DEAD", style="bold white on red")
+    return text
+
+
+def diagnosis_text(diagnoses: list[Diagnosis]) -> Text:
+    text = Text()
+    for d in diagnoses:
+        where = f"line {d.line}: " if d.line else ""
+        text.append(f"✘ [{d.kind}] {where}{d.message}\n", style="bold red" if d.severity == "error" else "yellow")
+        if d.replacement:
+            text.append(f"   fix: {' '.join(d.replacement)}   (press f to apply it to the launch step and relaunch)\n", style="green")
+    return text.rstrip() or text
+
+
+class ServerLogPane(Vertical):
+    DEFAULT_CSS = """
+    ServerLogPane {
+        height: 14;
+        border: round $primary-darken-2;
+    }
+    ServerLogPane:focus-within {
+        border: round $accent;
+    }
+    ServerLogPane #server-status {
+        height: 1;
+    }
+    ServerLogPane #server-diagnoses {
+        height: auto;
+        max-height: 5;
+    }
+    ServerLogPane RichLog {
+        height: 1fr;
+    }
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.border_title = "server log"
+        self.status: ServerStatus | None = None
+        self.target = ""
+        self.flagged: set[int] = set()
+
+    def compose(self):
+        yield Static(status_line(None, ""), id="server-status")
+        yield Static("", id="server-diagnoses")
+        yield RichLog(max_lines=2000, wrap=False, markup=False, id="server-lines")
+
+    def follow(self, target: str) -> None:
+        self.target = target
+        self.status = None
+        self.border_title = f"server log · {target}"
+        self.query_one(RichLog).clear()
+        self.query_one("#server-status", Static).update(status_line(None, target))
+        self.query_one("#server-diagnoses", Static).update("")
+
+    def show(self, status: ServerStatus) -> None:
+        self.status = status
+        lines_log = self.query_one(RichLog)
+        bad_lines = {d.line for d in status.report.diagnoses if d.line}
+        for line in status.new_lines:
+            style = ""
+            if "error" in line.lower() or "Traceback" in line:
+                style = "red"
+            elif "ready to roll" in line:
+                style = "bold green"
+            lines_log.write(Text(line, style=style))
+        self.flagged = bad_lines
+        self.query_one("#server-status", Static).update(status_line(status, self.target))
+        self.query_one("#server-diagnoses", Static).update(diagnosis_text(status.report.diagnoses))
+
+    @property
+    def top_fix(self) -> Diagnosis | None:
+        if self.status is None:
+            return None
+        for d in self.status.report.diagnoses:
+            if d.replacement and d.severity == "error":
+                return d
+        return None
