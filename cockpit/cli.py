@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--help-text", "--schema", dest="help_text", metavar="FILE", help="SGLang --help output or a schema JSON")
     lint.add_argument("--python", default=None, help="the interpreter on the host (default: the host's 'python' setting)")
     lint.add_argument("--json", action="store_true")
+    lint.add_argument("--deep", action="store_true", help="with --host: also run SGLang's own parser there (prepare_server_args, no server started)")
     lint.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
     ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
@@ -472,9 +473,13 @@ def cmd_lint_flags(args) -> int:
         words = words[1:]
     if not words:
         raise CockpitError("lint-flags needs the command line after --, e.g. cockpit lint-flags --help-text help.txt -- --model-path M ...")
+    deep_lines: list[str] | None = None
+    deep_ok = True
+    if args.deep and not args.host:
+        raise CockpitError("--deep runs SGLang's parser on a host: give --host H")
     if args.host:
         from cockpit.hosts.pool import TransportPool
-        from cockpit.sglang.hostschema import host_schema
+        from cockpit.sglang.hostschema import dry_run, host_schema
 
         config = load_config(args.config)
         host = config.host(args.host)
@@ -482,23 +487,43 @@ def cmd_lint_flags(args) -> int:
         async def fetch():
             pool = TransportPool(config)
             try:
-                return await host_schema(pool.get(host), args.python or host.python)
+                python = args.python or host.python
+                schema = await host_schema(pool.get(host), python)
+                deep = await dry_run(pool.get(host), strip_launcher(words), python) if args.deep else None
+                return schema, deep
             finally:
                 await pool.close()
 
         try:
-            schema = asyncio.run(fetch())
+            schema, deep = asyncio.run(fetch())
+        except CockpitError:
+            raise
         except Exception as exc:  # noqa: BLE001 - transport errors: could not check
             raise CockpitError(str(exc)) from None
+        if deep is not None:
+            deep_ok, deep_lines = deep
     elif args.help_text:
         schema = load_schema(args.help_text)
     else:
         raise CockpitError("lint-flags needs the flags to check against: --host H (runs SGLang's --help there) or --help-text FILE")
     report = lint_args(strip_launcher(words), schema)
+    if deep_lines is not None and not deep_ok:
+        from cockpit.sglang.diagnose import Diagnosis, diagnose_lines
+
+        found = diagnose_lines(deep_lines).diagnoses
+        known = {(d.kind, d.flag) for d in report.diagnoses}
+        extra = [d for d in found if (d.kind, d.flag) not in known]
+        if not extra:
+            tail = deep_lines[-1] if deep_lines else "no output"
+            extra = [Diagnosis("dry_run_failed", f"SGLang's own parser refused the line on {args.host}: {tail[:300]}")]
+        report.diagnoses.extend(extra)
     if args.json:
-        print(json.dumps({**report.to_json(), "schema": {"prog": schema.prog, "version": schema.version, "flags": len(schema.flags)}}, indent=2))
+        print(json.dumps({**report.to_json(), "deep": None if deep_lines is None else {"accepted": deep_ok, "output_tail": deep_lines[-20:]},
+                          "schema": {"prog": schema.prog, "version": schema.version, "flags": len(schema.flags)}}, indent=2))
     else:
         _print_diagnoses(report.diagnoses)
+        if deep_lines is not None:
+            print(f"SGLang's own parser on {args.host}: {'accepted' if deep_ok else 'refused'}")
         print("OK: SGLang would accept this command line" if report.ok else "SGLang would refuse this command line")
     return EXIT_OK if report.ok else EXIT_PROBLEM
 

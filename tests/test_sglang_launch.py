@@ -175,3 +175,29 @@ async def test_log_follower_survives_truncation_and_rotation(sshd, tmp_path):
         assert not [r for r in pool.log.records() if "tail" in r.command]
     finally:
         await pool.close()
+
+
+def test_lint_flags_against_the_hosts_own_sglang_with_dry_run(sshd, tmp_path):
+    import subprocess
+    import sys
+
+    config = tmp_path / "c.toml"
+    config.write_text(sshd.config_toml(sshd.host_toml("gpu-server")))
+
+    def lint(*words):
+        return subprocess.run([sys.executable, "-m", "cockpit", "lint-flags", "--host", "gpu-server", "--deep", "--json",
+                               "--config", str(config), "--", *words], capture_output=True, text=True, timeout=120)
+
+    seed = ["--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", "--num-speculative-tokens", "16"]
+    out = lint(*seed)
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and data["schema"]["version"] == "0.5.23" and data["schema"]["flags"] > 500
+    assert data["deep"]["accepted"] is False  # SGLang's own parser on the host said no, too
+    assert data["diagnoses"][0]["flag"] == "--num-speculative-tokens"
+    partial = lint("--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", "--speculative-num-steps", "5")
+    kinds = [d["kind"] for d in json.loads(partial.stdout)["diagnoses"]]
+    assert partial.returncode == 1 and "partial_depth_flags" in kinds
+    good = lint("--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
+                "--speculative-num-steps", "15", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "16")
+    assert good.returncode == 0, good.stdout
+    assert json.loads(good.stdout)["deep"]["accepted"] is True

@@ -188,6 +188,7 @@ SIGNATURES = (
     _sig("partial_depth_flags", r"TypeError: '>' not supported between instances of 'NoneType' and 'int'",
          "give all three depth flags: --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens"),
 )
+ANY_SIGNATURE = re.compile("|".join(f"(?:{sig.pattern.pattern})" for sig in SIGNATURES))
 SIGQUIT = re.compile(r"Received sigquit from a child process")
 EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|AssertionError|KeyError|Exception)(?::.*)?$")
 DECODE_LINE = re.compile(r"Decode batch[.,].*?accept len: (?P<len>\d+(?:\.\d+)?)")
@@ -201,6 +202,7 @@ MILESTONES = (
     ("HTTP server up", re.compile(r"Uvicorn running on")),
     ("ready", re.compile(re.escape(READY_LINE))),
 )
+ANY_MILESTONE = re.compile("|".join(f"(?:{p.pattern})" for _, p in MILESTONES))
 RUN_START = re.compile(r"^(usage: \S|" + re.escape(LAUNCH_MARKER) + r"|.*server_args=ServerArgs\()")
 
 
@@ -272,12 +274,17 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
         decode = DECODE_LINE.search(line)
         if decode:
             decode_lens.append(float(decode.group("len")))
-        for name, pattern in MILESTONES:
-            if pattern.search(line):
-                report.milestones.append((name, number))
+        if ANY_MILESTONE.search(line):
+            for name, pattern in MILESTONES:
+                if pattern.search(line):
+                    report.milestones.append((name, number))
         if READY_LINE in line:
             report.ready = True
-        for signature in SIGNATURES:
+        if not ANY_SIGNATURE.search(line):
+            signatures = ()
+        else:
+            signatures = SIGNATURES
+        for signature in signatures:
             match = signature.pattern.search(line)
             if match and signature.kind not in seen_kinds:
                 seen_kinds.add(signature.kind)

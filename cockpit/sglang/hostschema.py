@@ -39,3 +39,14 @@ async def host_schema(transport, python: str = "python3", refresh: bool = False)
     schema.version = number
     atomic_write(path, json.dumps(schema.to_json()))
     return schema
+
+
+DRY_RUN = "import sys; from sglang.srt.server_args import prepare_server_args; prepare_server_args(sys.argv[1:]); print('cockpit: parsed')"
+
+
+async def dry_run(transport, args: list[str], python: str = "python3", timeout: float = 180.0):
+    """SGLang's own parser and post-parse checks on the host, without starting a server:
+    returns (accepted?, output lines)."""
+    result = await transport.run([python, "-c", DRY_RUN, *args], timeout=timeout)
+    lines = result.output.splitlines()
+    return result.exit_status == 0 and "cockpit: parsed" in result.stdout, lines

@@ -111,15 +111,32 @@ def similarity(wrong: str, candidate: str) -> float:
     return 0.45 * covered + 0.3 * overlap + 0.25 * edit
 
 
+def _token_score(a: set[str], b: set[str]) -> float:
+    common = len(a & b)
+    return 0.45 * common / len(a) + 0.3 * common / len(a | b) if a and b else 0.0
+
+
 def similar_flags(wrong: str, schema: FlagSchema | None, limit: int = 3) -> list[str]:
+    """Schema flags ranked by similarity.  The cheap word-overlap score picks a shortlist first;
+    the edit-distance part (difflib, the costly one) is computed for the shortlist only."""
     if schema is None:
         return []
-    scored = []
+    mine = set(_tokens(wrong))
+    wrong_joined = "-".join(_tokens(wrong))
+    cheap = []
     for flag in schema.flags:
-        best = max(similarity(wrong, option) for option in (flag.name, *flag.aliases))
-        scored.append((best, flag.name))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    return [name for score, name in scored[:limit] if score >= 0.35]
+        for option in (flag.name, *flag.aliases):
+            theirs = set(_tokens(option))
+            quick = difflib.SequenceMatcher(None, wrong_joined, "-".join(_tokens(option))).real_quick_ratio()
+            cheap.append((_token_score(mine, theirs) + 0.25 * quick, option, flag.name))
+    cheap.sort(key=lambda item: -item[0])
+    best: dict[str, float] = {}
+    for _, option, name in cheap[:40]:
+        score = similarity(wrong, option)
+        if score > best.get(name, -1.0):
+            best[name] = score
+    ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))
+    return [name for name, score in ranked[:limit] if score >= 0.35]
 
 
 def suggest(flag: str, value: str | None, schema: FlagSchema | None) -> list[Suggestion]:

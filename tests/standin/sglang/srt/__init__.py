@@ -1,0 +1,1 @@
+"""STAND-IN (see ../__init__.py)."""
