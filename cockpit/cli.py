@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true")
     run.add_argument("--force", metavar="STEP", help="skip the gate of STEP (needs --reason; recorded in the audit log)")
     run.add_argument("--reason", metavar="TEXT", help="why the gate is skipped")
+    stop = plan_sub.add_parser("stop", help="stop the server a launch step started (asks, or --yes)")
+    _add_config(stop)
+    stop.add_argument("step", metavar="STEP")
+    stop.add_argument("--yes", action="store_true")
     reset = plan_sub.add_parser("reset", help="forget the recorded results (of STEP, or of every step)")
     _add_config(reset)
     reset.add_argument("step", nargs="?", metavar="STEP")
@@ -377,27 +381,9 @@ def cmd_plan(args) -> int:
     from cockpit.runbook.model import StepState
 
     action = args.plan_command
-    if action not in ("show", "run", "reset"):
+    if action not in ("show", "run", "reset", "stop"):
         build_parser().parse_args(["plan", "--help"])
     runbook = _load_runbook(args)
-
-    if action == "show":
-        if args.json:
-            print(json.dumps({"runbook": runbook.spec.name, "state_file": str(runbook.store.path),
-                              "steps": [v.to_json() for v in runbook.views()]}, indent=2))
-        else:
-            print(render_plan_text(runbook))
-        return EXIT_OK
-    if action == "reset":
-        runbook.reset(args.step)
-        print(f"reset {'step ' + args.step if args.step else 'every step'} of runbook {runbook.spec.name}")
-        return EXIT_OK
-
-    if bool(args.force) != bool(args.reason):
-        raise CockpitError("--force STEP and --reason TEXT go together: say which gate to skip and why")
-    force = {args.force: args.reason} if args.force else {}
-    if args.force:
-        runbook.spec.step(args.force)
 
     async def confirm(text: str) -> bool:
         print(text, file=sys.stderr)
@@ -409,6 +395,33 @@ def cmd_plan(args) -> int:
             return False
         answer = await asyncio.to_thread(input, "Go ahead? [y/N] ")
         return answer.strip().lower() in ("y", "yes")
+
+    if action == "show":
+        if args.json:
+            print(json.dumps({"runbook": runbook.spec.name, "state_file": str(runbook.store.path),
+                              "steps": [v.to_json() for v in runbook.views()]}, indent=2))
+        else:
+            print(render_plan_text(runbook))
+        return EXIT_OK
+    if action == "stop":
+        async def stop() -> str:
+            try:
+                return await runbook.stop_server(args.step, confirm)
+            finally:
+                await runbook.hub.stop()
+
+        print(asyncio.run(stop()))
+        return EXIT_OK
+    if action == "reset":
+        runbook.reset(args.step)
+        print(f"reset {'step ' + args.step if args.step else 'every step'} of runbook {runbook.spec.name}")
+        return EXIT_OK
+
+    if bool(args.force) != bool(args.reason):
+        raise CockpitError("--force STEP and --reason TEXT go together: say which gate to skip and why")
+    force = {args.force: args.reason} if args.force else {}
+    if args.force:
+        runbook.spec.step(args.force)
 
     async def go():
         try:

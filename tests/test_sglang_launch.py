@@ -201,3 +201,32 @@ def test_lint_flags_against_the_hosts_own_sglang_with_dry_run(sshd, tmp_path):
                 "--speculative-num-steps", "15", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "16")
     assert good.returncode == 0, good.stdout
     assert json.loads(good.stdout)["deep"]["accepted"] is True
+
+
+def test_plan_stop_stops_the_launched_server(sshd, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    sshd.scenario({"gpus": 8})
+    port = free_port()
+    log = tmp_path / "sglang.log"
+    config = tmp_path / "c.toml"
+    config.write_text(sshd.config_toml(sshd.host_toml("gpu-server")) + steps_toml(port, log, []))
+
+    def cockpit(*words):
+        return subprocess.run([sys.executable, "-m", "cockpit", *words, "--config", str(config)], capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+
+    ran = cockpit("plan", "run", "--yes", "--json")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    pid = [r for r in json.loads(ran.stdout)["ran"] if r["step"] == "launch"][0]["evidence"]["pid"]
+    assert os.path.exists(f"/proc/{pid}")
+    refused = cockpit("plan", "stop", "launch")
+    assert "not confirmed" in refused.stdout and os.path.exists(f"/proc/{pid}")
+    stopped = cockpit("plan", "stop", "launch", "--yes")
+    assert f"stopped pid {pid}" in stopped.stdout, stopped.stdout + stopped.stderr
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()

@@ -223,6 +223,30 @@ class Runbook:
                 break
         return done
 
+    async def stop_server(self, name: str, confirm: Confirm = deny) -> str:
+        """Stop the process a launch step started (asks first).  Returns what happened."""
+        from cockpit.runbook.kinds import stop_process
+        from cockpit.sglang.server import process_alive
+
+        spec = self.spec.step(name)
+        if not KINDS[spec.kind].launch:
+            raise CockpitError(f"'{name}' is a {spec.kind} step: it starts no server")
+        result = self.results.get(name)
+        pid = (result.evidence or {}).get("pid") if result else None
+        if not pid:
+            return f"'{name}' has started no server"
+        transport = self.hub.pool.get(spec.host)
+        if not await process_alive(transport, int(pid)):
+            return f"pid {pid} on {spec.host} is not running"
+        if not await confirm(f"On {spec.host}, stop the server of step '{name}': SIGTERM pid {pid}, then SIGKILL after 10 s"):
+            self.store.audit("declined", step=name, host=spec.host, plan=f"stop pid {pid}")
+            return "not confirmed: nothing was done"
+        gone = await stop_process(transport, int(pid))
+        self.store.audit("kill", step=name, host=spec.host, pids=[pid], why="stop", gone=gone)
+        self.results[name] = replace(result, state=StepState.FAILED, message=f"stopped by the user (pid {pid})")
+        self._changed()
+        return f"stopped pid {pid} on {spec.host}" if gone else f"pid {pid} on {spec.host} is still running after SIGKILL"
+
     def set_override(self, name: str, argv: list[str], why: str) -> None:
         """Replace a launch step's command line (a fix applied from a diagnosis); kept until reset."""
         self.spec.step(name)
