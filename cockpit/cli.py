@@ -104,6 +104,29 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--deep", action="store_true", help="with --host: also run SGLang's own parser there (prepare_server_args, no server started)")
     lint.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
+    drafter = sub.add_parser("drafter", help="EAGLE-3 draft checkpoints: inspect, fix key names, convert")
+    drafter_sub = drafter.add_subparsers(dest="drafter_command", metavar="ACTION")
+    inspect = drafter_sub.add_parser("inspect", help="is a draft ready for SGLang? exit 0 ready, 1 problems, 2 unreadable")
+    inspect.add_argument("path", metavar="PATH")
+    inspect.add_argument("--sglang", metavar="VERSION", help="judge for this SGLang version only")
+    inspect.add_argument("--keys", action="store_true", help="list every key with dtype and shape")
+    inspect.add_argument("--json", action="store_true")
+    fix = drafter_sub.add_parser("fix-keys", help="rename keys (default layers.0. to midlayer.) in place, crash-safe")
+    _add_config(fix)
+    fix.add_argument("path", metavar="PATH")
+    fix.add_argument("--rule", action="append", metavar="OLD=NEW", help="a prefix rename (repeatable); default layers.0.=midlayer.")
+    fix.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
+    fix.add_argument("--yes", action="store_true", help="rewrite without asking")
+    fix.add_argument("--host", metavar="H", help="PATH is on host H: fixed over SFTP, header bytes only")
+    fix.add_argument("--json", action="store_true")
+    conv = drafter_sub.add_parser("convert", help="a training checkpoint (.bin/.pt or a directory) to SGLang-ready safetensors")
+    conv.add_argument("src", metavar="SRC")
+    conv.add_argument("dst", metavar="DST")
+    conv.add_argument("--dtype", help="cast floating tensors: bf16, fp16, fp32 (default: keep)")
+    conv.add_argument("--rule", action="append", metavar="OLD=NEW", help="key prefix renames (default: strip draft_model. and module., layers.0. to midlayer.)")
+    conv.add_argument("--overwrite", action="store_true")
+    conv.add_argument("--json", action="store_true")
+
     ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
     _add_config(ui)
     ui.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS, help="monitoring only: no step or action can run")
@@ -541,6 +564,87 @@ def cmd_lint_flags(args) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
+def cmd_drafter(args) -> int:
+    action = args.drafter_command
+    if action == "inspect":
+        from cockpit.drafter.inspect import inspect_draft, render_report
+
+        report = inspect_draft(args.path)
+        if args.json:
+            print(json.dumps(report.to_json(args.sglang), indent=2))
+        else:
+            print(render_report(report, args.sglang, args.keys))
+        return EXIT_OK if report.ready(args.sglang) else EXIT_PROBLEM
+    if action == "fix-keys":
+        return _cmd_fix_keys(args)
+    if action == "convert":
+        from cockpit.drafter.convert import convert
+        from cockpit.drafter.fixkeys import parse_rules
+
+        rules = parse_rules(args.rule) if args.rule else None
+        result = convert(args.src, args.dst, args.dtype, **({"rules": rules} if rules else {}), overwrite=args.overwrite)
+        print(json.dumps(result, indent=2) if args.json else f"{result['dst']}: {result['tensors']} tensors ({result['renamed']} renamed); {result['config']}")
+        return EXIT_OK
+    build_parser().parse_args(["drafter", "--help"])
+    return EXIT_UNREACHABLE
+
+
+def _describe_fix(report) -> str:
+    lines = []
+    for plan in report.files:
+        if not plan.renames:
+            continue
+        how = "header rewritten in place" if plan.in_place else "header grows: file copied and renamed"
+        lines.append(f"{plan.path}: {len(plan.renames)} key(s), {how}")
+        for old, new in plan.renames[:5]:
+            lines.append(f"    {old} -> {new}")
+        if len(plan.renames) > 5:
+            lines.append(f"    ... and {len(plan.renames) - 5} more")
+    if report.index_renames:
+        lines.append(f"index: {report.index_renames} entr(ies) renamed")
+    return "\n".join(lines)
+
+
+def _cmd_fix_keys(args) -> int:
+    from cockpit.drafter.fixkeys import fix_keys, parse_rules
+
+    rules = parse_rules(args.rule)
+    if args.host:
+        from cockpit.drafter.remote import fix_keys_remote
+
+        config = load_config(args.config)
+        return fix_keys_remote(config, args.host, args.path, rules, args, _describe_fix)
+    plan = fix_keys(args.path, rules, dry_run=True)
+    for note in plan.recovered:
+        print(f"note: {note}", file=sys.stderr)
+    if plan.changed == 0 and not plan.index_renames:
+        message = "nothing to change: no key matches " + ", ".join(f"'{old}'" for old, _ in rules)
+        print(json.dumps({**plan.to_json(), "message": message}, indent=2) if args.json else message)
+        if not plan.recovered or args.dry_run:
+            return EXIT_OK
+    if args.dry_run:
+        print(json.dumps(plan.to_json(), indent=2) if args.json else "would rename:\n" + _describe_fix(plan))
+        return EXIT_OK
+    if plan.changed or plan.index_renames:
+        print("will rename:\n" + _describe_fix(plan), file=sys.stderr)
+        if not args.yes:
+            if not sys.stdin.isatty():
+                print("cockpit: this rewrites checkpoint files: run it in a terminal, or pass --yes", file=sys.stderr)
+                return EXIT_PROBLEM
+            if input("Rewrite? [y/N] ").strip().lower() not in ("y", "yes"):
+                print("Nothing was changed.")
+                return EXIT_PROBLEM
+    report = fix_keys(args.path, rules)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        for note in report.recovered:
+            print(f"repaired: {note}")
+        print(f"renamed {report.changed} key(s) in {sum(1 for f in report.files if f.renames)} file(s)"
+              + (f", {report.index_renames} in the index" if report.index_renames else "") + "; verified")
+    return EXIT_OK
+
+
 def cmd_ui(args) -> int:
     config = load_config(args.config)
     from cockpit.ui.app import CockpitApp
@@ -570,6 +674,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_parse_log(args)
         if args.command == "lint-flags":
             return cmd_lint_flags(args)
+        if args.command == "drafter":
+            return cmd_drafter(args)
         return cmd_ui(args)
     except CockpitError as exc:
         print(f"cockpit: error: {exc}", file=sys.stderr)

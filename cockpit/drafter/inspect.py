@@ -1,0 +1,223 @@
+"""Is an EAGLE-3 draft directory ready for SGLang?  Headers only, with a verdict per version range.
+
+Facts: sglang-facts §3.  What SGLang does with `layers.0.*` keys: up to 0.4.8 a crash, 0.4.9 to
+0.5.11 silently skipped (acceptance length 1.00), 0.5.12 on loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cockpit.drafter.header import Header, HeaderError, read_header
+from cockpit.errors import CockpitError
+
+RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")
+EAGLE3_ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"}
+MIDLAYER_KEYS = (
+    "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight", "midlayer.self_attn.v_proj.weight",
+    "midlayer.self_attn.o_proj.weight", "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight",
+    "midlayer.mlp.down_proj.weight", "midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
+    "midlayer.post_attention_layernorm.weight",
+)
+TOP_KEYS = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
+INDEX_NAME = "model.safetensors.index.json"
+
+
+def version_range(version: str) -> str:
+    numbers = [int(n) for n in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
+    key = tuple(numbers[:3])
+    if key <= (0, 4, 8):
+        return RANGES[0]
+    if key <= (0, 5, 11):
+        return RANGES[1]
+    return RANGES[2]
+
+
+@dataclass(frozen=True)
+class Problem:
+    code: str
+    message: str
+    ranges: tuple[str, ...]  # the SGLang version ranges it breaks
+    fix: str | None = None
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "message": self.message, "ranges": list(self.ranges), "fix": self.fix}
+
+
+@dataclass
+class DraftReport:
+    path: str
+    files: list[str] = field(default_factory=list)
+    tensors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {dtype, shape, file}
+    total_bytes: int = 0
+    config: dict[str, Any] | None = None
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def verdicts(self, version: str | None = None) -> dict[str, list[Problem]]:
+        ranges = (version_range(version),) if version else RANGES
+        return {r: [p for p in self.problems if r in p.ranges] for r in ranges}
+
+    def ready(self, version: str | None = None) -> bool:
+        return not any(self.verdicts(version).values())
+
+    def to_json(self, version: str | None = None) -> dict:
+        return {
+            "path": self.path, "files": self.files, "total_bytes": self.total_bytes, "tensor_count": len(self.tensors),
+            "tensors": self.tensors, "config": self.config, "ready": self.ready(version), "sglang": version,
+            "verdicts": {r: {"ready": not ps, "problems": [p.to_json() for p in ps]} for r, ps in self.verdicts(version).items()},
+            "problems": [p.to_json() for p in self.problems], "notes": self.notes,
+        }
+
+
+def weight_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise CockpitError(f"{path}: no such file or directory")
+    index = path / INDEX_NAME
+    if index.exists():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CockpitError(f"{index}: not a valid safetensors index ({exc})") from None
+        names = sorted(set(weight_map.values()))
+        missing = [n for n in names if not (path / n).exists()]
+        if missing:
+            raise CockpitError(f"{index}: names shards that are not there: {', '.join(missing)}")
+        return [path / n for n in names]
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise CockpitError(f"{path}: no .safetensors weights in this directory")
+    return files
+
+
+def read_headers(path: Path) -> list[Header]:
+    return [read_header(f) for f in weight_files(path)]
+
+
+def inspect_draft(path: str | Path) -> DraftReport:
+    """Raises CockpitError (exit 2) when the weights cannot be read at all; problems otherwise."""
+    path = Path(path)
+    headers = read_headers(path)
+    directory = path if path.is_dir() else path.parent
+    config_path = directory / "config.json"
+    config_text = config_path.read_text() if config_path.exists() else None
+    return build_report(str(path), headers, config_text, str(config_path))
+
+
+def build_report(path: str, headers: list[Header], config_text: str | None, config_name: str) -> DraftReport:
+    """The checks, on headers and config.json text from wherever they were read (disk or SFTP)."""
+    report = DraftReport(path)
+    for header in headers:
+        report.files.append(Path(header.path).name)
+        report.total_bytes += header.file_size
+        for name, info in header.tensors.items():
+            if name in report.tensors:
+                report.problems.append(Problem("duplicate_key", f"'{name}' is in two shards", RANGES))
+            report.tensors[name] = {"dtype": info.dtype, "shape": list(info.shape), "file": Path(header.path).name}
+    if config_text is not None:
+        try:
+            report.config = json.loads(config_text)
+        except ValueError as exc:
+            report.problems.append(Problem("config_unreadable", f"{config_name}: not valid JSON ({exc})", RANGES))
+    else:
+        report.problems.append(Problem("config_missing", f"{config_name} is missing: SGLang reads the draft's architecture from it", RANGES))
+    _check_keys(report)
+    _check_config(report)
+    _check_shapes(report)
+    return report
+
+
+def _check_keys(report: DraftReport) -> None:
+    names = set(report.tensors)
+    old = sorted(n for n in names if n.startswith("layers.0."))
+    if old:
+        report.problems.append(Problem(
+            "layers0_keys", f"{len(old)} keys are named layers.0.* (e.g. {old[0]}): SGLang up to 0.4.8 crashes on them, "
+            "0.4.9-0.5.11 silently skip them (acceptance length 1.00)", RANGES[:2],
+            fix="cockpit drafter fix-keys PATH   (renames layers.0. to midlayer., header only)"))
+    midlayer_names = names | {"midlayer." + n[len("layers.0."):] for n in old}
+    for key in MIDLAYER_KEYS:
+        if key not in names:
+            ranges = RANGES[:2] if key in midlayer_names else RANGES
+            if key in midlayer_names and old:
+                continue  # reported as layers0_keys: the same fix
+            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", ranges))
+    for key in TOP_KEYS:
+        if key not in names:
+            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", RANGES))
+    prefixed = sorted(n for n in names if n.startswith(("draft_model.", "model.", "module.")))
+    if prefixed:
+        report.problems.append(Problem("prefixed_keys", f"{len(prefixed)} keys carry a training prefix (e.g. {prefixed[0]}): SGLang "
+                                       "expects them unprefixed", RANGES, fix="cockpit drafter fix-keys PATH --rule draft_model.="))
+    if "embed_tokens.weight" not in names:
+        report.notes.append("no embed_tokens.weight: fine, SGLang uses the target's embedding")
+
+
+def _check_config(report: DraftReport) -> None:
+    config = report.config
+    if not isinstance(config, dict):
+        return
+    architectures = config.get("architectures") or []
+    if not any(a in EAGLE3_ARCHITECTURES for a in architectures):
+        report.problems.append(Problem("wrong_architecture", f"architectures is {architectures}, not an EAGLE-3 draft class "
+                                       f"({', '.join(sorted(EAGLE3_ARCHITECTURES))}): SGLang fails with KeyError "
+                                       "'midlayer.self_attn.qkv_proj.weight'", RANGES))
+    layers = config.get("num_hidden_layers")
+    if layers != 1:
+        report.problems.append(Problem("num_hidden_layers", f"num_hidden_layers is {layers}: SGLang up to 0.5.11 supports only 1 "
+                                       "(ValueError: EAGLE3 currently only supports 1 layer)", RANGES[:2]))
+    if config.get("draft_vocab_size") is None:
+        report.problems.append(Problem("draft_vocab_size_missing", "config.json has no draft_vocab_size", RANGES))
+
+
+def _check_shapes(report: DraftReport) -> None:
+    config = report.config if isinstance(report.config, dict) else {}
+    tensors = report.tensors
+    hidden = config.get("hidden_size")
+    target_hidden = config.get("target_hidden_size") or hidden
+    fc = tensors.get("fc.weight")
+    if fc and target_hidden and len(fc["shape"]) == 2 and fc["shape"][1] != 3 * target_hidden:
+        report.problems.append(Problem("fc_shape", f"fc.weight takes {fc['shape'][1]} inputs, 3 x target hidden = {3 * target_hidden}",
+                                       RANGES))
+    lm_head = tensors.get("lm_head.weight")
+    d2t = tensors.get("d2t")
+    t2d = tensors.get("t2d")
+    draft_vocab = config.get("draft_vocab_size")
+    if lm_head and d2t and lm_head["shape"][0] != d2t["shape"][0]:
+        report.problems.append(Problem("lm_head_d2t", f"lm_head.weight has {lm_head['shape'][0]} rows but d2t has {d2t['shape'][0]} entries",
+                                       RANGES))
+    if lm_head and draft_vocab is not None and lm_head["shape"][0] != draft_vocab:
+        report.problems.append(Problem("lm_head_vocab", f"lm_head.weight has {lm_head['shape'][0]} rows, draft_vocab_size is {draft_vocab}",
+                                       RANGES))
+    vocab = config.get("vocab_size")
+    if t2d and vocab is not None and t2d["shape"][0] != vocab:
+        report.problems.append(Problem("t2d_vocab", f"t2d has {t2d['shape'][0]} entries, vocab_size is {vocab}", RANGES))
+    if d2t and d2t["dtype"] != "I64":
+        report.problems.append(Problem("d2t_dtype", f"d2t is {d2t['dtype']}, SGLang expects int64", RANGES))
+    if t2d and t2d["dtype"] != "BOOL":
+        report.problems.append(Problem("t2d_dtype", f"t2d is {t2d['dtype']}, SGLang expects bool", RANGES))
+
+
+def render_report(report: DraftReport, version: str | None = None, keys: bool = False) -> str:
+    lines = [f"{report.path}: {len(report.tensors)} tensors in {len(report.files)} file(s), {report.total_bytes / 2**20:.1f} MiB"]
+    if keys:
+        for name, info in sorted(report.tensors.items()):
+            lines.append(f"  {name:<50} {info['dtype']:<5} {info['shape']}")
+    for sglang_range, problems in report.verdicts(version).items():
+        lines.append(f"SGLang {sglang_range}: " + ("ready" if not problems else f"{len(problems)} problem(s)"))
+        for problem in problems:
+            lines.append(f"  - {problem.message}")
+            if problem.fix:
+                lines.append(f"    fix: {problem.fix}")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+__all__ = ["inspect_draft", "DraftReport", "Problem", "HeaderError", "version_range", "render_report", "RANGES"]
