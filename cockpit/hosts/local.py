@@ -56,8 +56,8 @@ class LocalLineStream(LineStream):
                 with contextlib.suppress(ProcessLookupError):
                     self._proc.kill()
                 await self._proc.wait()
-        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(self._stderr_task, 1)
+        await asyncio.wait([self._stderr_task], timeout=1)  # never swallows our own cancellation
+        self._stderr_task.cancel()
         self.exit_status = self._proc.returncode
 
 

@@ -4,7 +4,6 @@ and subscribers (the UI, `status --watch`) told of every new snapshot."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
 from cockpit.config import Config, HostConfig
@@ -83,8 +82,7 @@ class TelemetryHub:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         await self.pool.close()

@@ -269,9 +269,9 @@ class SmiMonitor(_MonitorBase):
         finally:
             for helper in helpers:
                 helper.cancel()
-            for helper in helpers:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await helper
+            # asyncio.wait collects the helpers without swallowing a cancellation of this task
+            # (suppressing CancelledError here once kept a stopped monitor running forever)
+            await asyncio.wait(helpers)
         # The stream ended: say why.
         if self._silenced:
             self._silenced = False
