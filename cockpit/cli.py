@@ -127,6 +127,30 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--overwrite", action="store_true")
     conv.add_argument("--json", action="store_true")
 
+    bench = sub.add_parser("bench", help="benchmarks against SGLang: one run, a depth sweep, reports")
+    bench_sub = bench.add_subparsers(dest="bench_command", metavar="ACTION")
+    brun = bench_sub.add_parser("run", help="one benchmark against a running server")
+    brun.add_argument("--endpoint", required=True, metavar="URL", help="e.g. http://127.0.0.1:30000")
+    brun.add_argument("--api", choices=("sglang", "openai"), default="sglang")
+    brun.add_argument("--prompts", metavar="FILE", help="JSONL of chat messages (default: the shipped sample)")
+    brun.add_argument("--requests", type=int, default=64)
+    brun.add_argument("--concurrency", type=int, default=8)
+    brun.add_argument("--max-tokens", type=int, default=256)
+    brun.add_argument("--temperature", type=float, default=0.0)
+    brun.add_argument("--warmup", type=int, default=None, help="warm-up requests (default: one per concurrent stream)")
+    brun.add_argument("--seed", type=int, default=None, help="shuffle the prompts with this seed (default: file order)")
+    brun.add_argument("--label", default=None)
+    brun.add_argument("--no-save", action="store_true")
+    brun.add_argument("--json", action="store_true")
+    report = bench_sub.add_parser("report", help="compare stored runs side by side (default: the latest runs)")
+    report.add_argument("runs", nargs="*", metavar="RUN")
+    report.add_argument("--json", action="store_true")
+    report.add_argument("--last", type=int, default=10)
+    sweep = bench_sub.add_parser("sweep", help="relaunch the server per depth config and benchmark each (see [bench] in the config)")
+    _add_config(sweep)
+    sweep.add_argument("--yes", action="store_true", help="relaunch without asking")
+    sweep.add_argument("--json", action="store_true")
+
     ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
     _add_config(ui)
     ui.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS, help="monitoring only: no step or action can run")
@@ -645,6 +669,92 @@ def _cmd_fix_keys(args) -> int:
     return EXIT_OK
 
 
+def _check_positive(name: str, value: int) -> None:
+    if value < 1:
+        raise CockpitError(f"--{name} must be at least 1, got {value}")
+
+
+def cmd_bench(args) -> int:
+    from cockpit.bench import store
+
+    action = args.bench_command
+    if action == "run":
+        from cockpit.bench.client import Workload, run_closed_loop
+        from cockpit.bench.stats import summarize
+        from cockpit.bench.workload import load_prompts
+
+        for name in ("requests", "concurrency", "max_tokens"):
+            _check_positive(name.replace("_", "-"), getattr(args, name))
+        workload = Workload(load_prompts(args.prompts, args.seed), args.requests, args.concurrency, args.max_tokens,
+                            args.temperature, args.warmup)
+
+        def progress(done: int, total: int) -> None:
+            if not args.json and sys.stderr.isatty():
+                print(f"\r{done}/{total} requests", end="", file=sys.stderr, flush=True)
+
+        try:
+            records, start, end = asyncio.run(run_closed_loop(args.endpoint, args.api, workload, progress=progress))
+        except ValueError as exc:
+            raise CockpitError(str(exc)) from None
+        summary = summarize(records, start, end)
+        summary.update(label=args.label or f"{args.api}-c{args.concurrency}", endpoint=args.endpoint, api=args.api,
+                       concurrency=args.concurrency, max_tokens=args.max_tokens, temperature=args.temperature,
+                       speculative=summary["accept_length"] is not None, time=time.time())
+        if not args.no_save:
+            summary["file"] = str(store.save_run(summary, [r.to_json() for r in records]))
+        if args.json:
+            print(json.dumps(summary, indent=2))
+        else:
+            print(render_bench_summary(summary))
+        if summary["requests"] and summary["failed"] == summary["requests"]:
+            return EXIT_UNREACHABLE
+        return EXIT_PROBLEM if summary["failed"] else EXIT_OK
+    if action == "report":
+        paths = args.runs or [str(p) for p in store.list_runs()[-args.last:]]
+        if not paths:
+            raise CockpitError(f"no stored benchmark runs in {store.runs_dir()}")
+        rows = store.compare([store.load_run(p) for p in paths])
+        if args.json:
+            print(json.dumps({"runs": rows}, indent=2))
+        else:
+            print(render_bench_table(rows))
+        return EXIT_OK
+    if action == "sweep":
+        from cockpit.bench.sweep import cli_sweep
+
+        return cli_sweep(args)
+    build_parser().parse_args(["bench", "--help"])
+    return EXIT_UNREACHABLE
+
+
+def _f(value, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def render_bench_summary(s: dict) -> str:
+    lines = [f"{s['label']}: {s['requests']} requests ({s['failed']} failed) in {s['duration_s']:.2f} s at concurrency {s['concurrency']}",
+             f"  output throughput {s['output_throughput_tok_s']:.1f} tok/s, {s['request_throughput_req_s']:.2f} req/s"
+             + (f", acceptance length {s['accept_length']:.2f}" if s.get("accept_length") else "")]
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        p = s[key]
+        lines.append(f"  {key[:-3].upper():<5} p50 {_f(p['p50'])} ms  p90 {_f(p['p90'])} ms  p99 {_f(p['p99'])} ms")
+    for error in s.get("errors") or []:
+        lines.append(f"  error: {error}")
+    if s.get("file"):
+        lines.append(f"  saved: {s['file']}")
+    return "\n".join(lines)
+
+
+def render_bench_table(rows: list[dict]) -> str:
+    head = f"{'run':<28} {'conc':>4} {'tok/s':>9} {'speedup':>8} {'accept':>7} {'TTFT p50':>9} {'ITL p50':>8} {'ITL p99':>8} {'fail':>5}"
+    lines = [head]
+    for r in rows:
+        lines.append(f"{(r['label'] or '?')[:28]:<28} {r['concurrency'] or 0:>4} {_f(r['output_throughput_tok_s']):>9} "
+                     f"{_f(r['speedup'], '{:.2f}x'):>8} {_f(r['accept_length'], '{:.2f}'):>7} {_f(r['ttft_p50_ms']):>9} "
+                     f"{_f(r['itl_p50_ms']):>8} {_f(r['itl_p99_ms']):>8} {r['failed'] or 0:>5}")
+    return "\n".join(lines)
+
+
 def cmd_ui(args) -> int:
     config = load_config(args.config)
     from cockpit.ui.app import CockpitApp
@@ -676,6 +786,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_lint_flags(args)
         if args.command == "drafter":
             return cmd_drafter(args)
+        if args.command == "bench":
+            return cmd_bench(args)
         return cmd_ui(args)
     except CockpitError as exc:
         print(f"cockpit: error: {exc}", file=sys.stderr)

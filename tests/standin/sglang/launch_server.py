@@ -1,12 +1,11 @@
 """STAND-IN for `python -m sglang.launch_server` (see __init__.py).  Scenario through the
 environment variable SGLANG_STANDIN (JSON): {"load_s": 0.3, "warmup_s": 0.5, "crash": null | "gpus_not_clean"}."""
 
-import http.server
+import asyncio
 import json
 import os
 import re
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -59,31 +58,6 @@ def crash(text, message):
     sys.exit(2)
 
 
-class State:
-    ready = False
-    args = {}
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def _send(self, code, body=b"", kind="text/plain"):
-        self.send_response(code)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        if self.path in ("/health", "/health_generate"):
-            self._send(200 if State.ready else 503)
-        elif self.path in ("/server_info", "/get_server_info"):
-            self._send(200, json.dumps({k.lstrip("-").replace("-", "_"): v for k, v in State.args.items()}).encode(), "application/json")
-        else:
-            self._send(404)
-
-
 def main(argv):
     text = HELP.read_text()
     if "-h" in argv or "--help" in argv:
@@ -95,7 +69,6 @@ def main(argv):
         crash(text, "unrecognized arguments: " + " ".join(unknown))
     if "--model-path" not in values:
         crash(text, "the following arguments are required: --model-path/--model")
-    State.args = values
     port = int(values.get("--port", 30000))
     stamp(f"server_args=ServerArgs(model_path={values['--model-path']!r}, port={port})")
     stamp("Load weight begin. avail mem=139.10 GB")
@@ -110,14 +83,16 @@ def main(argv):
     stamp("KV Cache is allocated. #tokens: 1048576, KV size: 40.00 GB")
     stamp("Capture cuda graph begin. This can take up to several minutes. avail mem=19.80 GB")
     stamp("Capture cuda graph end. Time elapsed: 0.20 s. mem usage=1.20 GB. avail mem=18.60 GB.")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    stamp(f"Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)")
-    time.sleep(float(scenario.get("warmup_s", 0.5)))
-    State.ready = True
-    stamp("The server is fired up and ready to roll!")
-    while True:
-        time.sleep(3600)
+    from sglang.serving import serve
+
+    async def warm(serving):
+        stamp(f"Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)")
+        await asyncio.sleep(float(scenario.get("warmup_s", 0.5)))
+        serving.ready = True
+        stamp("The server is fired up and ready to roll!")
+
+    asyncio.run(serve(port, scenario, values, warm))
+    return 0
 
 
 if __name__ == "__main__":

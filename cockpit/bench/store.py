@@ -1,0 +1,74 @@
+"""Benchmark results: one JSON-lines file per run under the XDG data dir (a summary line, then a
+line per request), written atomically; and the side-by-side comparison of runs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from cockpit.errors import CockpitError
+from cockpit.paths import atomic_write, data_dir
+
+
+def runs_dir() -> Path:
+    return data_dir() / "bench"
+
+
+def save_run(summary: dict[str, Any], records: list[dict[str, Any]], name: str | None = None) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    label = "".join(c if c.isalnum() or c in "-_." else "-" for c in (name or summary.get("label") or "run"))[:60]
+    path = runs_dir() / f"{stamp}-{label}.jsonl"
+    counter = 1
+    while path.exists():
+        counter += 1
+        path = runs_dir() / f"{stamp}-{label}-{counter}.jsonl"
+    lines = [json.dumps({"type": "summary", **summary}, default=str)]
+    lines += [json.dumps({"type": "request", **r}, default=str) for r in records]
+    atomic_write(path, "\n".join(lines) + "\n")
+    return path
+
+
+def load_run(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists() and not path.is_absolute():
+        candidate = runs_dir() / path
+        path = candidate if candidate.exists() else runs_dir() / f"{path}.jsonl"
+    try:
+        first = path.open(encoding="utf-8").readline()
+        summary = json.loads(first)
+    except FileNotFoundError:
+        raise CockpitError(f"{path}: no such benchmark run") from None
+    except (OSError, ValueError) as exc:
+        raise CockpitError(f"{path}: not a benchmark run ({exc})") from None
+    if summary.get("type") != "summary":
+        raise CockpitError(f"{path}: not a benchmark run (no summary line)")
+    summary["file"] = str(path)
+    return summary
+
+
+def list_runs() -> list[Path]:
+    return sorted(runs_dir().glob("*.jsonl"))
+
+
+def compare(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows side by side; speedup of output throughput over the run labelled baseline (or the first
+    run without speculation), at the same concurrency."""
+    baselines = {r.get("concurrency"): r for r in runs if not r.get("speculative")}
+    rows = []
+    for run in runs:
+        base = baselines.get(run.get("concurrency"))
+        speedup = None
+        if base and base.get("output_throughput_tok_s"):
+            speedup = round(run["output_throughput_tok_s"] / base["output_throughput_tok_s"], 3)
+        rows.append({
+            "label": run.get("label"), "file": run.get("file"), "concurrency": run.get("concurrency"),
+            "requests": run.get("requests"), "failed": run.get("failed"),
+            "output_throughput_tok_s": run.get("output_throughput_tok_s"), "speedup": speedup,
+            "accept_length": run.get("accept_length"), "ttft_p50_ms": (run.get("ttft_ms") or {}).get("p50"),
+            "ttft_p99_ms": (run.get("ttft_ms") or {}).get("p99"), "itl_p50_ms": (run.get("itl_ms") or {}).get("p50"),
+            "itl_p99_ms": (run.get("itl_ms") or {}).get("p99"), "tpot_p50_ms": (run.get("tpot_ms") or {}).get("p50"),
+            "e2e_p50_ms": (run.get("e2e_ms") or {}).get("p50"),
+        })
+    return rows

@@ -1,0 +1,39 @@
+"""Prompts for a benchmark: JSONL of chat messages, in a fixed order (shuffled by a seed when asked)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from cockpit.errors import CockpitError
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_configs" / "prompts.jsonl"
+
+
+def load_prompts(path: str | Path | None = None, seed: int | None = None) -> list[list[dict]]:
+    path = Path(path) if path else SAMPLE
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise CockpitError(f"{path}: no such prompts file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CockpitError(f"{path}: cannot read prompts ({exc})") from None
+    prompts = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise CockpitError(f"{path}:{number}: not JSON ({exc})") from None
+        messages = item.get("messages") if isinstance(item, dict) else item
+        if (not isinstance(messages, list) or not messages
+                or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages)):
+            raise CockpitError(f"{path}:{number}: expected {{\"messages\": [{{\"role\": ..., \"content\": ...}}, ...]}}")
+        prompts.append(messages)
+    if not prompts:
+        raise CockpitError(f"{path}: holds no prompts")
+    if seed is not None:
+        random.Random(seed).shuffle(prompts)
+    return prompts

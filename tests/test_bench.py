@@ -1,0 +1,145 @@
+"""The benchmark client against the stand-in SGLang server (tests/standin/sglang/serving.py), which
+streams the real wire formats with scripted timings and chunk sizes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cockpit.bench.client import RequestRecord, Workload, run_closed_loop, run_request
+from cockpit.bench.http import default_opener
+from cockpit.bench.stats import percentile, summarize
+from harness.sshd import STANDIN_DIR
+from helpers import eventually
+
+MESSAGES = [[{"role": "user", "content": "hello"}]]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def standin_server():
+    """Start the stand-in server (a separate process, like a real one) with a scenario."""
+    procs = []
+
+    def start(scenario: dict, *flags: str) -> str:
+        port = free_port()
+        env = {**os.environ, "PYTHONPATH": str(STANDIN_DIR), "SGLANG_STANDIN": json.dumps({"load_s": 0, "warmup_s": 0, **scenario})}
+        proc = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m", "--port", str(port), *flags],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("api", ["sglang", "openai"])
+async def test_timings_and_counts_match_the_scripted_truth(standin_server, api):
+    pattern = [3, 1, 4, 2]
+    endpoint = standin_server({"ttft_ms": 40, "itl_ms": 15, "chunk_tokens": pattern}, "--speculative-algorithm", "EAGLE3",
+                              "--speculative-num-draft-tokens", "4")
+    sent: list[tuple[float, float]] = []
+    record = RequestRecord(index=0)
+    await run_request(default_opener, endpoint, api, MESSAGES[0], 30, 0.0, record,
+                      on_event=lambda arrived, event: sent.append((arrived, event.get("standin_sent", arrived))))
+    assert record.ok, record.error
+    # counts are exact: 30 tokens in chunks of 3,1,4,2,... = 12 verify steps
+    expected_chunks, total = [], 0
+    while total < 30:
+        step = min(pattern[len(expected_chunks) % 4], 30 - total)
+        total += step
+        expected_chunks.append(total)
+    assert record.chunk_tokens == expected_chunks and record.completion_tokens == 30
+    assert record.spec_verify_ct == len(expected_chunks)
+    assert record.accept_length == 30 / len(expected_chunks)
+    # timings: every chunk arrives within 1 ms of when the server sent it
+    lags = [arrived - sent_at for arrived, sent_at in sent]
+    assert max(lags) < 0.001, lags
+    assert abs(record.ttft - 0.040) < 0.010  # scripted 40 ms (+ connect and request)
+    itls = record.itls()
+    assert len(itls) == 30 - expected_chunks[0]
+    gaps = record.chunk_latencies()
+    assert all(abs(g - 0.015) < 0.004 for g in gaps), gaps
+    assert abs(record.tpot - (record.e2e - record.ttft) / 29) < 1e-12
+
+
+async def test_in_stream_error_and_abort_are_failures(standin_server):
+    endpoint = standin_server({"ttft_ms": 5, "itl_ms": 2, "error_after": 3})
+    record = await run_request(default_opener, endpoint, "sglang", MESSAGES[0], 20, 0.0, RequestRecord(0))
+    assert not record.ok and "scheduler aborted" in record.error
+    endpoint = standin_server({"ttft_ms": 5, "itl_ms": 2, "abort_after": 3})
+    record = await run_request(default_opener, endpoint, "openai", MESSAGES[0], 20, 0.0, RequestRecord(0))
+    assert not record.ok and record.error
+    workload = Workload(MESSAGES, requests=8, concurrency=2, max_tokens=20)
+    records, start, end = await run_closed_loop(endpoint, "sglang", workload)
+    summary = summarize(records, start, end)
+    assert summary["requests"] == 8 and summary["failed"] == 8  # never counted as fast requests
+    assert summary["output_tokens"] == 0 and summary["ttft_ms"]["p50"] is None
+
+
+async def test_closed_loop_warmup_excluded_and_pooled_acceptance(standin_server):
+    endpoint = standin_server({"ttft_ms": 5, "itl_ms": 2, "chunk_tokens": [2, 3]}, "--speculative-algorithm", "EAGLE3")
+    workload = Workload(MESSAGES * 3, requests=12, concurrency=4, max_tokens=10)
+    records, start, end = await run_closed_loop(endpoint, "sglang", workload)
+    assert len(records) == 16 and sum(r.warmup for r in records) == 4
+    summary = summarize(records, start, end)
+    assert summary["requests"] == 12 and summary["failed"] == 0
+    assert summary["output_tokens"] == 120
+    assert summary["accept_length"] == 10 / 4  # chunks 2,3,2,3: 4 verify steps per request
+    assert set(summary["ttft_ms"]) == {"p50", "p90", "p99", "mean"}
+
+
+def test_percentile_is_numpy_linear():
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([10], 99) == 10
+    assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == pytest.approx(9.1)
+
+
+def test_bench_run_cli_json_and_report(standin_server, tmp_path):
+    endpoint = standin_server({"ttft_ms": 5, "itl_ms": 1})
+    spec = standin_server({"ttft_ms": 5, "itl_ms": 1, "chunk_tokens": [3]}, "--speculative-algorithm", "EAGLE3")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=120)
+
+    base = cli("bench", "run", "--endpoint", endpoint, "--requests", "8", "--concurrency", "2", "--max-tokens", "12",
+               "--label", "baseline", "--json")
+    assert base.returncode == 0, base.stderr
+    data = json.loads(base.stdout)
+    for key in ("requests", "failed", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_throughput_tok_s", "accept_length"):
+        assert key in data
+    assert data["requests"] == 8 and data["failed"] == 0 and data["accept_length"] is None
+    for key in ("p50", "p90", "p99"):
+        assert data["ttft_ms"][key] is not None
+    fast = cli("bench", "run", "--endpoint", spec, "--requests", "8", "--concurrency", "2", "--max-tokens", "12", "--label", "eagle3", "--json")
+    assert json.loads(fast.stdout)["accept_length"] == 3.0
+    stored = [json.loads(line) for line in Path(json.loads(fast.stdout)["file"]).read_text().splitlines()]
+    assert stored[0]["type"] == "summary" and sum(1 for r in stored if r["type"] == "request") == 10  # 2 warm-up + 8
+    report = cli("bench", "report", data["file"], json.loads(fast.stdout)["file"], "--json")
+    rows = json.loads(report.stdout)["runs"]
+    assert [r["label"] for r in rows] == ["baseline", "eagle3"] and rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 1.0
+    bad = cli("bench", "run", "--endpoint", "http://127.0.0.1:1", "--requests", "2", "--concurrency", "1", "--no-save")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert cli("bench", "run", "--endpoint", endpoint, "--prompts", str(tmp_path / "none.jsonl")).returncode == 2
