@@ -143,3 +143,59 @@ def test_bench_run_cli_json_and_report(standin_server, tmp_path):
     bad = cli("bench", "run", "--endpoint", "http://127.0.0.1:1", "--requests", "2", "--concurrency", "1", "--no-save")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert cli("bench", "run", "--endpoint", endpoint, "--prompts", str(tmp_path / "none.jsonl")).returncode == 2
+
+
+def test_sweep_three_depths_through_the_launch_step(sshd, tmp_path):
+    """End to end: the sweep relaunches the (stand-in) server through the runbook's launch step for a
+    baseline and three depths, waits for ready, benchmarks through the SSH connection, stops it."""
+    sshd.scenario({"gpus": 8})
+    port = free_port()
+    log = tmp_path / "sglang.log"
+    config = tmp_path / "c.toml"
+    config.write_text(sshd.config_toml(sshd.host_toml("gpu-server")) + f"""
+[runbook]
+name = "sweep"
+
+[[runbook.steps]]
+name = "clean"
+kind = "gpu_clean"
+host = "gpu-server"
+
+[[runbook.steps]]
+name = "launch"
+kind = "sglang_launch"
+host = "gpu-server"
+model_path = "/models/Llama-3.1-8B-Instruct"
+draft_path = "/ckpt/eagle3"
+draft_tokens = 16
+port = {port}
+log = "{log}"
+settle_s = 0.3
+env = {{ SGLANG_STANDIN = {json.dumps(json.dumps({"load_s": 0.1, "warmup_s": 0.2, "ttft_ms": 5, "itl_ms": 2}))} }}
+
+[bench]
+launch_step = "launch"
+depths = [16, 10, 5]
+concurrency = [2]
+requests = 6
+max_tokens = 24
+repeats = 1
+""")
+    proc = subprocess.run([sys.executable, "-m", "cockpit", "bench", "sweep", "--yes", "--json", "--config", str(config)],
+                          capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    rows = {r["config"]: r for r in data["rows"]}
+    assert set(rows) == {"baseline", "16 draft tokens (steps 15, topk 1)", "10 draft tokens (steps 9, topk 1)", "5 draft tokens (steps 4, topk 1)"}
+    assert rows["baseline"]["accept_length"] is None and rows["baseline"]["speedup"] == 1.0
+    assert rows["16 draft tokens (steps 15, topk 1)"]["accept_length"] > 1.0
+    assert rows["5 draft tokens (steps 4, topk 1)"]["accept_length"] > 1.0
+    assert all(r["failed"] == 0 for r in rows.values())
+    assert "[4/4" in proc.stderr and "left" in proc.stderr  # progress with what runs and how long is left
+    runs = [json.loads(Path(f).read_text().splitlines()[0]) for f in data["runs"]]
+    assert [r["server_info"].get("speculative_num_draft_tokens") for r in runs] == [None, "16", "10", "5"]
+    # the server is stopped at the end, and every relaunch went through the gate
+    assert log.read_text().count("# cockpit: launch ") == 4
+    audit = (Path(os.environ["XDG_STATE_HOME"]) / "cockpit" / "runbooks")
+    events = [json.loads(line)["event"] for f in audit.glob("*.audit.jsonl") for line in f.read_text().splitlines()]
+    assert events.count("launch") == 4 and events.count("kill") >= 4

@@ -192,8 +192,13 @@ class Runbook:
         self.store.audit("result", step=spec.name, state=result.state.value, message=result.message, evidence=result.evidence)
         return result
 
-    async def run_step(self, name: str, confirm: Confirm = deny, force_reason: str | None = None) -> StepResult:
+    async def run_step(self, name: str, confirm: Confirm = deny, force_reason: str | None = None,
+                       variant: dict | None = None) -> StepResult:
+        """Run one step behind its gates.  `variant` overrides some of its parameters for this run
+        (a depth sweep relaunches the same launch step with other depth flags)."""
         spec = self.spec.step(name)
+        if variant:
+            spec = replace(spec, params={**spec.params, **variant})
         kind = KINDS[spec.kind]
         async with self._lock:
             blockers = self.prerequisites(name)

@@ -1,0 +1,283 @@
+"""Depth sweeps: for each depth config, relaunch the server through the runbook's launch step (the
+gate re-verifies the GPUs each time), wait until ready, record the effective server config, warm up,
+measure each concurrency, repeat, and report the median with its spread; stop the server at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cockpit.bench.client import Workload, run_closed_loop
+from cockpit.bench.http import request
+from cockpit.bench.stats import summarize
+from cockpit.bench.store import save_run
+from cockpit.bench.workload import load_prompts
+from cockpit.errors import CockpitError
+from cockpit.runbook.engine import GateClosed
+from cockpit.runbook.model import StepState
+from cockpit.sglang.server import DepthConfig, wait_ready
+
+NOISY_SPREAD = 0.10  # max-min over the median, above which a config is flagged noisy
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    launch_step: str
+    depths: tuple[int, ...] = (16, 10, 5)
+    baseline: bool = True
+    concurrency: tuple[int, ...] = (1, 8)
+    requests: int = 64
+    max_tokens: int = 256
+    repeats: int = 3
+    prompts: str | None = None
+    api: str = "sglang"
+    temperature: float = 0.0
+    ready_timeout_s: float = 1800.0
+    seed: int | None = None
+
+    def configs(self) -> list[DepthConfig]:
+        return ([DepthConfig()] if self.baseline else []) + [DepthConfig.chain(n) for n in self.depths]
+
+
+def parse_sweep(config, runbook_spec) -> SweepSpec:
+    raw = config.raw.get("bench") or {}
+    where = str(config.path or "the config")
+    if not isinstance(raw, dict):
+        raise CockpitError(f"{where}: [bench] must be a table")
+    allowed = set(SweepSpec.__dataclass_fields__)
+    for key in raw:
+        if key not in allowed:
+            raise CockpitError(f"{where}: [bench] has no key '{key}'; keys: {', '.join(sorted(allowed))}")
+    launches = [s.name for s in runbook_spec.steps if s.kind == "sglang_launch"]
+    step = raw.get("launch_step") or (launches[-1] if launches else None)
+    if step is None or step not in launches:
+        raise CockpitError(f"{where}: [bench] launch_step must name an sglang_launch step of the runbook (have: {', '.join(launches) or 'none'})")
+    values: dict[str, Any] = {"launch_step": step}
+    for key in ("depths", "concurrency"):
+        if key in raw:
+            if not isinstance(raw[key], list) or not raw[key] or not all(isinstance(v, int) and v > 0 for v in raw[key]):
+                raise CockpitError(f"{where}: [bench] {key} must be a non-empty list of positive integers")
+            values[key] = tuple(raw[key])
+    for key in ("requests", "max_tokens", "repeats"):
+        if key in raw:
+            if not isinstance(raw[key], int) or raw[key] < 1:
+                raise CockpitError(f"{where}: [bench] {key} must be a positive integer")
+            values[key] = raw[key]
+    if "api" in raw and raw["api"] not in ("sglang", "openai"):
+        raise CockpitError(f"{where}: [bench] api must be 'sglang' or 'openai'")
+    for key in ("baseline", "prompts", "api", "temperature", "ready_timeout_s", "seed"):
+        if key in raw:
+            values[key] = raw[key]
+    return SweepSpec(**values)
+
+
+@dataclass
+class SweepResult:
+    runs: list[dict[str, Any]] = field(default_factory=list)  # one summary per (config, concurrency, repeat)
+    failures: list[str] = field(default_factory=list)
+
+    def table(self) -> list[dict[str, Any]]:
+        """Median and spread per (config, concurrency), speedup over the baseline at that concurrency."""
+        groups: dict[tuple[str, int], list[dict]] = {}
+        for run in self.runs:
+            groups.setdefault((run["config"], run["concurrency"]), []).append(run)
+        rows = []
+        for (label, concurrency), runs in groups.items():
+            tput = [r["output_throughput_tok_s"] for r in runs]
+            median = statistics.median(tput)
+            accept = [r["accept_length"] for r in runs if r.get("accept_length")]
+            rows.append({
+                "config": label, "concurrency": concurrency, "repeats": len(runs),
+                "throughput_median": round(median, 2), "throughput_min": round(min(tput), 2), "throughput_max": round(max(tput), 2),
+                "noisy": median > 0 and (max(tput) - min(tput)) / median > NOISY_SPREAD,
+                "accept_length": round(statistics.median(accept), 3) if accept else None,
+                "ttft_p50_ms": statistics.median([r["ttft_ms"]["p50"] for r in runs if r["ttft_ms"]["p50"] is not None] or [0]),
+                "itl_p50_ms": statistics.median([r["itl_ms"]["p50"] for r in runs if r["itl_ms"]["p50"] is not None] or [0]),
+                "itl_p99_ms": statistics.median([r["itl_ms"]["p99"] for r in runs if r["itl_ms"]["p99"] is not None] or [0]),
+                "failed": sum(r["failed"] for r in runs),
+            })
+        base = {r["concurrency"]: r["throughput_median"] for r in rows if r["config"] == "baseline"}
+        for row in rows:
+            b = base.get(row["concurrency"])
+            row["speedup"] = round(row["throughput_median"] / b, 3) if b else None
+        return rows
+
+
+def opener_for(transport):
+    async def opener(host: str, port: int):
+        return await transport.open_tcp(host, port)
+
+    return opener
+
+
+async def server_info(transport, port: int) -> dict[str, Any]:
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            status, body = await request(opener_for(transport), "GET", f"http://127.0.0.1:{port}{path}")
+        except (OSError, asyncio.TimeoutError, ValueError):
+            continue
+        if status == 200:
+            try:
+                return json.loads(body)
+            except ValueError:
+                return {}
+    return {}
+
+
+async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepResult:
+    """Relaunch per config through the runbook (its gates apply), measure, and stop at the end."""
+    launch = runbook.spec.step(sweep.launch_step)
+    if launch.name in runbook.overrides:
+        raise CockpitError(f"'{launch.name}' has a command line fixed by hand (plan reset {launch.name}, or put the fix in the config): "
+                           "the sweep sets the depth flags itself")
+    prompts = load_prompts(sweep.prompts, sweep.seed)
+    configs = sweep.configs()
+    total = len(configs) * len(sweep.concurrency) * sweep.repeats
+    done = 0
+    started = time.monotonic()
+    result = SweepResult()
+    transport = runbook.hub.pool.get(launch.host)
+
+    def report(text: str) -> None:
+        if progress is not None:
+            elapsed = time.monotonic() - started
+            eta = (elapsed / done * (total - done)) if done else None
+            progress({"text": text, "done": done, "total": total, "elapsed_s": elapsed, "eta_s": eta, "runs": list(result.runs)})
+
+    approved = False
+
+    async def confirm_once(text: str) -> bool:
+        nonlocal approved
+        if approved:
+            return True
+        approved = await confirm("The sweep relaunches the server for each depth config:\n" + text)
+        return approved
+
+    # bring the runbook up to the launch step: the steps before it must pass (they are the gates)
+    for spec in runbook.spec.steps:
+        if spec.name == launch.name:
+            break
+        result_before = runbook.result(spec.name)
+        if result_before is None or result_before.state is not StepState.PASSED:
+            report(f"running '{spec.name}' first")
+            outcome = await runbook.run_step(spec.name, confirm)
+            if outcome.state is not StepState.PASSED:
+                result.failures.append(f"'{spec.name}' failed before the sweep: {outcome.message}")
+                return result
+    try:
+        for depth in configs:
+            variant = {"draft_tokens": depth.draft_tokens, "steps": depth.steps, "topk": depth.topk} if depth.speculative else \
+                      {"draft_tokens": None, "steps": None, "topk": None, "draft_path": None}
+            await runbook.stop_server(launch.name, confirm_once)
+            report(f"launching {depth.label}")
+            launched = None
+            for attempt in range(6):  # GPU memory of the stopped server can take a moment to free
+                try:
+                    launched = await runbook.run_step(launch.name, confirm_once, variant=variant)
+                    break
+                except GateClosed as exc:
+                    if attempt == 5 or runbook.prerequisites(launch.name):
+                        result.failures.append(f"{depth.label}: {exc}")
+                        break
+                    report(f"{depth.label}: gate closed ({'; '.join(exc.reasons)[:120]}); retrying in 5 s")
+                    await asyncio.sleep(5)
+            if launched is None:
+                done += len(sweep.concurrency) * sweep.repeats
+                continue
+            if launched.state is not StepState.PASSED:
+                result.failures.append(f"{depth.label}: {launched.message}")
+                done += len(sweep.concurrency) * sweep.repeats
+                continue
+            evidence = launched.evidence
+            report(f"waiting for {depth.label} to be ready")
+            ready = await wait_ready(transport, int(evidence["pid"]), int(evidence["port"]), evidence["log"], sweep.ready_timeout_s)
+            if ready.state != "ready":
+                top = ready.diagnoses[0].message if ready.diagnoses else ready.state
+                result.failures.append(f"{depth.label}: server not ready: {top}")
+                done += len(sweep.concurrency) * sweep.repeats
+                continue
+            info = await server_info(transport, int(evidence["port"]))
+            endpoint = f"http://127.0.0.1:{evidence['port']}"
+            for concurrency in sweep.concurrency:
+                for repeat in range(1, sweep.repeats + 1):
+                    report(f"{depth.label}: concurrency {concurrency}, run {repeat}/{sweep.repeats}")
+                    workload = Workload(prompts, sweep.requests, concurrency, sweep.max_tokens, sweep.temperature)
+                    records, start, end = await run_closed_loop(endpoint, sweep.api, workload, opener=opener_for(transport))
+                    summary = summarize(records, start, end)
+                    summary.update(config=depth.label, label=f"{depth.label} c{concurrency} r{repeat}", concurrency=concurrency,
+                                   repeat=repeat, speculative=depth.speculative, steps=depth.steps, topk=depth.topk,
+                                   draft_tokens=depth.draft_tokens, api=sweep.api, max_tokens=sweep.max_tokens,
+                                   server_info={k: info.get(k) for k in ("speculative_algorithm", "speculative_num_steps",
+                                                                          "speculative_eagle_topk", "speculative_num_draft_tokens",
+                                                                          "max_running_requests", "tp_size", "model_path") if k in info},
+                                   time=time.time(), host=launch.host)
+                    summary["file"] = str(save_run(summary, [r.to_json() for r in records], summary["label"]))
+                    result.runs.append(summary)
+                    done += 1
+                    report(f"{depth.label}: concurrency {concurrency}, run {repeat} done: "
+                           f"{summary['output_throughput_tok_s']:.1f} tok/s")
+    finally:
+        try:
+            await runbook.stop_server(launch.name, lambda _text: _true())
+        except CockpitError:
+            pass
+    report("sweep done")
+    return result
+
+
+async def _true() -> bool:
+    return True
+
+
+def render_sweep(rows: list[dict[str, Any]]) -> str:
+    head = f"{'config':<40} {'conc':>4} {'tok/s median':>12} {'spread':>15} {'speedup':>8} {'accept':>7} {'ITL p50':>8}"
+    lines = [head]
+    for r in rows:
+        spread = f"{r['throughput_min']:.0f}-{r['throughput_max']:.0f}" + (" NOISY" if r["noisy"] else "")
+        speedup = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+        accept = "-" if r["accept_length"] is None else f"{r['accept_length']:.2f}"
+        lines.append(f"{r['config'][:40]:<40} {r['concurrency']:>4} {r['throughput_median']:>12.1f} {spread:>15} {speedup:>8} {accept:>7} "
+                     f"{r['itl_p50_ms']:>8.2f}")
+    return "\n".join(lines)
+
+
+def cli_sweep(args) -> int:
+    from cockpit.cli import _load_runbook
+
+    runbook = _load_runbook(args)
+    sweep = parse_sweep(runbook.hub.config, runbook.spec)
+
+    async def confirm(text: str) -> bool:
+        print(text, file=sys.stderr)
+        if args.yes:
+            return True
+        if not sys.stdin.isatty():
+            print("cockpit: the sweep relaunches the server: run it in a terminal, or pass --yes", file=sys.stderr)
+            return False
+        return (await asyncio.to_thread(input, "Go ahead? [y/N] ")).strip().lower() in ("y", "yes")
+
+    def progress(state: dict) -> None:
+        eta = "" if state["eta_s"] is None else f", about {state['eta_s']:.0f} s left"
+        print(f"[{state['done']}/{state['total']}{eta}] {state['text']}", file=sys.stderr, flush=True)
+
+    async def go() -> SweepResult:
+        try:
+            return await run_sweep(runbook, sweep, confirm, progress)
+        finally:
+            await runbook.hub.stop()
+
+    result = asyncio.run(go())
+    rows = result.table()
+    if args.json:
+        print(json.dumps({"rows": rows, "failures": result.failures, "runs": [r["file"] for r in result.runs]}, indent=2))
+    else:
+        print(render_sweep(rows))
+        for failure in result.failures:
+            print(f"failed: {failure}")
+    return 0 if not result.failures else 1
