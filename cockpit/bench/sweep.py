@@ -25,6 +25,9 @@ from cockpit.sglang.server import DepthConfig, wait_ready
 
 NOISY_SPREAD = 0.10  # max-min over the median, above which a config is flagged noisy
 
+# Anyone may watch sweeps (the TUI's benchmark pane does): each listener gets every progress state.
+LISTENERS: list = []
+
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -145,10 +148,12 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
     transport = runbook.hub.pool.get(launch.host)
 
     def report(text: str) -> None:
-        if progress is not None:
-            elapsed = time.monotonic() - started
-            eta = (elapsed / done * (total - done)) if done else None
-            progress({"text": text, "done": done, "total": total, "elapsed_s": elapsed, "eta_s": eta, "runs": list(result.runs)})
+        elapsed = time.monotonic() - started
+        eta = (elapsed / done * (total - done)) if done else None
+        state = {"text": text, "done": done, "total": total, "elapsed_s": elapsed, "eta_s": eta, "runs": list(result.runs)}
+        for listener in [progress, *LISTENERS]:
+            if listener is not None:
+                listener(state)
 
     approved = False
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from cockpit.config import Config
 from cockpit.errors import ConfigError
+import cockpit.bench.steps  # noqa: F401 - registers the bench_sweep kind
 import cockpit.drafter.steps  # noqa: F401 - registers the drafter_check kind
 import cockpit.sglang.steps  # noqa: F401 - registers the sglang_launch and sglang_ready kinds
 from cockpit.runbook.kinds import KINDS

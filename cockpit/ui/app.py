@@ -22,6 +22,7 @@ from cockpit.telemetry.model import HostSnapshot
 from cockpit.runbook.engine import GateClosed, Runbook
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.widgets.bench_pane import BenchPane
 from cockpit.ui.widgets.checklist import ChecklistPane
 from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.host_pane import HostPane
@@ -50,6 +51,12 @@ class ServerPolled(Message):
         super().__init__()
         self.target = target
         self.status = status
+
+
+class SweepProgress(Message):
+    def __init__(self, state: dict):
+        super().__init__()
+        self.state = state
 
 
 class CommandLogged(Message):
@@ -105,6 +112,9 @@ class CockpitApp(App[int]):
         Binding("c", "focus_checklist", "checklist", id="checklist.focus"),
         Binding("s", "toggle_server_log", "server log", id="server.toggle"),
         Binding("f", "apply_fix", "apply fix", show=False, id="server.apply_fix"),
+        Binding("b", "toggle_bench", "benchmarks", id="bench.toggle"),
+        Binding("right_square_bracket", "chart(1)", "next chart", show=False, key_display="]", id="bench.next_chart"),
+        Binding("left_square_bracket", "chart(-1)", "previous chart", show=False, key_display="[", id="bench.previous_chart"),
         Binding("j,down", "focus_next_host", "next host", show=False, id="host.next"),
         Binding("k,up", "focus_previous_host", "previous host", show=False, id="host.previous"),
     ]
@@ -146,6 +156,7 @@ class CockpitApp(App[int]):
                 yield ChecklistPane(ascii_only=self.ascii_only, id="checklist")
         if self.runbook is not None and any(s.kind == "sglang_launch" for s in self.runbook.spec.steps):
             yield ServerLogPane(id="server-log", classes="hidden")
+        yield BenchPane(id="bench", classes="hidden")
         yield CommandLogPane(id="command-log", classes="hidden")
         yield Footer()
 
@@ -157,6 +168,11 @@ class CockpitApp(App[int]):
         for name, snapshot in self.hub.latest.items():
             if name in self.panes:
                 self.panes[name].show(snapshot, self.hub.history.get(name))
+        from cockpit.bench import sweep as sweep_module
+
+        listener = lambda state: self.post_message(SweepProgress(state))  # noqa: E731
+        sweep_module.LISTENERS.append(listener)
+        self._unsubscribe.append(lambda: sweep_module.LISTENERS.remove(listener) if listener in sweep_module.LISTENERS else None)
         if self.runbook is not None:
             self._unsubscribe.append(self.runbook.subscribe(lambda: self.post_message(RunbookChanged())))
             self.query_one(ChecklistPane).show(self.runbook.views())
@@ -262,6 +278,30 @@ class CockpitApp(App[int]):
                 errors = [d for d in message.status.report.diagnoses if d.severity == "error"]
                 top = errors[0].message if errors else "no diagnosis in its log"
                 self.notify(top, title="the server died", severity="error", timeout=15)
+
+    def on_sweep_progress(self, message: SweepProgress) -> None:
+        pane = self.query_one(BenchPane)
+        pane.remove_class("hidden")
+        pane.progress(message.state)
+
+    def action_toggle_bench(self) -> None:
+        pane = self.query_one(BenchPane)
+        if pane.has_class("hidden") and not pane.runs:
+            from cockpit.bench.store import list_runs, load_run
+
+            runs = []
+            for path in list_runs()[-40:]:
+                try:
+                    runs.append(load_run(path))
+                except Exception:  # noqa: BLE001 - a bad stored run is skipped, not fatal
+                    continue
+            pane.show_runs([r for r in runs if r.get("config")])
+        pane.set_class(not pane.has_class("hidden"), "hidden")
+
+    def action_chart(self, step: int) -> None:
+        pane = self.query_one(BenchPane)
+        if not pane.has_class("hidden"):
+            pane.cycle(step)
 
     def action_toggle_server_log(self) -> None:
         panes = self.query(ServerLogPane)

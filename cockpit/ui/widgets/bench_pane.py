@@ -1,0 +1,110 @@
+"""The benchmark pane: a sweep's progress and its charts (throughput and acceptance per depth,
+latency percentiles, throughput against concurrency), updated as runs arrive."""
+
+from __future__ import annotations
+
+import statistics
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import ProgressBar, Static
+
+from cockpit.ui.widgets.chart import Chart
+
+VIEWS = ("throughput", "acceptance", "latency", "concurrency")
+
+
+def short(label: str) -> str:
+    """'16 draft tokens (steps 15, topk 1)' -> '16 tok'; 'baseline' stays."""
+    return label.split(" draft tokens")[0] + " tok" if "draft tokens" in label else label
+
+
+def by_config(runs: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        groups.setdefault(run.get("config") or run.get("label") or "?", []).append(run)
+    return groups
+
+
+class BenchPane(Vertical):
+    DEFAULT_CSS = """
+    BenchPane {
+        height: 1fr;
+        min-height: 14;
+        border: round $primary-darken-2;
+    }
+    BenchPane #bench-progress-line {
+        height: 1;
+    }
+    BenchPane ProgressBar {
+        height: 1;
+    }
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.runs: list[dict] = []
+        self.view = 0
+        self.border_title = "benchmarks"
+
+    def compose(self):
+        yield Static(Text("no sweep yet: run the bench_sweep step, or `cockpit bench sweep`", style="dim"), id="bench-progress-line")
+        yield ProgressBar(total=1, show_eta=False, id="bench-progress")
+        yield Chart(id="bench-chart")
+
+    def on_mount(self) -> None:
+        self.draw()
+
+    def progress(self, state: dict) -> None:
+        eta = "" if state.get("eta_s") is None else f" · about {state['eta_s']:.0f} s left"
+        self.query_one("#bench-progress-line", Static).update(
+            Text(f"{state['done']}/{state['total']} · {state['text']}{eta}"))
+        bar = self.query_one(ProgressBar)
+        bar.update(total=max(1, state["total"]), progress=state["done"])
+        if state.get("runs") is not None and len(state["runs"]) != len(self.runs):
+            self.runs = list(state["runs"])
+            self.draw()
+
+    def show_runs(self, runs: list[dict]) -> None:
+        self.runs = list(runs)
+        if runs:
+            configs = len(by_config(self.runs))
+            self.query_one("#bench-progress-line", Static).update(Text(f"{len(runs)} stored run(s) of {configs} config(s)", style="dim"))
+        self.draw()
+
+    def cycle(self, step: int = 1) -> None:
+        self.view = (self.view + step) % len(VIEWS)
+        self.draw()
+
+    def draw(self) -> None:
+        chart = self.query_one(Chart)
+        name = VIEWS[self.view]
+        self.border_title = f"benchmarks · {name}  ([ ] other charts)"
+        groups = by_config(self.runs)
+        if not groups:
+            chart.empty(name, "no runs yet")
+            return
+        labels = list(groups)
+        top_concurrency = max(r.get("concurrency") or 0 for r in self.runs)
+        at_top = {k: [r for r in v if (r.get("concurrency") or 0) == top_concurrency] or v for k, v in groups.items()}
+        if name == "throughput":
+            chart.bars(f"output tok/s, median, concurrency {top_concurrency}", [short(l) for l in labels],
+                       [statistics.median([r["output_throughput_tok_s"] for r in at_top[l]]) for l in labels])
+        elif name == "acceptance":
+            chart.bars("acceptance length (tokens per verify step)", [short(l) for l in labels],
+                       [statistics.median([r.get("accept_length") or 1.0 for r in at_top[l]]) for l in labels])
+        elif name == "latency":
+            series = {}
+            for key in ("ttft_ms", "itl_ms"):
+                for q in ("p50", "p99"):
+                    series[f"{key[:-3].upper()} {q}"] = [statistics.median([(r[key][q] or 0) for r in at_top[l]]) for l in labels]
+            chart.grouped_bars("latency percentiles, ms", [short(l) for l in labels], series)
+        else:
+            series = {}
+            for label, runs in groups.items():
+                points: dict[int, list[float]] = {}
+                for run in runs:
+                    points.setdefault(run.get("concurrency") or 0, []).append(run["output_throughput_tok_s"])
+                xs = sorted(points)
+                series[short(label)] = (xs, [statistics.median(points[x]) for x in xs])
+            chart.lines("output tok/s against concurrency", series, "concurrency", "tok/s")
