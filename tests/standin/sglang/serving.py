@@ -71,6 +71,11 @@ class Serving:
             info = {k.lstrip("-").replace("-", "_"): v for k, v in self.args.items()}
             info["internal_states"] = [{"avg_spec_accept_length": 2.95}]
             self._reply(writer, 200, json.dumps(info).encode())
+        elif path == "/v1/models":
+            self._reply(writer, 200, json.dumps({"object": "list", "data": [{"id": self.args.get("--model-path", "standin"),
+                                                                               "object": "model"}]}).encode())
+        elif path == "/flush_cache":
+            self._reply(writer, 200, b"ok", "text/plain")
         elif path == "/generate" and method == "POST":
             await self.stream(json.loads(body or b"{}"), writer, openai=False)
         elif path == "/v1/chat/completions" and method == "POST":
