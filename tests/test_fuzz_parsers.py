@@ -82,7 +82,9 @@ def test_safetensors_header_structures(header):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.binary(max_size=80), max_size=12))
+@given(st.lists(st.one_of(st.binary(max_size=80), st.sampled_from([
+    b'{"choices": 5}', b'{"choices": [{"delta": 3}]}', b'{"meta_info": []}', b'{"meta_info": {"completion_tokens": "x"}}',
+    b'{"usage": {"completion_tokens": null}, "choices": []}', b'{"error": null}', b'[DONE]', b'{"text": 1}'])), max_size=12))
 def test_sse_streams_never_crash_the_client(chunks):
     """Arbitrary bytes from a server: the request ends as a failure or a result, never an exception."""
     from cockpit.bench.client import RequestRecord, run_request

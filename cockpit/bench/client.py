@@ -105,6 +105,9 @@ async def run_request(opener: Opener, endpoint: str, api: str, messages: list[di
             if data == b"[DONE]":
                 break
             event = json.loads(data)
+            if not isinstance(event, dict):
+                record.error = f"the server sent an event that is not a JSON object: {data[:80]!r}"
+                break
             if on_event is not None:
                 on_event(arrived, event)
             if "error" in event and event["error"]:
@@ -156,6 +159,9 @@ async def run_request(opener: Opener, endpoint: str, api: str, messages: list[di
         record.end = loop.time()
     except (OSError, asyncio.IncompleteReadError, ValueError, ConnectionError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
+        record.end = loop.time()
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:
+        record.error = f"malformed event from the server ({type(exc).__name__}: {exc})"
         record.end = loop.time()
     return record
 

@@ -83,7 +83,7 @@ def parse_header_bytes(prefix: bytes, header_bytes: bytes, file_size: int, path:
         if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
             raise HeaderError(f"{path}: tensor '{name}' lacks dtype, shape or data_offsets")
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype not in DTYPE_SIZES:
+        if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
             raise HeaderError(f"{path}: tensor '{name}' has an unknown dtype {dtype!r}")
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             raise HeaderError(f"{path}: tensor '{name}' has a bad shape {shape!r}")
