@@ -3,7 +3,6 @@ streams the real wire formats with scripted timings and chunk sizes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -17,16 +16,9 @@ import pytest
 from cockpit.bench.client import RequestRecord, Workload, run_closed_loop, run_request
 from cockpit.bench.http import default_opener
 from cockpit.bench.stats import percentile, summarize
-from harness.sshd import STANDIN_DIR
-from helpers import eventually
+from harness.sshd import STANDIN_DIR, free_port
 
 MESSAGES = [[{"role": "user", "content": "hello"}]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cockpit.drafter.fixkeys import JOURNAL_SUFFIX, fix_keys
+from cockpit.drafter.fixkeys import JOURNAL_SUFFIX
 from cockpit.drafter.header import HeaderError, read_header
 from cockpit.drafter.inspect import inspect_draft
 from drafter_files import eagle3_config, eagle3_tensors, write_draft

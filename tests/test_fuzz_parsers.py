@@ -51,8 +51,6 @@ def test_config_files_only_raise_config_errors(text):
                                                        st.lists(st.integers(), max_size=3)), max_size=6))
 def test_host_tables_with_any_values(table):
     try:
-        import tomllib  # noqa: F401
-
         text = "[hosts.h]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in table.items())
         parse_config(text, "fuzz.toml")
     except ConfigError:

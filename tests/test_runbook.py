@@ -20,7 +20,6 @@ from cockpit.runbook.model import StepState
 from cockpit.runbook.spec import parse_runbook
 from cockpit.runbook.store import StateStore
 from cockpit.telemetry.hub import TelemetryHub
-from helpers import eventually
 
 DIRTY_GPU5 = {"gpus": 8, "set": {"5": {"memory.used": 30000}},
               "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}]}
@@ -74,7 +73,7 @@ def test_verify_names_the_dirty_gpu(sshd, tmp_path):
     proc = cli("verify", "gpu-server", "--config", str(config))
     assert proc.returncode == 0 and "8 GPU(s)" in proc.stdout
     bad = tmp_path / "bad.toml"
-    bad.write_text(sshd.config_toml(f'[hosts.gpu-server]\naddress = "127.0.0.1"\nport = 1\n'))
+    bad.write_text(sshd.config_toml('[hosts.gpu-server]\naddress = "127.0.0.1"\nport = 1\n'))
     assert cli("verify", "gpu-server", "--config", str(bad)).returncode == 2
 
 

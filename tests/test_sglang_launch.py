@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 
 import pytest
 
@@ -19,16 +18,11 @@ from cockpit.sglang.lint import apply_fix
 from cockpit.sglang.diagnose import Diagnosis
 from cockpit.sglang.server import LogFollower, probe_health
 from cockpit.telemetry.hub import TelemetryHub
+from harness.sshd import free_port
 
 
 async def yes(_: str) -> bool:
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def steps_toml(port: int, log, extra_args: list[str], scenario: str = "{}", draft_tokens: int = 16) -> str:

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from cockpit.cli import main
 from cockpit.config import parse_config
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.hub import TelemetryHub

@@ -13,7 +13,7 @@ from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.host_pane import HostPane
-from harness.sshd import SshdHarness
+from harness.sshd import SshdHarness, free_port
 from helpers import eventually
 
 
@@ -188,15 +188,11 @@ async def test_server_log_pane_shows_the_crash_and_applies_the_fix(sshd, tmp_pat
     """The story's crash in the cockpit: the launch is refused with the named flag error, f applies
     the fix, the relaunch starts the (stand-in) server and the pane follows it to ready."""
     import json as _json
-    import socket
-
     from cockpit.runbook.model import StepState
     from cockpit.ui.screens.confirm import ConfirmScreen
     from cockpit.ui.widgets.server_log import ServerLogPane
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     sshd.scenario({"gpus": 8})
     log = tmp_path / "sglang.log"
     steps = f"""

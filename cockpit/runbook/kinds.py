@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from cockpit.hosts.transport import Transport, TransportError
-from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, evidence_of, judge
+from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, judge
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 
 Confirm = Callable[[str], Awaitable[bool]]

@@ -120,13 +120,13 @@ def _usage_block(text: str, start: int) -> str:
 
 def _groups(usage: str) -> list[tuple[str, bool]]:
     """Top-level items of a usage synopsis: (text, optional?)."""
-    items, depth, buf, optional = [], 0, "", False
+    items, depth, buf = [], 0, ""
     for ch in usage:
         if ch == "[":
             if depth == 0:
                 if buf.strip():
                     items.extend((tok, False) for tok in _split_required(buf))
-                buf, optional = "", True
+                buf = ""
             else:
                 buf += ch
             depth += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from cockpit.aio import cancel_and_wait
 from cockpit.config import Config, HostConfig
 from cockpit.hosts.commandlog import CommandLog
 from cockpit.hosts.pool import TransportPool
@@ -80,9 +81,8 @@ class TelemetryHub:
         return list(await asyncio.gather(*(one(h) for h in self.config.hosts)))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for monitor in self.monitors.values():
+            monitor.stop_requested = True
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         await self.pool.close()

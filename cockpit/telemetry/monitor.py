@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from cockpit.aio import cancel_and_wait
 from cockpit.config import HostConfig, SshSettings, TelemetrySettings
 from cockpit.hosts.backoff import Backoff
 from cockpit.hosts.state import HostState
@@ -87,6 +88,7 @@ class _MonitorBase:
         self.sampled_at: float | None = None
         self.source: str | None = None
         self.samples = 0
+        self.stop_requested = False  # checked by the loops too: Python 3.11's wait_for can lose a cancellation
         self._table = GpuTableBuilder()
 
     def snapshot(self) -> HostSnapshot:
@@ -129,7 +131,7 @@ class _MonitorBase:
     async def _watch_staleness(self) -> None:
         """Mark the host stale when samples stop arriving; the age is shown with it."""
         stale_after = self.telemetry.stale_after
-        while True:
+        while not self.stop_requested:
             await asyncio.sleep(max(0.5, stale_after / 2))
             if self.sampled_at is None or self.state not in (HostState.UP, HostState.STALE):
                 continue
@@ -228,7 +230,7 @@ class SmiMonitor(_MonitorBase):
     async def run(self) -> None:
         """Monitor forever (until cancelled): connect, stream, and reconnect after any failure."""
         self._emit()
-        while True:
+        while not self.stop_requested:
             try:
                 await self.transport.connect()
                 if await self._query_gpus():
@@ -269,9 +271,8 @@ class SmiMonitor(_MonitorBase):
         finally:
             for helper in helpers:
                 helper.cancel()
-            # asyncio.wait collects the helpers without swallowing a cancellation of this task
-            # (suppressing CancelledError here once kept a stopped monitor running forever)
-            await asyncio.wait(helpers)
+            # never swallows a cancellation of this task, and re-cancels a helper that lost its own
+            await cancel_and_wait(helpers)
         # The stream ended: say why.
         if self._silenced:
             self._silenced = False
@@ -328,7 +329,7 @@ class NvmlMonitor(_MonitorBase):
         watcher = asyncio.ensure_future(self._watch_staleness())
         tick = 0
         try:
-            while True:
+            while not self.stop_requested:
                 started = time.monotonic()
                 try:
                     want_processes = tick % every == 0
