@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
     _add_config(parser, top=True)
     parser.add_argument("--read-only", action="store_true", help="open the cockpit for monitoring only: no step or action can run")
+    parser.add_argument("--theme", metavar="NAME", help="cockpit-dark, cockpit-light, cockpit-contrast, cockpit-terminal (follows the terminal's palette), or a file in ~/.config/cockpit/themes")
+    parser.add_argument("--ascii", action="store_true", help="ASCII borders and glyphs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     status = sub.add_parser("status", help="every host and GPU, once or streaming (no TUI)")
@@ -150,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(sweep)
     sweep.add_argument("--yes", action="store_true", help="relaunch without asking")
     sweep.add_argument("--json", action="store_true")
+
+    init = sub.add_parser("init", help="a short questionnaire that writes a commented config")
+    init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
 
     ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
     _add_config(ui)
@@ -755,11 +761,39 @@ def render_bench_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def cmd_init(args) -> int:
+    from pathlib import Path
+
+    from cockpit.init import questionnaire, write_config
+    from cockpit.paths import default_config_path
+
+    path = Path(args.path).expanduser() if args.path else default_config_path()
+    if path.exists() and not args.force:
+        raise CockpitError(f"{path} exists: pass --force to replace it (it is not merged)")
+    try:
+        answers = questionnaire()
+    except ValueError as exc:
+        raise CockpitError(f"not a number: {exc}") from None
+    written = write_config(path, answers, force=args.force)
+    print(f"wrote {written}; check it with: cockpit config check {written}")
+    return EXIT_OK
+
+
 def cmd_ui(args) -> int:
     config = load_config(args.config)
     from cockpit.ui.app import CockpitApp
 
-    app = CockpitApp(config, read_only=getattr(args, "read_only", False))
+    from cockpit.ui.themes import available_themes
+
+    theme = getattr(args, "theme", None)
+    if theme:
+        from textual.theme import BUILTIN_THEMES
+
+        names = set(available_themes()) | set(BUILTIN_THEMES)
+        if theme not in names:
+            raise CockpitError(f"--theme {theme}: no such theme; themes: {', '.join(sorted(names))}")
+    app = CockpitApp(config, read_only=getattr(args, "read_only", False), theme=theme,
+                     ascii_only=True if getattr(args, "ascii", False) else None)
     app.run()
     return app.return_code or EXIT_OK
 
@@ -788,6 +822,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_drafter(args)
         if args.command == "bench":
             return cmd_bench(args)
+        if args.command == "init":
+            return cmd_init(args)
         return cmd_ui(args)
     except CockpitError as exc:
         print(f"cockpit: error: {exc}", file=sys.stderr)

@@ -77,11 +77,19 @@ class TelemetrySettings:
 
 
 @dataclass(frozen=True)
+class UiSettings:
+    theme: str | None = None  # a theme file's name (themes/), or a Textual theme
+    ascii: bool = False  # ASCII borders and glyphs (old terminals, some tmux setups)
+    keymap: tuple[tuple[str, str], ...] = ()  # (binding id, keys)
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path | None
     hosts: tuple[HostConfig, ...]
     ssh: SshSettings = field(default_factory=SshSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    ui: UiSettings = field(default_factory=UiSettings)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     text: str = field(default="", compare=False, repr=False)
 
@@ -274,6 +282,22 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         stale_after_s=check.get(("telemetry",), tel_raw, "stale_after_s", float, None, minimum=0.5),
     )
 
+    ui_raw = raw.get("ui", {})
+    if not isinstance(ui_raw, dict):
+        raise check.fail((), "ui", "must be a table: [ui]")
+    check.unknown_keys(("ui",), ui_raw, {"theme", "ascii"})
+    keymap_raw = raw.get("keymap", {})
+    if not isinstance(keymap_raw, dict):
+        raise check.fail((), "keymap", "must be a table: [keymap] with binding id = \"keys\"")
+    for binding_id, keys in keymap_raw.items():
+        if not isinstance(keys, str) or not keys.strip():
+            raise check.fail(("keymap",), binding_id, "must be a key or comma-separated keys, e.g. \"r,ctrl+r\"")
+    ui = UiSettings(
+        theme=check.get(("ui",), ui_raw, "theme", str, None),
+        ascii=check.get(("ui",), ui_raw, "ascii", bool, False),
+        keymap=tuple(keymap_raw.items()),
+    )
+
     hosts_raw = raw.get("hosts", {})
     if not isinstance(hosts_raw, dict):
         raise check.fail((), "hosts", "must be a table of hosts: [hosts.NAME]")
@@ -283,7 +307,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         if host.jump_host and host.jump_host in names and host.jump_host == host.name:
             raise check.fail(("hosts", host.name), "jump_host", "a host cannot be its own jump host")
     _check_jump_cycles(check, hosts)
-    return Config(path=Path(path) if path != "<config>" else None, hosts=hosts, ssh=ssh, telemetry=telemetry, raw=raw, text=text)
+    return Config(path=Path(path) if path != "<config>" else None, hosts=hosts, ssh=ssh, telemetry=telemetry, ui=ui, raw=raw, text=text)
 
 
 def _check_jump_cycles(check: _Checker, hosts: tuple[HostConfig, ...]) -> None:

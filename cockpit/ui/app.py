@@ -120,9 +120,10 @@ class CockpitApp(App[int]):
     ]
 
     def __init__(self, config: Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None,
-                 runbook: Runbook | None = None, read_only: bool = False):
+                 runbook: Runbook | None = None, read_only: bool = False, theme: str | None = None):
         super().__init__()
         self.config = config
+        self._theme_name = theme or config.ui.theme
         self.hub = hub or TelemetryHub(config)
         self.read_only = read_only
         if runbook is None:
@@ -132,7 +133,7 @@ class CockpitApp(App[int]):
             runbook = Runbook(spec, self.hub) if spec.steps else None
         self.runbook = runbook
         self._own_hub = hub is None
-        self.ascii_only = ascii_only if ascii_only is not None else os.environ.get("COCKPIT_ASCII") == "1"
+        self.ascii_only = ascii_only if ascii_only is not None else (config.ui.ascii or os.environ.get("COCKPIT_ASCII") == "1")
         self.panes: dict[str, HostPane] = {}
         self.zoomed: str | None = None
         self.updates_handled = 0
@@ -160,7 +161,52 @@ class CockpitApp(App[int]):
         yield CommandLogPane(id="command-log", classes="hidden")
         yield Footer()
 
+    def _apply_look(self) -> None:
+        """Theme files, the chosen theme, ASCII borders, and the user's keymap."""
+        from cockpit.errors import ConfigError
+        from cockpit.ui.themes import DEFAULT_THEME, available_themes
+
+        for theme in available_themes().values():
+            self.register_theme(theme)
+        wanted = self._theme_name or DEFAULT_THEME
+        if wanted not in self.available_themes:
+            where = str(self.config.path or "--theme")
+            raise ConfigError(where, f"no theme named '{wanted}'; themes: {', '.join(sorted(self.available_themes))}", key="theme")
+        self.theme = wanted
+        if self.ascii_only:
+            self.stylesheet.add_source("* { border: ascii $primary-darken-2; } *:focus { border: ascii $accent; }", read_from=("ascii", ""))
+        known = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id} | {b.id for b in ChecklistPane.BINDINGS if b.id}
+        for binding_id, _keys in self.config.ui.keymap:
+            if binding_id not in known:
+                raise ConfigError(str(self.config.path or "the config"), f"no binding with id '{binding_id}'; ids: {', '.join(sorted(known))}",
+                                  key=binding_id)
+        if self.config.ui.keymap:
+            self.set_keymap(dict(self.config.ui.keymap))
+
+    def get_system_commands(self, screen):
+        """ctrl+p: every action of the cockpit, by name (run actions are left out in read-only mode)."""
+        from textual.app import SystemCommand
+
+        yield from super().get_system_commands(screen)
+        commands = [
+            ("Help", "the keys of the focused pane", self.action_help),
+            ("Toggle command log", "every command run on a host, with its exit status", self.action_toggle_log),
+            ("Toggle server log", "the launched server's log, health and diagnoses", self.action_toggle_server_log),
+            ("Toggle benchmark charts", "throughput, acceptance and latency per depth config", self.action_toggle_bench),
+            ("Zoom the focused host", "show only this host (again to show all)", self.action_zoom),
+            ("Focus the checklist", "the runbook's steps", self.action_focus_checklist),
+        ]
+        if not self.read_only:
+            commands += [("Run the next step", "the first step of the runbook not yet passed", self.action_run_next),
+                         ("Apply the suggested fix", "to the launch step, and relaunch (asks first)", self.action_apply_fix)]
+            if self.runbook is not None:
+                for spec in self.runbook.spec.steps:
+                    commands.append((f"Run step: {spec.name}", f"{spec.kind} on {spec.host}", lambda name=spec.name: self.action_run_step(name)))
+        for title, help_text, callback in commands:
+            yield SystemCommand(title, help_text, callback)
+
     def on_mount(self) -> None:
+        self._apply_look()
         where = str(self.config.path) if self.config.path else "this machine (no config)"
         self.sub_title = f"v{__version__} - {where}"
         self._unsubscribe.append(self.hub.subscribe(lambda snap: self.post_message(HostUpdated(snap))))
