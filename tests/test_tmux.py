@@ -1,0 +1,80 @@
+"""The real TUI in a real terminal: tmux runs `cockpit`, send-keys types, capture-pane reads."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by .ci/run")
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=20).stdout
+
+
+def screen(session: str) -> str:
+    return tmux("capture-pane", "-p", "-t", session)
+
+
+def wait_screen(session: str, text: str, timeout: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = screen(session)
+        if text in shown:
+            return shown
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared; the screen:\n{screen(session)}")
+
+
+@pytest.fixture
+def session(tmp_path):
+    name = f"cockpit-test-{os.getpid()}-{time.monotonic_ns()}"
+    yield name
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def start(session: str, config, env: dict[str, str]) -> int:
+    command = " ".join([f"{k}={v}" for k, v in env.items()] + [sys.executable, "-m", "cockpit", "--config", str(config)])
+    tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
+    return int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+
+
+def test_tui_in_tmux_shows_every_gpu_help_and_quits(sshd, tmp_path, session):
+    sshd.scenario({"gpus": 8, "set": {"5": {"memory.used": 30000}}})
+    config = tmp_path / "c.toml"
+    config.write_text(sshd.config_toml(sshd.host_toml("gpu-server"), interval_ms=500))
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "tmux-256color"}
+    pid = start(session, config, env)
+    shown = wait_screen(session, "GPU 7")
+    assert "gpu-server" in shown and "30000/143771" in shown
+    tmux("send-keys", "-t", session, "?")
+    wait_screen(session, "app.toggle_log")  # the help table, with binding ids
+    tmux("send-keys", "-t", session, "Escape")
+    time.sleep(0.5)
+    tmux("send-keys", "-t", session, "q")
+    deadline = time.monotonic() + 15
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_exits_when_the_terminal_goes_away(sshd, tmp_path, session):
+    """An SSH drop takes the terminal away: the cockpit must exit, not spin."""
+    sshd.scenario({"gpus": 2})
+    config = tmp_path / "c.toml"
+    config.write_text(sshd.config_toml(sshd.host_toml("gpu-server"), interval_ms=500))
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "tmux-256color"}
+    start(session, config, env)
+    wait_screen(session, "GPU 1")
+    cockpits = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and "cockpit" in p.info["cmdline"]
+                and str(config) in p.info["cmdline"]]
+    assert cockpits
+    subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)  # the terminal is gone (SIGHUP)
+    gone, alive = psutil.wait_procs(cockpits, timeout=15)
+    assert not alive, [p.cpu_percent(0.5) for p in alive]
