@@ -153,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--yes", action="store_true", help="relaunch without asking")
     sweep.add_argument("--json", action="store_true")
 
+    demo = sub.add_parser("demo", help="the whole deployment of the story on this machine: no GPU, no network beyond loopback")
+    demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder)")
+    demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME")
+
     init = sub.add_parser("init", help="a short questionnaire that writes a commented config")
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")
     init.add_argument("--force", action="store_true", help="replace an existing file")
@@ -779,6 +783,25 @@ def cmd_init(args) -> int:
     return EXIT_OK
 
 
+def cmd_demo(args) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from cockpit.demo.world import build
+    from cockpit.ui.app import CockpitApp
+
+    root = Path(args.dir).expanduser() if args.dir else Path(tempfile.mkdtemp(prefix="cockpit-demo-"))
+    print(f"cockpit DEMO: building the demo world in {root} ...", file=sys.stderr)
+    world = build(root)
+    try:
+        app = CockpitApp(world.config, theme=getattr(args, "theme", None), demo=True)
+        app.run()
+    finally:
+        world.close()
+    print(f"cockpit DEMO ended; its files are in {root} (config: {root / 'demo.toml'})", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_ui(args) -> int:
     config = load_config(args.config)
     from cockpit.ui.app import CockpitApp
@@ -824,6 +847,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bench(args)
         if args.command == "init":
             return cmd_init(args)
+        if args.command == "demo":
+            return cmd_demo(args)
         return cmd_ui(args)
     except CockpitError as exc:
         print(f"cockpit: error: {exc}", file=sys.stderr)

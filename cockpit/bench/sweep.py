@@ -136,9 +136,7 @@ async def server_info(transport, port: int) -> dict[str, Any]:
 async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepResult:
     """Relaunch per config through the runbook (its gates apply), measure, and stop at the end."""
     launch = runbook.spec.step(sweep.launch_step)
-    if launch.name in runbook.overrides:
-        raise CockpitError(f"'{launch.name}' has a command line fixed by hand (plan reset {launch.name}, or put the fix in the config): "
-                           "the sweep sets the depth flags itself")
+    fixed_argv = runbook.overrides.get(launch.name)  # a fix applied by hand: keep it, change only its depth
     prompts = load_prompts(sweep.prompts, sweep.seed)
     configs = sweep.configs()
     total = len(configs) * len(sweep.concurrency) * sweep.repeats
@@ -177,8 +175,14 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
                 return result
     try:
         for depth in configs:
-            variant = {"draft_tokens": depth.draft_tokens, "steps": depth.steps, "topk": depth.topk} if depth.speculative else \
-                      {"draft_tokens": None, "steps": None, "topk": None, "draft_path": None}
+            if fixed_argv:
+                from cockpit.sglang.steps import with_depth
+
+                variant: dict = {"_argv": with_depth(fixed_argv, depth)}
+            elif depth.speculative:
+                variant = {"draft_tokens": depth.draft_tokens, "steps": depth.steps, "topk": depth.topk}
+            else:
+                variant = {"draft_tokens": None, "steps": None, "topk": None, "draft_path": None}
             await runbook.stop_server(launch.name, confirm_once)
             report(f"launching {depth.label}")
             launched = None

@@ -61,6 +61,7 @@ class Runbook:
         self.results: dict[str, StepResult] = self.store.load()
         self.overrides: dict[str, list[str]] = self.store.load_overrides()
         self._lock = asyncio.Lock()
+        self._lock_owner: asyncio.Task | None = None
         self._listeners: list[Callable[[], None]] = []
         self._recover_interrupted()
 
@@ -200,20 +201,30 @@ class Runbook:
         if variant:
             spec = replace(spec, params={**spec.params, **variant})
         kind = KINDS[spec.kind]
+        if self._lock_owner is asyncio.current_task():
+            # a step running other steps (the sweep relaunches the launch step): it holds the lock already
+            return await self._run_step_locked(name, spec, kind, confirm, force_reason)
         async with self._lock:
-            blockers = self.prerequisites(name)
-            if blockers:
+            self._lock_owner = asyncio.current_task()
+            try:
+                return await self._run_step_locked(name, spec, kind, confirm, force_reason)
+            finally:
+                self._lock_owner = None
+
+    async def _run_step_locked(self, name, spec, kind, confirm, force_reason) -> StepResult:
+        blockers = self.prerequisites(name)
+        if blockers:
+            if not force_reason:
+                raise GateClosed(name, blockers)
+            self.store.audit("override", step=name, reason=force_reason, skipped=blockers)
+        if kind.launch:
+            reasons = await self._launch_gate(spec, confirm)
+            if reasons:
                 if not force_reason:
-                    raise GateClosed(name, blockers)
-                self.store.audit("override", step=name, reason=force_reason, skipped=blockers)
-            if kind.launch:
-                reasons = await self._launch_gate(spec, confirm)
-                if reasons:
-                    if not force_reason:
-                        self.store.audit("refused", step=name, reasons=reasons)
-                        raise GateClosed(name, reasons)
-                    self.store.audit("override", step=name, reason=force_reason, skipped=reasons)
-            return await self._execute(spec, confirm, forced_reason=force_reason)
+                    self.store.audit("refused", step=name, reasons=reasons)
+                    raise GateClosed(name, reasons)
+                self.store.audit("override", step=name, reason=force_reason, skipped=reasons)
+        return await self._execute(spec, confirm, forced_reason=force_reason)
 
     async def run_all(self, confirm: Confirm = deny, force: dict[str, str] | None = None) -> list[tuple[str, StepResult]]:
         """Run from the first step not yet passed, in order, until one fails or is refused."""

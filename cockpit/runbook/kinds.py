@@ -179,7 +179,7 @@ class Command(StepKind):
 
 # --- kill_stale --------------------------------------------------------------------------------------
 
-PS_ARGV = ["ps", "-eo", "pid=,ppid=,user=,args="]
+PS_ARGV = ["ps", "-ww", "-eo", "pid=,ppid=,user=,args="]  # -ww: never cut command lines to COLUMNS
 NEVER_KILL = re.compile(r"^(sshd|/usr/sbin/sshd|sshd-session|/usr/lib/openssh/sshd-session|systemd|init|tmux|screen)(\s|:|$)")
 
 

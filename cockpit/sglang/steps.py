@@ -23,6 +23,31 @@ from cockpit.sglang.schema import load_schema
 from cockpit.sglang.server import DEFAULT_PORT, DepthConfig, LogFollower, process_alive, server_argv, wait_ready
 
 
+DEPTH_FLAGS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+
+
+def with_depth(argv: list[str], depth: DepthConfig, algorithm: str = "EAGLE3") -> list[str]:
+    """A command line with its depth flags replaced by `depth` (all speculative flags gone for a baseline)."""
+    out: list[str] = []
+    skip = False
+    for index, word in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name = word.split("=", 1)[0]
+        drop = name in DEPTH_FLAGS or (not depth.speculative and name.startswith("--speculative-"))
+        if drop:
+            takes_value = "=" not in word and index + 1 < len(argv) and not argv[index + 1].startswith("--")
+            skip = takes_value
+            continue
+        out.append(word)
+    if depth.speculative:
+        if "--speculative-algorithm" not in out:
+            out += ["--speculative-algorithm", algorithm]
+        out += depth.args()
+    return out
+
+
 def depth_of(params: dict[str, Any]) -> DepthConfig | None:
     if params.get("steps") is not None:
         return DepthConfig(params["steps"], params.get("topk", 1), params.get("draft_tokens", params["steps"] + 1))
@@ -81,6 +106,8 @@ class SglangLaunch(StepKind):
         return spec.params.get("log") or f"/tmp/sglang-{spec.name}.log"
 
     def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
+        if spec.params.get("_argv"):
+            return list(spec.params["_argv"])  # set for one run (a sweep's depth variant)
         if ctx is not None and ctx.runbook is not None and spec.name in ctx.runbook.overrides:
             return list(ctx.runbook.overrides[spec.name])
         python = spec.params.get("python") or (ctx.hub.config.host(spec.host).python if ctx else "python3")

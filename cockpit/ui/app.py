@@ -120,8 +120,9 @@ class CockpitApp(App[int]):
     ]
 
     def __init__(self, config: Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None,
-                 runbook: Runbook | None = None, read_only: bool = False, theme: str | None = None):
+                 runbook: Runbook | None = None, read_only: bool = False, theme: str | None = None, demo: bool = False):
         super().__init__()
+        self.demo = demo
         self.config = config
         self._theme_name = theme or config.ui.theme
         self.hub = hub or TelemetryHub(config)
@@ -224,6 +225,11 @@ class CockpitApp(App[int]):
             self.query_one(ChecklistPane).show(self.runbook.views())
         if self.read_only:
             self.sub_title += " - READ-ONLY"
+        if self.demo:
+            self.title = "cockpit DEMO"
+            self.sub_title = "DEMO: replayed H200 telemetry and SGLang, nothing real is deployed"
+            self.notify("Press n to run each step of the deployment; the story's crash comes at 'launch' (then s, f). "
+                        "? shows the keys.", title="cockpit DEMO", timeout=20)
         if self._own_hub:
             self.hub.start()
         # One timer paints everything: pending samples and the ages in the titles, in one frame.

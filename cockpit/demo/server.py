@@ -1,0 +1,160 @@
+"""DEMO SGLang server: `python -m sglang.launch_server` inside the demo runs this.  It replays the
+recorded SGLang 0.5.23 `--help` and argparse's crash for a bad flag (the real usage text), prints
+SGLang's start-up lines, then answers /health (503, then 200), /server_info and a streaming
+/generate whose chunks carry several tokens per verify step, more for deeper drafts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+HELP = Path(__file__).resolve().parent / "data" / "help_0.5.23.txt"
+PROG = "sglang serve"
+WORDS = "the draft proposes and the target verifies several tokens in one forward pass".split()
+
+
+def stamp(message: str) -> None:
+    print(time.strftime("[%Y-%m-%d %H:%M:%S] ") + message, flush=True)
+
+
+def parse(argv: list[str], text: str) -> tuple[dict, list[str]]:
+    known = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", text))
+    values: dict = {}
+    unknown: list[str] = []
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        index += 1
+        name, _, inline = word.partition("=")
+        matches = [k for k in known if k == name] or [k for k in known if k.startswith(name)]
+        if not name.startswith("--") or len(matches) != 1:
+            unknown.append(word)
+            while index < len(argv) and not argv[index].startswith("-"):
+                unknown.append(argv[index])
+                index += 1
+            continue
+        value = inline or None
+        if value is None and index < len(argv) and not argv[index].startswith("--"):
+            value = argv[index]
+            index += 1
+        values[matches[0]] = True if value is None else value
+    return values, unknown
+
+
+class DemoServer:
+    def __init__(self, args: dict):
+        self.args = args
+        self.ready = False
+        draft = int(args.get("--speculative-num-draft-tokens") or 0)
+        # deeper drafts accept more tokens per step, with diminishing returns (2.95 was the story's estimate)
+        self.pattern = [1] if not draft else [max(1, min(draft, n)) for n in (3, 2, 4, 3, 2, 5, 3, 2)]
+        self.step_s = 0.012 + 0.0008 * draft  # a deeper draft costs a longer verify step
+
+    async def handle(self, reader, writer) -> None:
+        try:
+            request = await reader.readline()
+            if not request:
+                return
+            method, path, _ = request.decode("latin-1").split(" ", 2)
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b"\n", b""):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            body = json.loads(await reader.readexactly(length) or b"{}") if length else {}
+            if path in ("/health", "/health_generate"):
+                self.reply(writer, 200 if self.ready else 503, b"")
+            elif path in ("/server_info", "/get_server_info"):
+                info = {k.lstrip("-").replace("-", "_"): v for k, v in self.args.items()}
+                self.reply(writer, 200, json.dumps(info).encode())
+            elif path == "/generate" and method == "POST":
+                await self.generate(body, writer)
+            else:
+                self.reply(writer, 404, b"")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    def reply(self, writer, status: int, payload: bytes) -> None:
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                     f"Connection: close\r\n\r\n".encode() + payload)
+
+    async def generate(self, body: dict, writer) -> None:
+        max_tokens = int((body.get("sampling_params") or {}).get("max_new_tokens", 32))
+        speculative = bool(self.args.get("--speculative-algorithm"))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+
+        def send(data: str) -> None:
+            raw = f"data: {data}\n\n".encode()
+            writer.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+
+        start = time.perf_counter()
+        await asyncio.sleep(0.04)  # prefill
+        produced = steps = 0
+        text = ""
+        while produced < max_tokens:
+            step = min(self.pattern[steps % len(self.pattern)] if speculative else 1, max_tokens - produced)
+            produced += step
+            steps += 1
+            text += " ".join(WORDS[(produced + i) % len(WORDS)] for i in range(step)) + " "
+            meta = {"prompt_tokens": 24, "completion_tokens": produced, "e2e_latency": time.perf_counter() - start,
+                    "finish_reason": {"type": "length", "length": max_tokens} if produced >= max_tokens else None}
+            if speculative:
+                meta["spec_verify_ct"] = steps
+                meta["spec_accept_length"] = produced / steps
+            send(json.dumps({"text": text, "meta_info": meta, "index": 0}))
+            await writer.drain()
+            if produced < max_tokens:
+                await asyncio.sleep(self.step_s)
+        send("[DONE]")
+        writer.write(b"0\r\n\r\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    text = HELP.read_text()
+    if "-h" in argv or "--help" in argv:
+        print(text, end="")
+        return 0
+    values, unknown = parse(argv, text)
+    usage = text.split("\n\n", 1)[0]
+    if unknown:
+        sys.stderr.write(f"{usage}\n{PROG}: error: unrecognized arguments: {' '.join(unknown)}\n")
+        return 2
+    if "--model-path" not in values:
+        sys.stderr.write(f"{usage}\n{PROG}: error: the following arguments are required: --model-path/--model\n")
+        return 2
+    port = int(values.get("--port", 30000))
+    stamp(f"server_args=ServerArgs(model_path={values['--model-path']!r}, port={port}) [cockpit DEMO]")
+    stamp("Load weight begin. avail mem=139.10 GB")
+    time.sleep(0.8)
+    stamp("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=123.40 GB, mem usage=15.70 GB.")
+    stamp("KV Cache is allocated. #tokens: 1048576, KV size: 64.00 GB")
+    stamp("Capture cuda graph begin. This can take up to several minutes. avail mem=59.40 GB")
+    time.sleep(0.6)
+    stamp("Capture cuda graph end. Time elapsed: 0.60 s. mem usage=1.20 GB. avail mem=58.20 GB.")
+    server = DemoServer(values)
+
+    async def run() -> None:
+        listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=256)
+        stamp(f"Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)")
+        await asyncio.sleep(0.5)
+        server.ready = True
+        stamp("The server is fired up and ready to roll!")
+        async with listener:
+            await listener.serve_forever()
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

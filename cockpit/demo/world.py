@@ -1,0 +1,213 @@
+"""The demo's world in a folder: replayed hosts, real stale processes, a real drafter checkpoint
+with the wrong key names, a replayed SGLang, and the runbook of the story."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cockpit.config import Config, parse_config
+from cockpit.drafter.header import encode_header
+
+STALE = "import time, sys; time.sleep(86400)"
+
+
+@dataclass
+class DemoWorld:
+    root: Path
+    config: Config
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Stop everything the demo started: its stale processes and any server it launched."""
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        marker = str(self.root)
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    args = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            if marker in args and "sglang.launch_server" in args:
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _script(path: Path, lines: list[str]) -> str:
+    path.write_text("#!/bin/sh\n" + "\n".join(lines) + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def write_draft(folder: Path) -> None:
+    """A small but real EAGLE-3 draft, written with the key names of vLLM's converters (layers.0.*)."""
+    hidden, inter, vocab, draft_vocab = 64, 128, 1000, 100
+    shapes = {
+        "layers.0.self_attn.q_proj.weight": ("BF16", [hidden, 2 * hidden]),
+        "layers.0.self_attn.k_proj.weight": ("BF16", [hidden // 2, 2 * hidden]),
+        "layers.0.self_attn.v_proj.weight": ("BF16", [hidden // 2, 2 * hidden]),
+        "layers.0.self_attn.o_proj.weight": ("BF16", [hidden, hidden]),
+        "layers.0.mlp.gate_proj.weight": ("BF16", [inter, hidden]),
+        "layers.0.mlp.up_proj.weight": ("BF16", [inter, hidden]),
+        "layers.0.mlp.down_proj.weight": ("BF16", [hidden, inter]),
+        "layers.0.input_layernorm.weight": ("BF16", [hidden]),
+        "layers.0.hidden_norm.weight": ("BF16", [hidden]),
+        "layers.0.post_attention_layernorm.weight": ("BF16", [hidden]),
+        "fc.weight": ("BF16", [hidden, 3 * hidden]),
+        "norm.weight": ("BF16", [hidden]),
+        "lm_head.weight": ("BF16", [draft_vocab, hidden]),
+        "d2t": ("I64", [draft_vocab]),
+        "t2d": ("BOOL", [vocab]),
+    }
+    sizes = {"BF16": 2, "I64": 8, "BOOL": 1}
+    raw, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, (dtype, shape) in shapes.items():
+        count = 1
+        for d in shape:
+            count *= d
+        raw[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + count * sizes[dtype]]}
+        offset += count * sizes[dtype]
+    header = encode_header(raw)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = bytes((i * 37) % 251 for i in range(offset))
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + data)
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLMEagle3"], "hidden_size": hidden, "intermediate_size": inter, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "num_hidden_layers": 1, "vocab_size": vocab, "draft_vocab_size": draft_vocab,
+        "tie_word_embeddings": False}, indent=2))
+
+
+def build(root: Path) -> DemoWorld:
+    root.mkdir(parents=True, exist_ok=True)
+    python = sys.executable
+    processes = []
+    # the stale processes of the story: a finished training run on the trainer, an old server on gpu-server
+    trainer_stale = subprocess.Popen([python, "-c", STALE, "train_eagle3.py", "--demo", str(root)], start_new_session=True)
+    server_stale = subprocess.Popen([python, "-c", STALE, "old_sglang_server", "--demo", str(root)], start_new_session=True)
+    processes += [trainer_stale, server_stale]
+    scenarios = {
+        "trainer": {"gpus": 4, "processes": [{"pid": trainer_stale.pid, "gpu": g, "used_memory": 61234, "name": "python3", "busy": True}
+                                              for g in range(4)]},
+        "gpu-server": {"gpus": 8, "processes": [{"pid": server_stale.pid, "gpu": 5, "used_memory": 30000, "name": "python3"}]},
+    }
+    smi = {}
+    for host, scenario in scenarios.items():
+        path = root / f"{host}.json"
+        path.write_text(json.dumps(scenario))
+        smi[host] = _script(root / f"nvidia-smi-{host}", [f"exec {shlex.quote(python)} -m cockpit.demo.replay {shlex.quote(str(path))} \"$@\""])
+    shim = root / "shim" / "sglang"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "__init__.py").write_text('"""cockpit DEMO: replays SGLang 0.5.23."""\n__version__ = "0.5.23"\n')
+    (shim / "launch_server.py").write_text("import sys\nfrom cockpit.demo.server import main\nsys.exit(main())\n")
+    server_python = _script(root / "python-gpu-server", [
+        f"PYTHONPATH={shlex.quote(str(root / 'shim'))}${{PYTHONPATH:+:$PYTHONPATH}}",
+        "export PYTHONPATH", f"exec {shlex.quote(python)} \"$@\""])
+    write_draft(root / "draft")
+    port = _free_port()
+    text = f"""# cockpit DEMO: the deployment of the story, on this machine. Hosts replay nvidia-smi output recorded
+# on a real H200; the SGLang server replays SGLang 0.5.23. Nothing leaves loopback.
+
+[telemetry]
+interval_ms = 1000
+processes_interval_s = 1
+
+[hosts.gpu-server]
+local = true
+telemetry = "smi"
+nvidia_smi = {json.dumps(smi['gpu-server'])}
+python = {json.dumps(server_python)}
+roles = ["serving", "DEMO"]
+accent = "red"
+
+[hosts.trainer]
+local = true
+telemetry = "smi"
+nvidia_smi = {json.dumps(smi['trainer'])}
+roles = ["training", "DEMO"]
+
+[runbook]
+name = "demo-{os.getpid()}"
+
+[[runbook.steps]]
+name = "kill-trainer"
+kind = "kill_stale"
+host = "trainer"
+pattern = "train_eagle3"
+grace_s = 2
+
+[[runbook.steps]]
+name = "kill-server-leftovers"
+kind = "kill_stale"
+host = "gpu-server"
+gpu_processes = true
+grace_s = 2
+
+[[runbook.steps]]
+name = "server-gpus-clean"
+kind = "gpu_clean"
+host = "gpu-server"
+expect_gpus = 8
+
+[[runbook.steps]]
+name = "draft-ready"
+kind = "drafter_check"
+host = "gpu-server"
+path = {json.dumps(str(root / 'draft'))}
+sglang = "0.5.2"
+
+[[runbook.steps]]
+name = "launch"
+kind = "sglang_launch"
+host = "gpu-server"
+model_path = {json.dumps(str(root / 'models' / 'Llama-3.1-8B-Instruct'))}
+draft_path = {json.dumps(str(root / 'draft'))}
+port = {port}
+log = {json.dumps(str(root / 'sglang.log'))}
+settle_s = 1.0
+extra_args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", {json.dumps(str(root / 'draft'))}, "--num-speculative-tokens", "16"]
+
+[[runbook.steps]]
+name = "ready"
+kind = "sglang_ready"
+host = "gpu-server"
+timeout_s = 60
+poll_s = 0.5
+
+[[runbook.steps]]
+name = "sweep"
+kind = "bench_sweep"
+host = "gpu-server"
+
+[bench]
+launch_step = "launch"
+depths = [16, 10, 5]
+concurrency = [1, 4]
+requests = 8
+max_tokens = 64
+repeats = 1
+"""
+    (root / "demo.toml").write_text(text)
+    config = parse_config(text, str(root / "demo.toml"))
+    return DemoWorld(root, config, processes)
+
