@@ -40,7 +40,9 @@ def session(tmp_path):
 
 
 def start(session: str, config, env: dict[str, str]) -> int:
-    command = " ".join([f"{k}={v}" for k, v in env.items()] + [sys.executable, "-m", "cockpit", "--config", str(config)])
+    # pytest sets COLUMNS and LINES; a program in tmux must size itself from its real terminal
+    command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES"] + [f"{k}={v}" for k, v in env.items()]
+                       + [sys.executable, "-m", "cockpit", "--config", str(config)])
     tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
     return int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
 
@@ -78,3 +80,57 @@ def test_exits_when_the_terminal_goes_away(sshd, tmp_path, session):
     subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)  # the terminal is gone (SIGHUP)
     gone, alive = psutil.wait_procs(cockpits, timeout=15)
     assert not alive, [p.cpu_percent(0.5) for p in alive]
+
+
+def test_demo_in_tmux_walks_the_story_to_the_charts(tmp_path, session):
+    """`cockpit demo` in a real terminal: each step by key, the screen checked at each one."""
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "tmux-256color"}
+    command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES"] + [f"{k}={v}" for k, v in env.items()]
+                       + [sys.executable, "-m", "cockpit", "demo", "--dir", str(tmp_path / "demo")])
+    tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
+    wait_screen(session, "30000/143771M", timeout=30)  # the old server's memory on GPU 5
+    shown = wait_screen(session, "locked")  # the launch step, locked until its gate opens
+    assert "cockpit DEMO" in shown and "GPU 7" in shown
+
+    def key(*keys: str) -> None:
+        tmux("send-keys", "-t", session, *keys)
+
+    key("n")
+    wait_screen(session, "This step changes things on a host")
+    assert "train_eagle3.py --demo" in screen(session)  # exactly what will be killed
+    key("y")
+    wait_screen(session, "1/7 passed")
+    key("n")
+    wait_screen(session, "This step changes things on a host")
+    assert "old_sglang_server.py" in screen(session)
+    key("y")
+    wait_screen(session, "2/7 passed")
+    key("n")
+    wait_screen(session, "3/7 passed")
+    deadline = time.monotonic() + 10
+    while "30000/143771M" in screen(session) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "30000/143771M" not in screen(session)  # the stale memory is gone from GPU 5
+    key("n")
+    wait_screen(session, "This step changes things on a host")
+    assert "layers.0.* to midlayer.*" in screen(session)
+    key("y")
+    wait_screen(session, "4/7 passed")
+    key("n")  # the story's crash, refused before launch
+    wait_screen(session, "is not an SGLang flag")
+    assert "fix: --speculative-num-steps 16" in screen(session)
+    key("f")
+    wait_screen(session, "This step changes things on a host")
+    assert "--speculative-num-steps 16" in screen(session)
+    key("y")
+    wait_screen(session, "5/7 passed", timeout=30)
+    key("n")
+    wait_screen(session, "6/7 passed", timeout=60)
+    key("n")
+    wait_screen(session, "This step changes things on a host")
+    assert "Relaunch" in screen(session)
+    key("y")
+    shown = wait_screen(session, "sweep done", timeout=180)
+    assert "output tok/s, median" in shown and "baseline" in shown and "16 tok" in shown
+    key("q")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -143,7 +144,20 @@ def main(argv: list[str] | None = None) -> int:
     stamp("Capture cuda graph end. Time elapsed: 0.60 s. mem usage=1.20 GB. avail mem=58.20 GB.")
     server = DemoServer(values)
 
+    async def watch_parent() -> None:
+        """The demo server ends with the demo, even when the demo was killed with its terminal."""
+        parent = int(os.environ.get("COCKPIT_DEMO_PARENT", "0") or 0)
+        while parent:
+            await asyncio.sleep(1)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:
+                pass
+
     async def run() -> None:
+        asyncio.ensure_future(watch_parent())
         listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=256)
         stamp(f"Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)")
         await asyncio.sleep(0.5)

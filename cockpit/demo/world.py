@@ -17,7 +17,9 @@ from pathlib import Path
 from cockpit.config import Config, parse_config
 from cockpit.drafter.header import encode_header
 
-STALE = "import time, sys; time.sleep(86400)"
+# Holds nothing; its command line is what kill_stale matches.  It ends when the demo does, even
+# when the demo is killed (its terminal closed): it watches its parent.
+STALE = "import os, sys, time\nparent = os.getppid()\nwhile os.getppid() == parent:\n    time.sleep(1)"
 
 
 @dataclass
@@ -103,8 +105,10 @@ def build(root: Path) -> DemoWorld:
     python = sys.executable
     processes = []
     # the stale processes of the story: a finished training run on the trainer, an old server on gpu-server
-    trainer_stale = subprocess.Popen([python, "-c", STALE, "train_eagle3.py", "--demo", str(root)], start_new_session=True)
-    server_stale = subprocess.Popen([python, "-c", STALE, "old_sglang_server", "--demo", str(root)], start_new_session=True)
+    for name in ("train_eagle3.py", "old_sglang_server.py"):
+        (root / name).write_text(f"# cockpit DEMO: a stale process of the story\n{STALE}\n")
+    trainer_stale = subprocess.Popen([python, str(root / "train_eagle3.py"), "--demo"], start_new_session=True)
+    server_stale = subprocess.Popen([python, str(root / "old_sglang_server.py"), "--demo"], start_new_session=True)
     processes += [trainer_stale, server_stale]
     scenarios = {
         "trainer": {"gpus": 4, "processes": [{"pid": trainer_stale.pid, "gpu": g, "used_memory": 61234, "name": "python3", "busy": True}
@@ -185,6 +189,7 @@ draft_path = {json.dumps(str(root / 'draft'))}
 port = {port}
 log = {json.dumps(str(root / 'sglang.log'))}
 settle_s = 1.0
+env = {{ COCKPIT_DEMO_PARENT = "{os.getpid()}" }}
 extra_args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", {json.dumps(str(root / 'draft'))}, "--num-speculative-tokens", "16"]
 
 [[runbook.steps]]

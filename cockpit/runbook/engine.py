@@ -259,7 +259,8 @@ class Runbook:
             return "not confirmed: nothing was done"
         gone = await stop_process(transport, int(pid))
         self.store.audit("kill", step=name, host=spec.host, pids=[pid], why="stop", gone=gone)
-        self.results[name] = replace(result, state=StepState.FAILED, message=f"stopped by the user (pid {pid})")
+        # stale, not failed: it passed, and no longer holds since its server was stopped
+        self.results[name] = replace(result, state=StepState.STALE, message=f"server stopped (pid {pid}); run the step to start it again")
         self._changed()
         return f"stopped pid {pid} on {spec.host}" if gone else f"pid {pid} on {spec.host} is still running after SIGKILL"
 

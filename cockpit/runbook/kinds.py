@@ -290,7 +290,7 @@ class KillStale(StepKind):
         lines.append(f"  {'PID':>8}  {'USER':<10} {'GPU MiB':>8}  COMMAND")
         for row in found:
             mib = "-" if row.gpu_mib is None else str(row.gpu_mib)
-            lines.append(f"  {row.pid:>8}  {row.user[:10]:<10} {mib:>8}  {row.args[:100]}")
+            lines.append(f"  {row.pid:>8}  {row.user[:10]:<10} {mib:>8}  {row.args[:500]}")
         return "\n".join(lines), found
 
     async def _alive(self, transport: Transport, pids: list[int], found: list[ProcessRow]) -> list[int]:
