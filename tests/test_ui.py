@@ -149,7 +149,7 @@ log = "{log}"
         await pilot.press("n")  # runs the next step: clean, which fails on GPU 5
         await eventually(lambda: app.runbook.result("clean") and app.runbook.result("clean").state is StepState.FAILED, what="clean failed")
         await pilot.pause()
-        await pilot.press("k")
+        assert checklist.selected_view.spec.name == "clean"  # the selection followed the step that ran
         assert "GPU 5: 30000 MiB used" in str(checklist.render())  # the evidence of the selected step
         await pilot.press("j", "enter")
         await pilot.pause()
@@ -160,7 +160,7 @@ log = "{log}"
         await eventually(lambda: app.runbook.result("clean").state is StepState.PASSED, what="clean passed")
         await pilot.pause()
         assert not checklist.views[1].locked
-        await pilot.press("enter")
+        await pilot.press("j", "enter")  # the selection is on clean, which just ran: move to launch
         await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="confirmation")
         assert "sleep 30" in app.screen.plan
         await pilot.press("y")

@@ -113,7 +113,10 @@ class ChecklistPane(Widget, can_focus=True):
         self.border_title = "checklist"
 
     def show(self, views: list[StepView]) -> None:
+        running = [i for i, v in enumerate(views) if v.state is StepState.RUNNING]
         self.views = views
+        if running:
+            self.selected = running[0]  # follow the step that runs: its evidence is what matters now
         self.selected = min(self.selected, max(0, len(views) - 1))
         done = sum(v.state is StepState.PASSED for v in views)
         self.border_title = f"checklist · {done}/{len(views)} passed"

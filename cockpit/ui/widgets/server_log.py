@@ -26,16 +26,18 @@ def status_line(status: ServerStatus | None, target: str) -> Text:
         text.append(("✔ " if name in seen else "· ") + name + "  ", style="green" if name in seen else "dim")
     health_style = {"ready": "bold green", "warming": "yellow", "loading": "cyan"}.get(status.health, "red")
     text.append(f"health: {status.health}", style=health_style)
-    if not status.alive:
+    if not status.alive and status.health != "not started":
         text.append("  PROCESS DEAD", style="bold white on red")
     return text
 
 
 def diagnosis_text(diagnoses: list[Diagnosis]) -> Text:
     text = Text()
+    marks = {"error": ("✘", "bold red"), "warning": ("!", "yellow"), "info": ("i", "dim")}
     for d in diagnoses:
         where = f"line {d.line}: " if d.line else ""
-        text.append(f"✘ [{d.kind}] {where}{d.message}\n", style="bold red" if d.severity == "error" else "yellow")
+        mark, style = marks.get(d.severity, ("✘", "bold red"))
+        text.append(f"{mark} [{d.kind}] {where}{d.message}\n", style=style)
         if d.replacement:
             text.append(f"   fix: {' '.join(d.replacement)}   (press f to apply it to the launch step and relaunch)\n", style="green")
     return text.rstrip() or text
