@@ -247,3 +247,23 @@ env = {{ SGLANG_STANDIN = {_json.dumps('{"warmup_s": 1.0}')} }}
                 os.kill(int(pid), 9)
             except ProcessLookupError:
                 pass
+
+
+async def test_zoom_a_host_then_a_gpu(sshd):
+    sshd.scenario({"gpus": 8, "set": {"5": {"memory.used": 30000}},
+                   "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}]})
+    config = parse_config(sshd.config_toml(sshd.host_toml("a") + sshd.host_toml("b"), interval_ms=200))
+    app = CockpitApp(config)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await eventually(lambda: len(app.panes["a"].snapshot.gpus) == 8 and app.panes["a"].snapshot.processes, what="a up")
+        await pilot.press("5")  # not zoomed: only a hint
+        assert app.panes["a"].zoomed_gpu is None
+        await pilot.press("z", "5")
+        await pilot.pause()
+        text = pane_text(app, "a")
+        assert app.zoomed == "a" and app.panes["a"].zoomed_gpu == 5
+        assert "GPU 5  NVIDIA H200" in text and "30000 / 143771 MiB" in text and "pid 4242" in text and "power history" in text
+        await pilot.press("5")  # again: back to every GPU
+        assert app.panes["a"].zoomed_gpu is None
+        await pilot.press("3", "z")  # leaving the host zoom clears the GPU zoom
+        assert app.zoomed is None and app.panes["a"].zoomed_gpu is None

@@ -87,3 +87,16 @@ def test_init_writes_a_config_that_loads(tmp_path):
     assert "# " in target.read_text()  # commented
     again = subprocess.run([sys.executable, "-m", "cockpit", "init", str(target)], input=answers, capture_output=True, text=True, timeout=60)
     assert again.returncode == 2 and "exists" in again.stderr
+
+
+async def test_no_color_and_16_colours(monkeypatch):
+    """NO_COLOR and a 16-colour terminal (TEXTUAL_COLOR_SYSTEM=standard): the cockpit runs and says what it shows."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("TEXTUAL_COLOR_SYSTEM", "standard")
+    app = CockpitApp(parse_config(LOCAL))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.no_color and app.console.color_system == "standard"
+        from helpers import eventually
+
+        await eventually(lambda: "no NVIDIA GPU driver" in str(app.panes["here"].content), what="the pane's words")

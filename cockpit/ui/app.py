@@ -115,6 +115,7 @@ class CockpitApp(App[int]):
         Binding("b", "toggle_bench", "benchmarks", id="bench.toggle"),
         Binding("right_square_bracket", "chart(1)", "next chart", show=False, key_display="]", id="bench.next_chart"),
         Binding("left_square_bracket", "chart(-1)", "previous chart", show=False, key_display="[", id="bench.previous_chart"),
+        *[Binding(str(n), f"zoom_gpu({n})", f"zoom GPU {n} (in a zoomed host)", show=False, id=f"host.zoom_gpu_{n}") for n in range(10)],
         Binding("j,down", "focus_next_host", "next host", show=False, id="host.next"),
         Binding("k,up", "focus_previous_host", "previous host", show=False, id="host.previous"),
     ]
@@ -417,9 +418,18 @@ class CockpitApp(App[int]):
         focused = self.focused
         return focused if isinstance(focused, HostPane) else None
 
+    def action_zoom_gpu(self, index: int) -> None:
+        """Digits while a host is zoomed: that GPU in detail (the same digit again: all GPUs)."""
+        if self.zoomed is None:
+            self.notify("Zoom a host first (z), then press a GPU's number", severity="warning")
+            return
+        pane = self.panes[self.zoomed]
+        pane.zoom_gpu(None if pane.zoomed_gpu == index else index)
+
     def action_zoom(self) -> None:
         pane = self._focused_host()
         if self.zoomed is not None:
+            self.panes[self.zoomed].zoom_gpu(None)
             self.zoomed = None
             for other in self.panes.values():
                 other.display = True

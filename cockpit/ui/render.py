@@ -133,3 +133,40 @@ def host_body(snapshot: HostSnapshot, histories: dict[int, GpuHistory], width: i
         body.append("  no compute processes\n", style="dim")
     body.rstrip()
     return body
+
+
+def gpu_detail(gpu: GpuSample, history: GpuHistory | None, width: int, processes=(), ascii_only: bool = False) -> Text:
+    """One GPU zoomed: every field nvidia-smi gave, and its history at full width."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"GPU {gpu.index}  {gpu.name or '?'}  {gpu.uuid or ''}  {gpu.bus_id or ''}\n", style="bold")
+    fields = [
+        ("memory", f"{_num(gpu.memory_used_mib)} / {_num(gpu.memory_total_mib)} MiB"),
+        ("power", f"{_num(gpu.power_w, '{:.1f}')} / {_num(gpu.power_limit_w, '{:.0f}')} W"),
+        ("utilisation", f"{_num(gpu.utilization_pct, '{}%')} (memory {_num(gpu.memory_utilization_pct, '{}%')})"),
+        ("temperature", _num(gpu.temperature_c, "{} C")),
+        ("clocks", f"SM {_num(gpu.sm_clock_mhz, '{} MHz')}, memory {_num(gpu.mem_clock_mhz, '{} MHz')}"),
+        ("performance state", _num(gpu.pstate)),
+    ]
+    for label, value in fields:
+        text.append(f"  {label:<18}", style="dim")
+        text.append(value + "\n")
+    if gpu.lost:
+        text.append("  LOST from the bus\n", style="bold white on red")
+    for problem in gpu.problems:
+        text.append(f"  ! {problem}\n", style="red")
+    if history is not None:
+        span = max(10, width - 22)
+        text.append("  power history     ", style="dim")
+        text.append(sparkline(history.power_w.values(), span, top=gpu.power_limit_w, ascii_only=ascii_only) + "\n", style="cyan")
+        text.append("  memory history    ", style="dim")
+        text.append(sparkline(history.memory_used_mib.values(), span, top=float(gpu.memory_total_mib or 0) or None,
+                              ascii_only=ascii_only) + "\n", style="green")
+        text.append("  utilisation       ", style="dim")
+        text.append(sparkline(history.utilization_pct.values(), span, top=100.0, ascii_only=ascii_only) + "\n", style="yellow")
+    mine = [p for p in processes if p.gpu_index == gpu.index]
+    for proc in mine:
+        text.append(f"  pid {proc.pid} {proc.name or '?'} {_num(proc.used_memory_mib, '{} MiB')}\n", style="yellow")
+    if not mine:
+        text.append("  no compute process on this GPU\n", style="dim")
+    text.rstrip()
+    return text

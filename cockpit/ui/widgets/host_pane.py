@@ -13,7 +13,7 @@ from cockpit.config import HostConfig
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.history import HostHistory
 from cockpit.telemetry.model import HostSnapshot
-from cockpit.ui.render import host_body, host_title
+from cockpit.ui.render import gpu_detail, host_body, host_title
 
 
 class HostPane(Widget, can_focus=True):
@@ -50,6 +50,7 @@ class HostPane(Widget, can_focus=True):
         self._signatures: list[tuple] = []
         self._strips: list[Strip] = []
         self.lines_repainted = 0
+        self.zoomed_gpu: int | None = None  # one GPU shown in detail (keys 0-9 while the host is zoomed)
         self._rendered_title: tuple | None = None
         self._rendered_width = 0
         self.renders = 0
@@ -78,6 +79,10 @@ class HostPane(Widget, can_focus=True):
         self._refresh_title()
         self._refresh_body()
 
+    def zoom_gpu(self, index: int | None) -> None:
+        self.zoomed_gpu = index
+        self._refresh_body(force=True)
+
     def tick(self) -> None:
         """Once a second: the age in the title moves even when no sample arrives."""
         self._refresh_title()
@@ -91,7 +96,12 @@ class HostPane(Widget, can_focus=True):
 
     def _refresh_body(self, force: bool = False) -> None:
         width = max(40, self.content_region.width or self.size.width or 80)
-        body: Text = host_body(self.snapshot, self.history.gpus if self.history else {}, width, self.ascii_only)
+        gpus = {g.index: g for g in self.snapshot.gpus}
+        if self.zoomed_gpu is not None and self.zoomed_gpu in gpus:
+            history = self.history.gpus.get(self.zoomed_gpu) if self.history else None
+            body: Text = gpu_detail(gpus[self.zoomed_gpu], history, width, self.snapshot.processes, self.ascii_only)
+        else:
+            body = host_body(self.snapshot, self.history.gpus if self.history else {}, width, self.ascii_only)
         self.body = body
         lines = body.split("\n", allow_blank=True) if body.plain else [Text("")]
         signatures = [(line.plain, tuple((s.start, s.end, str(s.style)) for s in line.spans)) for line in lines]
