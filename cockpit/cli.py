@@ -855,6 +855,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except PermissionError as exc:
+        print(f"cockpit: error: permission denied: {exc.filename or exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"cockpit: error: no such file or directory: {exc.filename or exc}", file=sys.stderr)
+        return 2
+    except IsADirectoryError as exc:
+        print(f"cockpit: error: is a directory: {exc.filename or exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error worth a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
