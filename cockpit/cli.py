@@ -217,6 +217,29 @@ def status_exit_code(snapshots: Sequence[HostSnapshot]) -> int:
     return EXIT_OK
 
 
+def ask(question: str, yes: bool, refusal: str) -> bool:
+    """The one way the CLI asks before a destructive action: --yes, else a terminal's answer, else no."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        print(f"cockpit: {refusal}: run it in a terminal, or pass --yes", file=sys.stderr)
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def confirmer(args, refusal: str):
+    """An async confirm callback for the engine: prints the plan, then asks (or takes --yes)."""
+
+    async def confirm(text: str) -> bool:
+        print(text, file=sys.stderr)
+        if args.yes:
+            print("(confirmed by --yes)", file=sys.stderr)
+            return True
+        return await asyncio.to_thread(ask, "Go ahead?", False, refusal)
+
+    return confirm
+
+
 def _select_hosts(config: Config, names: list[str] | None) -> Config:
     if not names:
         return config
@@ -333,14 +356,10 @@ def cmd_trust(args) -> int:
             entry = known_hosts_entry_name(name, port)
             print(f"{entry} offers {fingerprint(key)}")
             print(f"It will be added to {transport.known_hosts_path}.")
-            if not args.yes:
-                if not sys.stdin.isatty():
-                    print("cockpit: not a terminal: pass --yes to trust this key", file=sys.stderr)
-                    return EXIT_PROBLEM
-                answer = input("Trust this key? Compare the fingerprint with the host's owner first [y/N] ")
-                if answer.strip().lower() not in ("y", "yes"):
-                    print("Not trusted.")
-                    return EXIT_PROBLEM
+            if not ask("Trust this key? Compare the fingerprint with the host's owner first", args.yes,
+                       "trusting a host key needs an answer"):
+                print("Not trusted.")
+                return EXIT_PROBLEM
             entry, fp, path = await trust_host_key(transport)
             print(f"Trusted {entry} ({fp}) in {path}")
             return EXIT_OK
@@ -442,16 +461,7 @@ def cmd_plan(args) -> int:
         build_parser().parse_args(["plan", "--help"])
     runbook = _load_runbook(args)
 
-    async def confirm(text: str) -> bool:
-        print(text, file=sys.stderr)
-        if args.yes:
-            print("(confirmed by --yes)", file=sys.stderr)
-            return True
-        if not sys.stdin.isatty():
-            print("cockpit: this step needs confirmation: run it in a terminal, or pass --yes", file=sys.stderr)
-            return False
-        answer = await asyncio.to_thread(input, "Go ahead? [y/N] ")
-        return answer.strip().lower() in ("y", "yes")
+    confirm = confirmer(args, "this step needs confirmation")
 
     if action == "show":
         if args.json:
@@ -643,12 +653,21 @@ def _cmd_fix_keys(args) -> int:
     from cockpit.drafter.fixkeys import fix_keys, parse_rules
 
     rules = parse_rules(args.rule)
+    where = ""
     if args.host:
-        from cockpit.drafter.remote import fix_keys_remote
+        from cockpit.drafter.remote import fix_on_host
 
         config = load_config(args.config)
-        return fix_keys_remote(config, args.host, args.path, rules, args, _describe_fix)
-    plan = fix_keys(args.path, rules, dry_run=True)
+
+        def run(dry_run: bool):
+            return fix_on_host(config, args.host, args.path, rules, dry_run)
+
+        where = f" on {args.host} over SFTP"
+    else:
+        def run(dry_run: bool):
+            return fix_keys(args.path, rules, dry_run=dry_run)
+
+    plan = run(True)
     for note in plan.recovered:
         print(f"note: {note}", file=sys.stderr)
     if plan.changed == 0 and not plan.index_renames:
@@ -660,23 +679,46 @@ def _cmd_fix_keys(args) -> int:
         print(json.dumps(plan.to_json(), indent=2) if args.json else "would rename:\n" + _describe_fix(plan))
         return EXIT_OK
     if plan.changed or plan.index_renames:
-        print("will rename:\n" + _describe_fix(plan), file=sys.stderr)
-        if not args.yes:
-            if not sys.stdin.isatty():
-                print("cockpit: this rewrites checkpoint files: run it in a terminal, or pass --yes", file=sys.stderr)
-                return EXIT_PROBLEM
-            if input("Rewrite? [y/N] ").strip().lower() not in ("y", "yes"):
-                print("Nothing was changed.")
-                return EXIT_PROBLEM
-    report = fix_keys(args.path, rules)
+        print(f"will rename{where}:\n" + _describe_fix(plan), file=sys.stderr)
+        if not ask("Rewrite?", args.yes, "this rewrites checkpoint files"):
+            print("Nothing was changed.")
+            return EXIT_PROBLEM
+    report = run(False)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
         for note in report.recovered:
             print(f"repaired: {note}")
-        print(f"renamed {report.changed} key(s) in {sum(1 for f in report.files if f.renames)} file(s)"
+        print(f"renamed {report.changed} key(s) in {sum(1 for f in report.files if f.renames)} file(s){where}"
               + (f", {report.index_renames} in the index" if report.index_renames else "") + "; verified")
     return EXIT_OK
+
+
+def cmd_bench_sweep(args) -> int:
+    from cockpit.bench.sweep import parse_sweep, render_sweep, run_sweep
+
+    runbook = _load_runbook(args)
+    sweep = parse_sweep(runbook.hub.config, runbook.spec)
+
+    def progress(state: dict) -> None:
+        eta = "" if state["eta_s"] is None else f", about {state['eta_s']:.0f} s left"
+        print(f"[{state['done']}/{state['total']}{eta}] {state['text']}", file=sys.stderr, flush=True)
+
+    async def go():
+        try:
+            return await run_sweep(runbook, sweep, confirmer(args, "the sweep relaunches the server"), progress)
+        finally:
+            await runbook.hub.stop()
+
+    result = asyncio.run(go())
+    rows = result.table()
+    if args.json:
+        print(json.dumps({"rows": rows, "failures": result.failures, "runs": [r["file"] for r in result.runs]}, indent=2))
+    else:
+        print(render_sweep(rows))
+        for failure in result.failures:
+            print(f"failed: {failure}")
+    return EXIT_OK if not result.failures else EXIT_PROBLEM
 
 
 def _check_positive(name: str, value: int) -> None:
@@ -730,9 +772,7 @@ def cmd_bench(args) -> int:
             print(render_bench_table(rows))
         return EXIT_OK
     if action == "sweep":
-        from cockpit.bench.sweep import cli_sweep
-
-        return cli_sweep(args)
+        return cmd_bench_sweep(args)
     build_parser().parse_args(["bench", "--help"])
     return EXIT_UNREACHABLE
 

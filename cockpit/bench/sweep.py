@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,15 +232,15 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
                            f"{summary['output_throughput_tok_s']:.1f} tok/s")
     finally:
         try:
-            await runbook.stop_server(launch.name, lambda _text: _true())
+            await runbook.stop_server(launch.name, _yes)
         except CockpitError:
             pass
     report("sweep done")
     return result
 
 
-async def _true() -> bool:
-    return True
+async def _yes(_text: str) -> bool:
+    return True  # stopping what the sweep itself started needs no question
 
 
 def render_sweep(rows: list[dict[str, Any]]) -> str:
@@ -254,39 +253,3 @@ def render_sweep(rows: list[dict[str, Any]]) -> str:
         lines.append(f"{r['config'][:40]:<40} {r['concurrency']:>4} {r['throughput_median']:>12.1f} {spread:>15} {speedup:>8} {accept:>7} "
                      f"{r['itl_p50_ms']:>8.2f}")
     return "\n".join(lines)
-
-
-def cli_sweep(args) -> int:
-    from cockpit.cli import _load_runbook
-
-    runbook = _load_runbook(args)
-    sweep = parse_sweep(runbook.hub.config, runbook.spec)
-
-    async def confirm(text: str) -> bool:
-        print(text, file=sys.stderr)
-        if args.yes:
-            return True
-        if not sys.stdin.isatty():
-            print("cockpit: the sweep relaunches the server: run it in a terminal, or pass --yes", file=sys.stderr)
-            return False
-        return (await asyncio.to_thread(input, "Go ahead? [y/N] ")).strip().lower() in ("y", "yes")
-
-    def progress(state: dict) -> None:
-        eta = "" if state["eta_s"] is None else f", about {state['eta_s']:.0f} s left"
-        print(f"[{state['done']}/{state['total']}{eta}] {state['text']}", file=sys.stderr, flush=True)
-
-    async def go() -> SweepResult:
-        try:
-            return await run_sweep(runbook, sweep, confirm, progress)
-        finally:
-            await runbook.hub.stop()
-
-    result = asyncio.run(go())
-    rows = result.table()
-    if args.json:
-        print(json.dumps({"rows": rows, "failures": result.failures, "runs": [r["file"] for r in result.runs]}, indent=2))
-    else:
-        print(render_sweep(rows))
-        for failure in result.failures:
-            print(f"failed: {failure}")
-    return 0 if not result.failures else 1

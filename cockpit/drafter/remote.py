@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import posixpath
-import sys
 
 from cockpit.drafter.fixkeys import (
     JOURNAL_SUFFIX,
@@ -149,7 +148,8 @@ async def _fix_remote(transport, path: str, rules, dry_run: bool) -> FixReport:
     return report
 
 
-def fix_keys_remote(config, host_name: str, path: str, rules, args, describe) -> int:
+def fix_on_host(config, host_name: str, path: str, rules, dry_run: bool) -> FixReport:
+    """fix-keys (or its dry run) on a host's path, over its own SSH connection."""
     from cockpit.hosts.pool import TransportPool
     from cockpit.hosts.ssh import SshTransport
 
@@ -157,33 +157,13 @@ def fix_keys_remote(config, host_name: str, path: str, rules, args, describe) ->
     if host.local:
         raise CockpitError(f"host '{host_name}' is this machine: run fix-keys without --host")
 
-    async def run(dry: bool) -> FixReport:
+    async def run() -> FixReport:
         pool = TransportPool(config)
         try:
             transport = pool.get(host)
             assert isinstance(transport, SshTransport)
-            return await _fix_remote(transport, path, rules, dry)
+            return await _fix_remote(transport, path, rules, dry_run)
         finally:
             await pool.close()
 
-    plan = asyncio.run(run(True))
-    if plan.changed == 0 and not plan.index_renames and not plan.recovered:
-        print("nothing to change: no key matches " + ", ".join(f"'{old}'" for old, _ in rules))
-        return 0
-    if args.dry_run:
-        print(json.dumps(plan.to_json(), indent=2) if args.json else "would rename:\n" + describe(plan))
-        return 0
-    print(f"on {host_name}, will rename:\n" + describe(plan), file=sys.stderr)
-    if not args.yes:
-        if not sys.stdin.isatty():
-            print("cockpit: this rewrites checkpoint files: run it in a terminal, or pass --yes", file=sys.stderr)
-            return 1
-        if input("Rewrite? [y/N] ").strip().lower() not in ("y", "yes"):
-            print("Nothing was changed.")
-            return 1
-    report = asyncio.run(run(False))
-    if args.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(f"renamed {report.changed} key(s) on {host_name} over SFTP; verified")
-    return 0
+    return asyncio.run(run())

@@ -241,8 +241,7 @@ class Runbook:
 
     async def stop_server(self, name: str, confirm: Confirm = deny) -> str:
         """Stop the process a launch step started (asks first).  Returns what happened."""
-        from cockpit.runbook.kinds import stop_process
-        from cockpit.sglang.server import process_alive
+        from cockpit.hosts.procs import process_alive, stop_process
 
         spec = self.spec.step(name)
         if not KINDS[spec.kind].launch:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from cockpit.hosts.procs import process_alive, start_detached, stop_process
 from cockpit.hosts.transport import Transport, TransportError
 from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, judge
 from cockpit.runbook.model import StepResult, StepSpec, StepState
@@ -328,40 +329,6 @@ class KillStale(StepKind):
 
 # --- launch ------------------------------------------------------------------------------------------
 
-DETACH_SCRIPT = (
-    'log="$1"; dir="$2"; marker="$3"; shift 3; '
-    'if [ -n "$dir" ]; then cd "$dir" || exit 97; fi; '
-    'if [ -n "$marker" ]; then printf "%s\\n" "$marker" >>"$log" || exit 98; fi; '
-    'setsid nohup "$@" >>"$log" 2>&1 </dev/null & echo $!'
-)
-
-
-def detached_argv(argv: list[str], log: str, cwd: str | None = None, env: dict[str, str] | None = None,
-                  marker: str = "") -> list[str]:
-    """Start argv detached (outlives the cockpit and its SSH session), output appended to log after
-    a marker line that starts a new run in it; prints the PID.  Every value travels as a positional
-    parameter of sh, never inside the script text."""
-    command = list(argv)
-    if env:
-        command = ["env", *[f"{k}={v}" for k, v in env.items()], *command]
-    return ["sh", "-c", DETACH_SCRIPT, "sh", log, cwd or "", marker, *command]
-
-
-async def stop_process(transport: Transport, pid: int, grace_s: float = 10.0) -> bool:
-    """SIGTERM, wait, SIGKILL; True when the process is gone."""
-    from cockpit.sglang.server import process_alive
-
-    await transport.run(["kill", "-TERM", str(pid)], timeout=30)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not await process_alive(transport, pid):
-            return True
-        await asyncio.sleep(0.2)
-    await transport.run(["kill", "-KILL", str(pid)], timeout=30)
-    await asyncio.sleep(0.2)
-    return not await process_alive(transport, pid)
-
-
 def launch_marker(step: str, host: str) -> str:
     from cockpit.sglang.diagnose import LAUNCH_MARKER
 
@@ -399,6 +366,22 @@ class Launch(StepKind):
     def log_path(self, spec: StepSpec) -> str:
         return spec.params.get("log") or f"/tmp/cockpit-{spec.name}.log"
 
+    async def start(self, ctx: RunContext, spec: StepSpec, argv: list[str], old_pid) -> tuple[int | None, str]:
+        """Stop what this step started before (if it still runs), then start argv detached, with a
+        run marker in its log; waits settle_s and says whether it still runs."""
+        transport = ctx.transport(spec.host)
+        if old_pid and await process_alive(transport, int(old_pid)):
+            gone = await stop_process(transport, int(old_pid))
+            ctx.audit("kill", host=spec.host, step=spec.name, signal="TERM", pids=[old_pid], why="relaunch", gone=gone)
+        log = self.log_path(spec)
+        pid, error = await start_detached(transport, argv, log, spec.params.get("cwd"), spec.params.get("env"),
+                                          launch_marker(spec.name, spec.host))
+        if pid is None:
+            return None, error
+        ctx.audit("launch", host=spec.host, step=spec.name, pid=pid, argv=argv, log=log)
+        await asyncio.sleep(float(spec.params.get("settle_s", 2.0)))
+        return pid, "" if await process_alive(transport, pid) else "exited"
+
     async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
         from cockpit.hosts.transport import quote_argv
 
@@ -411,25 +394,13 @@ class Launch(StepKind):
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
-        transport = ctx.transport(spec.host)
-        if planned:
-            await stop_process(transport, int(planned))
-            ctx.audit("kill", host=spec.host, step=spec.name, signal="TERM", pids=[planned], why="relaunch")
+        pid, problem = await self.start(ctx, spec, spec.params["argv"], planned)
+        if pid is None:
+            return StepResult(StepState.FAILED, started, _now(), problem)
         log = self.log_path(spec)
-        result = await transport.run(detached_argv(spec.params["argv"], log, spec.params.get("cwd"), spec.params.get("env"),
-                                                   launch_marker(spec.name, spec.host)), timeout=30)
-        pid_text = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
-        if result.exit_status != 0 or not pid_text.isdigit():
-            return StepResult(StepState.FAILED, started, _now(), f"could not start: {result.output.strip()[:300]}")
-        pid = int(pid_text)
-        ctx.audit("launch", host=spec.host, step=spec.name, pid=pid, argv=spec.params["argv"], log=log)
-        await asyncio.sleep(float(spec.params.get("settle_s", 2.0)))
-        from cockpit.sglang.server import process_alive
-
-        alive = await process_alive(transport, pid)
-        tail = await transport.run(["tail", "-n", "40", log], timeout=30)
+        tail = await ctx.transport(spec.host).run(["tail", "-n", "40", log], timeout=30)
         evidence = {"pid": pid, "log": log, "argv": spec.params["argv"], "host": spec.host}
-        if not alive:
+        if problem:
             return StepResult(StepState.FAILED, started, _now(), f"pid {pid} exited within {spec.params.get('settle_s', 2.0)} s; see {log}",
                               evidence, tail.stdout[-4000:])
         return StepResult(StepState.PASSED, started, _now(), f"running as pid {pid}, log {log}", evidence, tail.stdout[-4000:])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cockpit.errors import CockpitError
 from cockpit.sglang.schema import FlagSchema, parse_argparse_text
-from cockpit.sglang.suggest import Suggestion, numeric_guess, rank_values, suggest
+from cockpit.sglang.suggest import numeric_guess, rank_values, suggest
 
 TAIL_BYTES = 8 * 1024 * 1024  # a log is read from its end: never more than this
 MAX_LINE = 64 * 1024
@@ -330,6 +330,3 @@ def diagnose_file(path: str | Path, schema: FlagSchema | None = None) -> LogRepo
         report.notes.append("no crash found, and the server is not ready (yet)")
     return report
 
-
-def as_suggestions(fixes: list[Suggestion]) -> tuple[str, ...]:
-    return tuple(f.text for f in fixes)

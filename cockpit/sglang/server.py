@@ -11,6 +11,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
+from cockpit.hosts.procs import process_alive
 from cockpit.hosts.transport import Transport, TransportError
 from cockpit.sglang.diagnose import MAX_LINE, Diagnosis, LogReport, diagnose_lines
 
@@ -152,12 +153,6 @@ class ReadyResult:
     @property
     def diagnoses(self) -> list[Diagnosis]:
         return self.report.diagnoses
-
-
-async def process_alive(transport: Transport, pid: int) -> bool:
-    """Running, and not a zombie (kill -0 succeeds on a zombie that nobody reaped)."""
-    result = await transport.run(["ps", "-o", "stat=", "-p", str(pid)], timeout=30)
-    return result.exit_status == 0 and bool(result.stdout.strip()) and not result.stdout.strip().startswith("Z")
 
 
 async def wait_ready(transport: Transport, pid: int, port: int, log: str, timeout: float = 1800.0, poll_s: float = 1.0,

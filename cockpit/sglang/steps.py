@@ -6,21 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from cockpit.hosts.transport import quote_argv
-from cockpit.runbook.kinds import (
-    Param,
-    RunContext,
-    StepKind,
-    _now,
-    detached_argv,
-    launch_marker,
-    register,
-    stop_process,
-)
+from cockpit.runbook.kinds import Launch, Param, RunContext, StepKind, _now, register
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.sglang.diagnose import diagnose_lines
 from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
 from cockpit.sglang.schema import load_schema
-from cockpit.sglang.server import DEFAULT_PORT, DepthConfig, LogFollower, process_alive, server_argv, wait_ready
+from cockpit.sglang.server import DEFAULT_PORT, DepthConfig, LogFollower, server_argv, wait_ready
 
 
 DEPTH_FLAGS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
@@ -63,7 +54,7 @@ class _Refused:
 
 
 @register
-class SglangLaunch(StepKind):
+class SglangLaunch(Launch):
     name = "sglang_launch"
     destructive = True
     launch = True
@@ -149,25 +140,14 @@ class SglangLaunch(StepKind):
             return StepResult(StepState.FAILED, started, _now(), f"refused before launch: {errors[0].message}",
                               {"argv": planned.argv, "diagnoses": [d.to_json() for d in planned.report.diagnoses]})
         old_pid, lint, argv = planned
-        transport = ctx.transport(spec.host)
-        if old_pid and await process_alive(transport, int(old_pid)):
-            gone = await stop_process(transport, int(old_pid))
-            ctx.audit("kill", host=spec.host, step=spec.name, pids=[old_pid], why="relaunch", gone=gone)
+        pid, problem = await self.start(ctx, spec, argv, old_pid)
+        if pid is None:
+            return StepResult(StepState.FAILED, started, _now(), problem)
         log = self.log_path(spec)
-        result = await transport.run(detached_argv(argv, log, spec.params.get("cwd"), spec.params.get("env"),
-                                                   launch_marker(spec.name, spec.host)), timeout=30)
-        pid_text = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
-        if result.exit_status != 0 or not pid_text.isdigit():
-            return StepResult(StepState.FAILED, started, _now(), f"could not start: {result.output.strip()[:300]}")
-        pid = int(pid_text)
-        ctx.audit("launch", host=spec.host, step=spec.name, pid=pid, argv=argv, log=log)
         evidence = {"pid": pid, "port": spec.params.get("port", DEFAULT_PORT), "log": log, "argv": argv, "host": spec.host,
                     "lint": [d.to_json() for d in lint.diagnoses]}
-        import asyncio
-
-        await asyncio.sleep(float(spec.params.get("settle_s", 3.0)))
-        if not await process_alive(transport, pid):
-            follower = LogFollower(transport, log, backlog_bytes=512 * 1024)
+        if problem:
+            follower = LogFollower(ctx.transport(spec.host), log, backlog_bytes=512 * 1024)
             lines = await follower.poll()
             report = diagnose_lines(lines)
             evidence["diagnoses"] = [d.to_json() for d in report.diagnoses]
