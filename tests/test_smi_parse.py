@@ -87,6 +87,24 @@ def test_eight_gpu_stream_ticks_and_vanishing_gpu():
     assert [g.index for g in tick[0]] == list(range(7))
 
 
+def test_a_garbled_last_row_does_not_cut_the_next_ticks_in_two():
+    assembler = GpuStreamAssembler(expected_max_index=7)
+    ticks = [t for t in (assembler.feed(row(i)) for i in range(8)) if t]
+    assert [[g.index for g in t[0]] for t in ticks] == [list(range(8))]
+    # GPU 7's row arrives cut short: that tick ends when index 0 repeats, without GPU 7 ...
+    for i in range(7):
+        assert assembler.feed(row(i)) is None
+    assert assembler.feed(row(7)[:40]) is None
+    lines = [row(i) for i in range(8)] * 2
+    ticks = [t for t in (assembler.feed(line) for line in lines) if t]
+    # ... and the ticks after it are whole again, not 0-6 then 7 alone.
+    assert [[g.index for g in t[0]] for t in ticks] == [list(range(7)), list(range(8)), list(range(8))]
+    # A GPU gone for good: after three short ticks a tick ends at the new last GPU again.
+    lines = [row(i) for i in range(7)] * 5
+    ticks = [t for t in (assembler.feed(line) for line in lines) if t]
+    assert all([g.index for g in t[0]] == list(range(7)) for t in ticks) and len(ticks) >= 4
+
+
 @pytest.mark.parametrize("value, field, expect_problem", [
     ("[N/A]", "power.draw", False),
     ("[Not Supported]", "power.draw", False),

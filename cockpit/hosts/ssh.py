@@ -127,6 +127,12 @@ class SshTransport(Transport):
             raise Unreachable(f"{self.name}: not connected")
         return self._conn
 
+    def user_files(self) -> list[str]:
+        files = [self.known_hosts_path]
+        if self.host.identity_file:
+            files.append(_expand(self.host.identity_file))
+        return files + (self.jump.user_files() if self.jump is not None else [])
+
     def connect_options(self) -> dict[str, Any]:
         host = self.host
         opts: dict[str, Any] = {

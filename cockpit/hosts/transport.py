@@ -152,6 +152,11 @@ class Transport(abc.ABC):
         (reader, writer) with asyncio stream semantics.  Raises OSError/TransportError."""
 
     @abc.abstractmethod
+    def user_files(self) -> list[str]:
+        """Files the user edits to fix a refused connection (known_hosts, keys): a change to one of
+        them is worth an immediate retry."""
+        return []
+
     async def stat_size(self, path: str) -> int | None:
         """Size of a file on the host, None if it does not exist."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -128,6 +129,24 @@ class _MonitorBase:
             self.state, self.error = HostState.UP, None
         self._emit()
 
+    async def _wait_for_user_fix(self, longest: float) -> None:
+        def signature():
+            out = []
+            for path in self.transport.user_files():
+                try:
+                    stat = os.stat(path)
+                    out.append((path, stat.st_mtime_ns, stat.st_size))
+                except OSError:
+                    out.append((path, None, None))
+            return out
+
+        before = signature()
+        deadline = time.monotonic() + longest
+        while not self.stop_requested and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            if signature() != before:
+                return
+
     async def _watch_staleness(self) -> None:
         """Mark the host stale when samples stop arriving; the age is shown with it."""
         stale_after = self.telemetry.stale_after
@@ -147,8 +166,25 @@ class SmiMonitor(_MonitorBase):
         super().__init__(*args, **kwargs)
         self.restart_after = max(30.0, 6 * self.telemetry.stale_after)
         self.streams_started = 0
+        self.ticks_skipped = 0
+        self._short_ticks = 0
         self._last_line = 0.0
         self._silenced = False
+
+    def _tick_is_short(self, gpus: list[GpuSample], lost: list[LostGpu]) -> bool:
+        """A streamed tick missing a GPU the last one had, with no line saying a GPU was lost, had a
+        row garbled on the way: it is skipped (the previous sample stands one interval longer)
+        rather than shown with a GPU gone.  Three such ticks in a row mean the GPU really went."""
+        had = {g.index for g in self.gpus if not g.lost}
+        if lost or not had - {g.index for g in gpus}:
+            self._short_ticks = 0
+            return False
+        self._short_ticks += 1
+        if self._short_ticks >= 3:
+            self._short_ticks = 0
+            return False
+        self.ticks_skipped += 1
+        return True
 
     async def _restart_when_silent(self, stream) -> None:
         """A stream with no output for restart_after seconds is stuck (link or driver): close it,
@@ -238,8 +274,9 @@ class SmiMonitor(_MonitorBase):
             except TransportError as exc:
                 self._set_state(exc.state, str(exc))
                 if exc.state.needs_user:
-                    # Retrying cannot fix keys; check again slowly in case the user fixed them.
-                    await asyncio.sleep(max(30.0, self.backoff.maximum))
+                    # Retrying cannot fix keys: try again when the user edits known_hosts or the
+                    # key (`cockpit trust`, ssh-keygen -R), or slowly in case the host changed back.
+                    await self._wait_for_user_fix(max(30.0, self.backoff.maximum))
                     continue
             except asyncio.CancelledError:
                 raise
@@ -267,7 +304,8 @@ class SmiMonitor(_MonitorBase):
                         if line.strip() and not line[:1].isdigit():
                             recent_text.append(line.strip())
                         continue
-                    self._set_gpus(*tick, source="nvidia-smi")
+                    if not self._tick_is_short(*tick):
+                        self._set_gpus(*tick, source="nvidia-smi")
         finally:
             for helper in helpers:
                 helper.cancel()

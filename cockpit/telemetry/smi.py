@@ -225,6 +225,7 @@ class GpuStreamAssembler:
         self._pending: dict[int, GpuSample] = {}
         self._lost: list[LostGpu] = []
         self._expected_max = expected_max_index
+        self._short_ticks = 0
         self.garbage_lines = 0
 
     def expect(self, max_index: int | None) -> None:
@@ -259,7 +260,16 @@ class GpuStreamAssembler:
         gpus = [self._pending[i] for i in sorted(self._pending)]
         lost = self._lost
         if gpus:
-            self._expected_max = gpus[-1].index
+            # The last GPU's line ends a tick.  A tick whose top GPU is missing (its row garbled)
+            # must not lower that mark at once, or the next tick is cut in two; only a GPU count
+            # that stays lower for three ticks does.
+            top = gpus[-1].index
+            if self._expected_max is None or top >= self._expected_max:
+                self._expected_max, self._short_ticks = top, 0
+            else:
+                self._short_ticks += 1
+                if self._short_ticks >= 3:
+                    self._expected_max, self._short_ticks = top, 0
         self._pending = {}
         self._lost = []
         return gpus, lost

@@ -1,0 +1,260 @@
+"""Faults of hosts and links, through real loopback sshds, while the cockpit runs (app and hub).
+
+Each test keeps two steady hosts (8 GPUs each) on one sshd and faults a third host on another
+sshd: the steady hosts must keep their rate, the faulted host must recover by itself, the UI
+must keep answering keys, and no snapshot may show wrong data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cockpit.config import parse_config
+from cockpit.hosts.state import HostState
+from faultrig import (
+    FaultRow,
+    cockpit_running,
+    combined_known_hosts,
+    history_length,
+    report,
+    stream_processes,
+)
+from harness.sshd import SshdHarness, keygen, sshd_available
+
+INTERVAL_MS = 200
+INTERVAL = INTERVAL_MS / 1000.0
+STEADY = ("steady-a", "steady-b")
+EIGHT = {"gpus": 8}
+# The steady hosts must keep their rate: no gap between two samples longer than this.
+STEADY_GAP_LIMIT_S = 1.0
+
+pytestmark = pytest.mark.skipif(not sshd_available(), reason="needs OpenSSH sshd (installed by .ci/run)")
+
+
+def eight_whole_gpus(snap) -> str | None:
+    """What every snapshot of these hosts must show: GPUs 0-7, each with the H200's real totals."""
+    indices = [g.index for g in snap.gpus]
+    if indices != list(range(8)):
+        return f"GPUs {indices}"
+    wrong = [g.index for g in snap.gpus if g.memory_total_mib != 143771 or g.name != "NVIDIA H200" or g.problems]
+    return f"wrong values on GPUs {wrong}" if wrong else None
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    steady = SshdHarness(tmp_path / "steady", addresses=["127.0.0.1", "127.0.0.2"]).start()
+    faulty = SshdHarness(tmp_path / "faulty").start()
+    steady.scenario(EIGHT)
+    faulty.scenario(EIGHT)
+    yield steady, faulty
+    faulty.stop()
+    steady.stop()
+
+
+def fleet_config(tmp_path, steady, faulty, faulty_extra=None, **telemetry):
+    known = combined_known_hosts(tmp_path / "known_hosts", steady, faulty)
+    text = steady.config_toml(
+        steady.host_toml("steady-a", "127.0.0.1") + steady.host_toml("steady-b", "127.0.0.2")
+        + faulty.host_toml("faulty", **(faulty_extra or {})),
+        interval_ms=INTERVAL_MS, known_hosts=known, **telemetry,
+    )
+    path = tmp_path / "cockpit.toml"
+    path.write_text(text)
+    return parse_config(text, str(path)), path
+
+
+async def all_up(run, names, timeout=20.0):
+    for name in names:
+        await run.watch.fresh_after(name, 0.0, timeout)
+
+
+def finish(run, fault, injected, recoveries, start, lost_history=0, note=""):
+    """Report the row, then hold the cockpit to the suite's bar."""
+    end = time.monotonic()
+    missed = run.watch.missed_ticks(STEADY, start, end, INTERVAL)
+    gap = run.watch.max_gap(STEADY, start, end)
+    row = report(FaultRow(fault, injected, run.probe.verdict(), missed + lost_history + len(run.watch.wrong),
+                          recoveries, gap, note))
+    assert not run.watch.wrong, run.watch.wrong[:5]
+    assert lost_history == 0, "the faulted host's history lost samples"
+    assert missed == 0 and gap < STEADY_GAP_LIMIT_S, f"steady hosts stalled: longest gap {gap:.2f} s"
+    assert run.probe.responsive, run.probe.verdict()
+    return row
+
+
+async def test_sshd_killed_and_restarted(hosts, tmp_path):
+    steady, faulty = hosts
+    config, _ = fleet_config(tmp_path, steady, faulty)
+    recoveries, lost = [], 0
+    async with cockpit_running(config, check=eight_whole_gpus) as run:
+        await all_up(run, (*STEADY, "faulty"))
+        start = time.monotonic()
+        for _ in range(3):
+            await asyncio.sleep(0.6)
+            kept = history_length(run.hub, "faulty")
+            faulty.stop()
+            await run.watch.state_in(run.hub, "faulty", {HostState.UNREACHABLE, HostState.STALE}, 10)
+            await run.probe.key_roundtrip()
+            await asyncio.sleep(0.5)
+            faulty.start()
+            back = time.monotonic()
+            recoveries.append(await run.watch.fresh_after("faulty", back, 15))
+            lost += max(0, kept - history_length(run.hub, "faulty"))
+        finish(run, "sshd killed, then restarted", 3, recoveries, start, lost)
+    assert max(recoveries) < 5
+
+
+async def test_sshd_frozen_then_resumed(hosts, tmp_path):
+    """SIGSTOP on sshd and its sessions: keepalives (1 s x 3) notice, reconnects time out, and after
+    SIGCONT the host comes back by itself."""
+    steady, faulty = hosts
+    config, _ = fleet_config(tmp_path, steady, faulty, {"keepalive_interval": 1, "connect_timeout": 2}, stale_after_s=1.0)
+    recoveries, lost = [], 0
+    async with cockpit_running(config, check=eight_whole_gpus) as run:
+        await all_up(run, (*STEADY, "faulty"))
+        start = time.monotonic()
+        for _ in range(2):
+            await asyncio.sleep(0.6)
+            kept = history_length(run.hub, "faulty")
+            faulty.freeze()
+            await run.watch.state_in(run.hub, "faulty", {HostState.STALE, HostState.UNREACHABLE}, 10)
+            await run.probe.key_roundtrip()
+            await asyncio.sleep(4.5)  # past the keepalive limit: the connection is given up
+            faulty.thaw()
+            thawed = time.monotonic()
+            recoveries.append(await run.watch.fresh_after("faulty", thawed, 20))
+            lost += max(0, kept - history_length(run.hub, "faulty"))
+        finish(run, "sshd frozen 4.5 s (SIGSTOP), resumed", 2, recoveries, start, lost)
+    assert max(recoveries) < 8
+
+
+async def test_remote_stream_killed(hosts, tmp_path):
+    steady, faulty = hosts
+    config, _ = fleet_config(tmp_path, steady, faulty)
+    recoveries, killed = [], 0
+    async with cockpit_running(config, check=eight_whole_gpus) as run:
+        await all_up(run, (*STEADY, "faulty"))
+        start = time.monotonic()
+        for _ in range(3):
+            await asyncio.sleep(0.6)
+            streams = stream_processes(faulty)
+            assert len(streams) == 1, streams
+            streams[0].kill()
+            killed += 1
+            gone = time.monotonic()
+            await run.probe.key_roundtrip()
+            recoveries.append(await run.watch.fresh_after("faulty", gone + INTERVAL, 15))
+        monitor = run.hub.monitors["faulty"]
+        assert monitor.streams_started == 4
+        finish(run, "remote nvidia-smi stream killed", killed, recoveries, start)
+    assert max(recoveries) < 3
+
+
+async def test_truncated_and_garbage_lines(hosts, tmp_path):
+    steady, faulty = hosts
+    config, _ = fleet_config(tmp_path, steady, faulty)
+    async with cockpit_running(config, check=eight_whole_gpus) as run:
+        await all_up(run, (*STEADY, "faulty"))
+        start = time.monotonic()
+        faulty.scenario({**EIGHT, "garbage_every": 2, "truncate_every": 3})
+        for _ in range(4):
+            await asyncio.sleep(1.5)
+            await run.probe.key_roundtrip()
+        faulty.scenario(EIGHT)
+        await asyncio.sleep(0.5)
+        injected = (faulty.scenario_dir / "injected.127.0.0.1.log").read_text().split()
+        skipped = run.hub.monitors["faulty"].ticks_skipped
+        # the faulted host kept its rate apart from the ticks whose row was garbled
+        assert run.watch.max_gap(["faulty"], start, time.monotonic()) < 4 * INTERVAL + 0.6
+        finish(run, "truncated and garbage lines", len(injected), [], start,
+               note=f"{injected.count('truncated')} rows cut, {injected.count('garbage')} garbage lines; "
+                    f"{skipped} ticks with a cut row skipped, none shown")
+    assert injected.count("truncated") >= 6 and injected.count("garbage") >= 10
+    assert skipped == injected.count("truncated")
+
+
+async def test_flapping_host(hosts, tmp_path):
+    steady, faulty = hosts
+    config, _ = fleet_config(tmp_path, steady, faulty, {"connect_timeout": 2})
+    recoveries, lost = [], 0
+    async with cockpit_running(config, check=eight_whole_gpus) as run:
+        await all_up(run, (*STEADY, "faulty"))
+        start = time.monotonic()
+        for _ in range(5):
+            kept = history_length(run.hub, "faulty")
+            faulty.stop()
+            await asyncio.sleep(1.0)
+            faulty.start()
+            back = time.monotonic()
+            recoveries.append(await run.watch.fresh_after("faulty", back, 15))
+            lost += max(0, kept - history_length(run.hub, "faulty"))
+            await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - back)))
+        await run.probe.key_roundtrip()
+        finish(run, "host flapping (down 1 s every ~3 s)", 5, recoveries, start, lost)
+    # the backoff is reset by each good sample, so the fifth recovery is no slower than the first
+    assert max(recoveries) < 3
+
+
+async def test_host_key_changes(hosts, tmp_path):
+    """The host comes back with another key: refused (never shown as up) until the operator trusts
+    the new key; then it recovers by itself within a second of known_hosts changing."""
+    steady, faulty = hosts
+    config, path = fleet_config(tmp_path, steady, faulty, {"connect_timeout": 2})
+    async with cockpit_running(config, check=eight_whole_gpus) as run:
+        await all_up(run, (*STEADY, "faulty"))
+        start = time.monotonic()
+        faulty.stop()
+        for suffix in ("", ".pub"):
+            os.remove(str(faulty.host_key) + suffix)
+        keygen(faulty.host_key, "rotated")
+        faulty.start()
+        rotated = time.monotonic()
+        await run.watch.state_in(run.hub, "faulty", {HostState.HOST_KEY_CHANGED}, 10)
+        assert "HOST KEY CHANGED" in run.hub.latest["faulty"].error
+        await asyncio.sleep(2.0)
+        await run.probe.key_roundtrip()
+        assert [t for t in run.watch.fresh["faulty"] if t > rotated] == [], "a changed key was accepted"
+        # the operator's fix: drop the old entry, trust the new key (both real commands)
+        entry = f"[127.0.0.1]:{faulty.port}"
+        subprocess.run(["ssh-keygen", "-R", entry, "-f", str(tmp_path / "known_hosts")], check=True, capture_output=True)
+        trust = subprocess.run([sys.executable, "-m", "cockpit", "trust", "faulty", "--yes", "--config", str(path)],
+                               capture_output=True, text=True, timeout=60)
+        assert trust.returncode == 0, trust.stderr
+        trusted = time.monotonic()
+        recovery = await run.watch.fresh_after("faulty", trusted, 10)
+        finish(run, "host key changed, then trusted", 1, [recovery], start,
+               note="refused until trusted; recovery counted from `cockpit trust`")
+    assert recovery < 3
+
+
+async def test_slow_host(hosts, tmp_path):
+    """Two seconds per reply: the slow host shows what it has, the others keep their rate."""
+    steady, faulty = hosts
+    faulty.scenario({**EIGHT, "delay_s": 2.0})
+    config, _ = fleet_config(tmp_path, steady, faulty, stale_after_s=3.0)
+    async with cockpit_running(config, check=eight_whole_gpus) as run:
+        await all_up(run, STEADY)
+        start = time.monotonic()
+        await run.watch.fresh_after("faulty", 0.0, 20)
+        for _ in range(3):
+            await asyncio.sleep(1.5)
+            await run.probe.key_roundtrip()
+        slow_samples = len(run.watch.fresh["faulty"])
+        assert run.hub.latest["faulty"].state is HostState.UP
+        faulty.scenario(EIGHT)
+        fast = time.monotonic()
+        # recovered: back at its own rate (three samples within four intervals)
+        while True:
+            recent = [t for t in run.watch.fresh["faulty"] if t > fast]
+            if len(recent) >= 3 and recent[-1] - recent[-3] < 4 * INTERVAL:
+                break
+            assert time.monotonic() - fast < 10, "the host did not get its rate back"
+            await asyncio.sleep(0.02)
+        finish(run, "slow host (2 s per reply)", slow_samples, [recent[-3] - fast], start,
+               note="recovery: back at its rate after the delay ended")
