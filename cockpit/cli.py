@@ -670,11 +670,10 @@ def _cmd_fix_keys(args) -> int:
     plan = run(True)
     for note in plan.recovered:
         print(f"note: {note}", file=sys.stderr)
-    if plan.changed == 0 and not plan.index_renames:
+    if plan.changed == 0 and not plan.index_renames and (not plan.recovered or args.dry_run):
         message = "nothing to change: no key matches " + ", ".join(f"'{old}'" for old, _ in rules)
         print(json.dumps({**plan.to_json(), "message": message}, indent=2) if args.json else message)
-        if not plan.recovered or args.dry_run:
-            return EXIT_OK
+        return EXIT_OK
     if args.dry_run:
         print(json.dumps(plan.to_json(), indent=2) if args.json else "would rename:\n" + _describe_fix(plan))
         return EXIT_OK

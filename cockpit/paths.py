@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
+import time
 from pathlib import Path
 
 APP = "cockpit"
@@ -31,6 +33,21 @@ def default_config_path() -> Path:
     return config_dir() / "config.toml"
 
 
+STALE_TEMP_S = 60.0
+
+
+def _sweep_stale_temps(path: Path) -> None:
+    """Remove temporary files of earlier writes to `path` that a killed process left behind (old
+    enough that no live writer can still own them).  They were never the file; nothing is lost."""
+    cutoff = time.time() - STALE_TEMP_S
+    for temp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            if temp.stat().st_mtime < cutoff:
+                temp.unlink()
+        except OSError:
+            pass
+
+
 def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
     """Write *data* to *path* so that readers see the old file or the new one, never a torn one.
 
@@ -54,6 +71,7 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         except FileNotFoundError:
             pass
         raise
+    _sweep_stale_temps(path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -50,3 +50,20 @@ def write_config(tmp_path: Path, text: str, name: str = "cockpit.toml") -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The fault suite's table (tests/faults), when any of it ran."""
+    import json
+
+    from harness.faultreport import REPORT, format_table
+
+    if not REPORT:
+        return
+    terminalreporter.write_sep("=", "fault suite")
+    for line in format_table(REPORT).splitlines():
+        terminalreporter.write_line(line)
+    target = os.environ.get("COCKPIT_FAULT_REPORT")
+    if target:
+        with open(target, "w", encoding="utf-8") as handle:
+            json.dump([row.as_dict() for row in REPORT], handle, indent=2)

@@ -147,20 +147,44 @@ def read_header_via(ops, path: str) -> Header:
 # --- journal ----------------------------------------------------------------------------------------
 
 
-def recover(ops, path: str) -> str | None:
-    """Finish or undo an interrupted in-place fix of `path`.  Returns what was done, or None."""
+def _read_journal(ops, path: str) -> tuple[bytes, bool] | None:
+    """The journal of an interrupted fix of `path`: (the old prefix and header, whether the new
+    header had been written whole), or None when there is no journal."""
     journal = path + JOURNAL_SUFFIX
     if not ops.exists(journal):
         return None
     blob = ops.read(journal, 0, 200 * 1024 * 1024)
-    if not blob.startswith(JOURNAL_MAGIC):
-        raise CockpitError(f"{journal}: not a cockpit journal; move it aside by hand")
-    meta_end = blob.index(b"\n", len(JOURNAL_MAGIC))
-    meta = json.loads(blob[len(JOURNAL_MAGIC):meta_end])
+    try:
+        if not blob.startswith(JOURNAL_MAGIC):
+            raise ValueError("no journal header")
+        meta_end = blob.index(b"\n", len(JOURNAL_MAGIC))
+        meta = json.loads(blob[len(JOURNAL_MAGIC):meta_end])
+        length, new_sha = int(meta["header_len"]), str(meta["new_header_sha256"])
+    except (ValueError, KeyError, TypeError):
+        raise CockpitError(f"{journal}: not a cockpit journal; move it aside by hand") from None
     old = blob[meta_end + 1:]
-    length = meta["header_len"]
-    current = ops.read(path, 8, length)
-    if hashlib.sha256(current).hexdigest() == meta["new_header_sha256"]:
+    completed = hashlib.sha256(ops.read(path, 8, length)).hexdigest() == new_sha
+    return old, completed
+
+
+def header_after_recovery(ops, path: str) -> Header:
+    """The header `path` will have once an interrupted fix is finished or undone: what a dry run
+    must plan from (the header on disk may be half written)."""
+    journal = _read_journal(ops, path)
+    if journal is None or journal[1]:
+        return read_header_via(ops, path)
+    old = journal[0]
+    return parse_header_bytes(old[:8], old[8:], ops.size(path), path)
+
+
+def recover(ops, path: str) -> str | None:
+    """Finish or undo an interrupted in-place fix of `path`.  Returns what was done, or None."""
+    journal_data = _read_journal(ops, path)
+    if journal_data is None:
+        return None
+    journal = path + JOURNAL_SUFFIX
+    old, completed = journal_data
+    if completed:
         ops.unlink(journal)
         return f"{path}: an interrupted fix had completed; kept the new header"
     ops.write_at(path, 0, old)
@@ -278,7 +302,7 @@ def fix_keys(path: str | Path, rules=DEFAULT_RULES, dry_run: bool = False, ops=N
             report.recovered.append(f"{file}: has a journal of an interrupted fix (a real run repairs it first)")
     plans = []
     for file in files:
-        header = read_header_via(ops, str(file))
+        header = header_after_recovery(ops, str(file)) if dry_run else read_header_via(ops, str(file))
         plan, _raw, new_bytes = plan_file(header, rules)
         report.files.append(plan)
         plans.append((header, plan, new_bytes))

@@ -102,12 +102,26 @@ def read_headers(path: Path) -> list[Header]:
 
 def inspect_draft(path: str | Path) -> DraftReport:
     """Raises CockpitError (exit 2) when the weights cannot be read at all; problems otherwise."""
+    from cockpit.drafter.fixkeys import JOURNAL_SUFFIX
+
     path = Path(path)
-    headers = read_headers(path)
+    journals = [Path(str(f) + JOURNAL_SUFFIX) for f in weight_files(path)]
+    journals = [j for j in journals if j.exists()]
+    fix = f"cockpit drafter fix-keys {path}   (finishes or undoes the interrupted fix first)"
+    try:
+        headers = read_headers(path)
+    except HeaderError as exc:
+        if journals:
+            raise HeaderError(f"{exc}; an interrupted fix-keys left {journals[0]}: run `{fix.split('   ')[0]}` to repair it") from None
+        raise
     directory = path if path.is_dir() else path.parent
     config_path = directory / "config.json"
     config_text = config_path.read_text() if config_path.exists() else None
-    return build_report(str(path), headers, config_text, str(config_path))
+    report = build_report(str(path), headers, config_text, str(config_path))
+    for journal in journals:
+        report.problems.insert(0, Problem("interrupted_fix", f"{journal}: an interrupted `cockpit drafter fix-keys` left its "
+                                          "journal; the header may be half written", RANGES, fix=fix))
+    return report
 
 
 def build_report(path: str, headers: list[Header], config_text: str | None, config_name: str) -> DraftReport:

@@ -151,12 +151,12 @@ class Transport(abc.ABC):
         """A TCP connection made from the host's side (through SSH: a direct-tcpip channel):
         (reader, writer) with asyncio stream semantics.  Raises OSError/TransportError."""
 
-    @abc.abstractmethod
     def user_files(self) -> list[str]:
         """Files the user edits to fix a refused connection (known_hosts, keys): a change to one of
         them is worth an immediate retry."""
         return []
 
+    @abc.abstractmethod
     async def stat_size(self, path: str) -> int | None:
         """Size of a file on the host, None if it does not exist."""
 

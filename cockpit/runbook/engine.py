@@ -174,9 +174,9 @@ class Runbook:
                 self.store.audit("declined", step=spec.name, host=spec.host, plan=text)
                 return StepResult(StepState.FAILED, self.clock(), self.clock(), "not confirmed: nothing was done")
             self.store.audit("confirmed", step=spec.name, host=spec.host, plan=text)
+        self.store.audit("run", step=spec.name, kind=spec.kind, host=spec.host, note=note, forced_reason=forced_reason)
         self.results[spec.name] = StepResult(StepState.RUNNING, started_at=self.clock(), runner_pid=os.getpid(), forced_reason=forced_reason)
         self._changed()
-        self.store.audit("run", step=spec.name, kind=spec.kind, host=spec.host, note=note, forced_reason=forced_reason)
         try:
             result = await kind.run(context, spec, planned)
         except (TransportError, CockpitError) as exc:
@@ -188,9 +188,11 @@ class Runbook:
         return self._record(spec, replace(result, forced_reason=forced_reason, runner_pid=None))
 
     def _record(self, spec: StepSpec, result: StepResult) -> StepResult:
+        # The audit record goes first (write-ahead): a crash between the two leaves a record whose
+        # change the state does not show, never a change without its record.
+        self.store.audit("result", step=spec.name, state=result.state.value, message=result.message, evidence=result.evidence)
         self.results[spec.name] = result
         self._changed()
-        self.store.audit("result", step=spec.name, state=result.state.value, message=result.message, evidence=result.evidence)
         return result
 
     async def run_step(self, name: str, confirm: Confirm = deny, force_reason: str | None = None,

@@ -76,7 +76,8 @@ class StateStore:
 
     def audit(self, event: str, **fields: Any) -> None:
         """Append one event.  One write() of one line with O_APPEND, then fsync: a crash can cut
-        only the last line, which readers skip."""
+        only the last line, which readers skip.  The engine writes it before the state change it
+        records, so every change in the state file has its record."""
         record = {"time": time.time(), "event": event, "pid": os.getpid(), **fields}
         line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
         self.root.mkdir(parents=True, exist_ok=True)

@@ -95,6 +95,7 @@ async def test_sshd_killed_and_restarted(hosts, tmp_path):
     async with cockpit_running(config, check=eight_whole_gpus) as run:
         await all_up(run, (*STEADY, "faulty"))
         start = time.monotonic()
+        run.probe.reset()  # the fault window, not the start-up
         for _ in range(3):
             await asyncio.sleep(0.6)
             kept = history_length(run.hub, "faulty")
@@ -119,6 +120,7 @@ async def test_sshd_frozen_then_resumed(hosts, tmp_path):
     async with cockpit_running(config, check=eight_whole_gpus) as run:
         await all_up(run, (*STEADY, "faulty"))
         start = time.monotonic()
+        run.probe.reset()  # the fault window, not the start-up
         for _ in range(2):
             await asyncio.sleep(0.6)
             kept = history_length(run.hub, "faulty")
@@ -141,6 +143,7 @@ async def test_remote_stream_killed(hosts, tmp_path):
     async with cockpit_running(config, check=eight_whole_gpus) as run:
         await all_up(run, (*STEADY, "faulty"))
         start = time.monotonic()
+        run.probe.reset()  # the fault window, not the start-up
         for _ in range(3):
             await asyncio.sleep(0.6)
             streams = stream_processes(faulty)
@@ -162,6 +165,7 @@ async def test_truncated_and_garbage_lines(hosts, tmp_path):
     async with cockpit_running(config, check=eight_whole_gpus) as run:
         await all_up(run, (*STEADY, "faulty"))
         start = time.monotonic()
+        run.probe.reset()  # the fault window, not the start-up
         faulty.scenario({**EIGHT, "garbage_every": 2, "truncate_every": 3})
         for _ in range(4):
             await asyncio.sleep(1.5)
@@ -186,6 +190,7 @@ async def test_flapping_host(hosts, tmp_path):
     async with cockpit_running(config, check=eight_whole_gpus) as run:
         await all_up(run, (*STEADY, "faulty"))
         start = time.monotonic()
+        run.probe.reset()  # the fault window, not the start-up
         for _ in range(5):
             kept = history_length(run.hub, "faulty")
             faulty.stop()
@@ -209,6 +214,7 @@ async def test_host_key_changes(hosts, tmp_path):
     async with cockpit_running(config, check=eight_whole_gpus) as run:
         await all_up(run, (*STEADY, "faulty"))
         start = time.monotonic()
+        run.probe.reset()  # the fault window, not the start-up
         faulty.stop()
         for suffix in ("", ".pub"):
             os.remove(str(faulty.host_key) + suffix)
@@ -241,6 +247,7 @@ async def test_slow_host(hosts, tmp_path):
     async with cockpit_running(config, check=eight_whole_gpus) as run:
         await all_up(run, STEADY)
         start = time.monotonic()
+        run.probe.reset()  # the fault window, not the start-up
         await run.watch.fresh_after("faulty", 0.0, 20)
         for _ in range(3):
             await asyncio.sleep(1.5)
