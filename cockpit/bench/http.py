@@ -34,11 +34,17 @@ async def default_opener(host: str, port: int):
     return await asyncio.open_connection(host, port, limit=1 << 20)
 
 
+class BadReply(ConnectionError):
+    """What came back is not HTTP (another service on the port, a proxy's garbage, a cut reply)."""
+
+
 async def _read_headers(reader) -> tuple[int, dict[str, str]]:
     status_line = await reader.readline()
     if not status_line:
         raise ConnectionError("the server closed the connection before answering")
     parts = status_line.decode("latin-1").split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise BadReply(f"not an HTTP reply: {status_line[:60]!r}")
     status = int(parts[1])
     headers: dict[str, str] = {}
     while True:
@@ -51,6 +57,16 @@ async def _read_headers(reader) -> tuple[int, dict[str, str]]:
 
 
 async def _body_chunks(reader, headers: dict[str, str]) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in _raw_body_chunks(reader, headers):
+            yield chunk
+    except ValueError as exc:  # a chunk size or length that is not a number
+        raise BadReply(f"malformed HTTP body: {exc}") from None
+    except asyncio.IncompleteReadError:
+        raise BadReply("the reply was cut off in the middle of a chunk") from None
+
+
+async def _raw_body_chunks(reader, headers: dict[str, str]) -> AsyncIterator[bytes]:
     if headers.get("transfer-encoding", "").lower() == "chunked":
         while True:
             size_line = await reader.readline()

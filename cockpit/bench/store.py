@@ -42,10 +42,30 @@ def load_run(path: str | Path) -> dict[str, Any]:
         raise CockpitError(f"{path}: no such benchmark run") from None
     except (OSError, ValueError) as exc:
         raise CockpitError(f"{path}: not a benchmark run ({exc})") from None
-    if summary.get("type") != "summary":
+    if not isinstance(summary, dict) or summary.get("type") != "summary":
         raise CockpitError(f"{path}: not a benchmark run (no summary line)")
+    _check_summary(path, summary)
     summary["file"] = str(path)
     return summary
+
+
+_NUMBERS = ("concurrency", "requests", "failed", "output_throughput_tok_s", "accept_length", "duration_s", "warmup")
+_PERCENTILES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "chunk_ms")
+
+
+def _check_summary(path: Path, summary: dict[str, Any]) -> None:
+    """The fields `bench report` computes with must be what `bench run` writes (a hand-edited or
+    foreign file is named, not a traceback)."""
+    def number(value) -> bool:
+        return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+    bad = [k for k in _NUMBERS if not number(summary.get(k))]
+    bad += [k for k in _PERCENTILES if summary.get(k) is not None and not (
+        isinstance(summary[k], dict) and all(number(v) for v in summary[k].values()))]
+    if not isinstance(summary.get("label", ""), (str, type(None))):
+        bad.append("label")
+    if bad:
+        raise CockpitError(f"{path}: not a benchmark run this cockpit wrote (odd field(s): {', '.join(bad)})")
 
 
 def list_runs() -> list[Path]:

@@ -126,9 +126,10 @@ async def server_info(transport, port: int) -> dict[str, Any]:
             continue
         if status == 200:
             try:
-                return json.loads(body)
+                data = json.loads(body)
             except ValueError:
                 return {}
+            return data if isinstance(data, dict) else {}
     return {}
 
 

@@ -116,7 +116,7 @@ def inspect_draft(path: str | Path) -> DraftReport:
         raise
     directory = path if path.is_dir() else path.parent
     config_path = directory / "config.json"
-    config_text = config_path.read_text() if config_path.exists() else None
+    config_text = config_path.read_bytes().decode("utf-8", errors="replace") if config_path.exists() else None
     report = build_report(str(path), headers, config_text, str(config_path))
     for journal in journals:
         report.problems.insert(0, Problem("interrupted_fix", f"{journal}: an interrupted `cockpit drafter fix-keys` left its "

@@ -53,15 +53,26 @@ class StepResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "StepResult":
+        """Raises ValueError/TypeError for a record of the wrong shape (a hand-edited state file)."""
+        def typed(key, kinds):
+            value = data.get(key)
+            if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+                raise TypeError(f"'{key}' is {type(value).__name__}")
+            return value
+
+        evidence = data.get("evidence") or {}
+        if not isinstance(evidence, dict):
+            raise TypeError("'evidence' is not a table")
+        reason = typed("forced_reason", str)
         return cls(
             state=StepState(data["state"]),
-            started_at=data.get("started_at"),
-            finished_at=data.get("finished_at"),
+            started_at=typed("started_at", (int, float)),
+            finished_at=typed("finished_at", (int, float)),
             message=str(data.get("message", "")),
-            evidence=dict(data.get("evidence") or {}),
+            evidence=evidence,
             output=str(data.get("output", "")),
-            forced_reason=data.get("forced_reason"),
-            runner_pid=data.get("runner_pid"),
+            forced_reason=reason,
+            runner_pid=typed("runner_pid", int),
         )
 
     def with_state(self, state: StepState, message: str | None = None) -> "StepResult":

@@ -35,7 +35,7 @@ class StateStore:
 
     def load(self) -> dict[str, StepResult]:
         try:
-            raw = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return {}
         except OSError as exc:
@@ -43,8 +43,8 @@ class StateStore:
         try:
             data = json.loads(raw)
             steps = data["steps"]
-            return {name: StepResult.from_json(result) for name, result in steps.items()}
-        except (ValueError, KeyError, TypeError) as exc:
+            return {str(name): StepResult.from_json(result) for name, result in steps.items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CockpitError(
                 f"{self.path}: runbook state is not readable ({type(exc).__name__}: {exc}); "
                 f"move it aside or run `cockpit plan reset` to start over"
@@ -52,13 +52,13 @@ class StateStore:
 
     def load_overrides(self) -> dict[str, list[str]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(self.path.read_bytes())
         except (OSError, ValueError):
             return {}
         overrides = data.get("overrides") if isinstance(data, dict) else None
         if not isinstance(overrides, dict):
             return {}
-        return {k: [str(w) for w in v] for k, v in overrides.items() if isinstance(v, list)}
+        return {str(k): [str(w) for w in v] for k, v in overrides.items() if isinstance(v, list)}
 
     def save(self, results: dict[str, StepResult], overrides: dict[str, list[str]] | None = None) -> None:
         payload = {"format": FORMAT, "runbook": self.runbook_id, "saved_at": time.time(),
@@ -96,7 +96,9 @@ class StateStore:
         records = []
         for line in lines:
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except ValueError:
                 continue  # a line cut by a crash
+            if isinstance(record, dict):
+                records.append(record)
         return records

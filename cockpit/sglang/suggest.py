@@ -48,6 +48,8 @@ def _speculative_config(value: str | None, schema: FlagSchema | None) -> Suggest
         data = json.loads(value or "")
     except ValueError:
         data = {}
+    if not isinstance(data, dict):
+        data = {}
     words: list[str] = []
     method = str(data.get("method", "")).lower()
     if method in ("eagle3", "eagle"):

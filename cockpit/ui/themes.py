@@ -27,8 +27,13 @@ def theme_dirs() -> list[Path]:
 def load_theme_file(path: Path) -> Theme:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(str(path), f"not a readable theme: {exc}") from None
+    for key in ("name", "base", *COLOUR_KEYS):
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(str(path), f"'{key}' must be a string (a colour such as \"#1e90ff\")", key=key)
+    if "dark" in data and not isinstance(data["dark"], bool):
+        raise ConfigError(str(path), "'dark' must be true or false", key="dark")
     name = data.get("name") or path.stem
     base = data.get("base")
     if base is not None:

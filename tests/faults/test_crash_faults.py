@@ -135,7 +135,7 @@ def test_sigkill_during_state_writes(tmp_path):
         torn = len(store.audit_path.read_bytes().splitlines()) - len(store.audit_records())
         lost += torn + len(set(range(1, n + 1)) - set(audited))  # every state written has its record
     leftovers = list(root.glob(".crash.json.*.tmp"))
-    report(FaultRow("SIGKILL during state writes", kills, CLI_ONLY, lost, [], note=f"{confirmed} writes confirmed; "
+    report(FaultRow("SIGKILL during state writes", kills, CLI_ONLY, lost, recoveries, note=f"{confirmed} writes confirmed; "
                     f"{len(leftovers)} temp files left (never read; swept after 60 s); recovery: loading the state"))
     assert lost == 0 and confirmed > 40
 

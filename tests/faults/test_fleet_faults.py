@@ -50,7 +50,7 @@ async def test_64_hosts_a_third_dead(fleet, tmp_path):
             await asyncio.sleep(2.0)
             await run.probe.key_roundtrip()
         assert all(run.hub.latest[n].state is HostState.UNREACHABLE for n in dead_names)
-        dead.start()
+        await asyncio.to_thread(dead.start)  # blocking test plumbing stays off the cockpit's loop
         revived = time.monotonic()
         recoveries = [await run.watch.fresh_after(name, revived, 30) for name in dead_names]
         await run.probe.key_roundtrip()

@@ -99,11 +99,11 @@ async def test_sshd_killed_and_restarted(hosts, tmp_path):
         for _ in range(3):
             await asyncio.sleep(0.6)
             kept = history_length(run.hub, "faulty")
-            faulty.stop()
+            await asyncio.to_thread(faulty.stop)  # blocking test plumbing stays off the cockpit's loop
             await run.watch.state_in(run.hub, "faulty", {HostState.UNREACHABLE, HostState.STALE}, 10)
             await run.probe.key_roundtrip()
             await asyncio.sleep(0.5)
-            faulty.start()
+            await asyncio.to_thread(faulty.start)
             back = time.monotonic()
             recoveries.append(await run.watch.fresh_after("faulty", back, 15))
             lost += max(0, kept - history_length(run.hub, "faulty"))
@@ -124,11 +124,11 @@ async def test_sshd_frozen_then_resumed(hosts, tmp_path):
         for _ in range(2):
             await asyncio.sleep(0.6)
             kept = history_length(run.hub, "faulty")
-            faulty.freeze()
+            await asyncio.to_thread(faulty.freeze)
             await run.watch.state_in(run.hub, "faulty", {HostState.STALE, HostState.UNREACHABLE}, 10)
             await run.probe.key_roundtrip()
             await asyncio.sleep(4.5)  # past the keepalive limit: the connection is given up
-            faulty.thaw()
+            await asyncio.to_thread(faulty.thaw)
             thawed = time.monotonic()
             recoveries.append(await run.watch.fresh_after("faulty", thawed, 20))
             lost += max(0, kept - history_length(run.hub, "faulty"))
@@ -193,9 +193,9 @@ async def test_flapping_host(hosts, tmp_path):
         run.probe.reset()  # the fault window, not the start-up
         for _ in range(5):
             kept = history_length(run.hub, "faulty")
-            faulty.stop()
+            await asyncio.to_thread(faulty.stop)
             await asyncio.sleep(1.0)
-            faulty.start()
+            await asyncio.to_thread(faulty.start)
             back = time.monotonic()
             recoveries.append(await run.watch.fresh_after("faulty", back, 15))
             lost += max(0, kept - history_length(run.hub, "faulty"))
@@ -215,11 +215,11 @@ async def test_host_key_changes(hosts, tmp_path):
         await all_up(run, (*STEADY, "faulty"))
         start = time.monotonic()
         run.probe.reset()  # the fault window, not the start-up
-        faulty.stop()
+        await asyncio.to_thread(faulty.stop)
         for suffix in ("", ".pub"):
             os.remove(str(faulty.host_key) + suffix)
-        keygen(faulty.host_key, "rotated")
-        faulty.start()
+        await asyncio.to_thread(keygen, faulty.host_key, "rotated")
+        await asyncio.to_thread(faulty.start)
         rotated = time.monotonic()
         await run.watch.state_in(run.hub, "faulty", {HostState.HOST_KEY_CHANGED}, 10)
         assert "HOST KEY CHANGED" in run.hub.latest["faulty"].error
@@ -228,8 +228,9 @@ async def test_host_key_changes(hosts, tmp_path):
         assert [t for t in run.watch.fresh["faulty"] if t > rotated] == [], "a changed key was accepted"
         # the operator's fix: drop the old entry, trust the new key (both real commands)
         entry = f"[127.0.0.1]:{faulty.port}"
-        subprocess.run(["ssh-keygen", "-R", entry, "-f", str(tmp_path / "known_hosts")], check=True, capture_output=True)
-        trust = subprocess.run([sys.executable, "-m", "cockpit", "trust", "faulty", "--yes", "--config", str(path)],
+        await asyncio.to_thread(subprocess.run, ["ssh-keygen", "-R", entry, "-f", str(tmp_path / "known_hosts")],
+                                check=True, capture_output=True)
+        trust = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "cockpit", "trust", "faulty", "--yes", "--config", str(path)],
                                capture_output=True, text=True, timeout=60)
         assert trust.returncode == 0, trust.stderr
         trusted = time.monotonic()
