@@ -297,6 +297,6 @@ def test_speculative_config_values(value):
 def test_zz_bad_input_row():
     """The table row for this file (runs last in it)."""
     total = sum(COUNTS.values())
-    report(FaultRow("bad input (hypothesis, 15 parsers)", total, "n/a", 0, [],
-                    note=", ".join(f"{k}: {v}" for k, v in sorted(COUNTS.items()))[:200]))
+    report(FaultRow(f"bad input (hypothesis, {len(COUNTS)} kinds of input)", total, "n/a", 0, [],
+                    note="examples; every one ended in a named error or a result (failures fail the test above)"))
     assert total > 0

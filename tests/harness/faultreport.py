@@ -18,11 +18,14 @@ class FaultRow:
     note: str = ""
 
     def recovery_text(self) -> str:
+        def seconds(value: float) -> str:
+            return f"{value * 1000:.1f} ms" if value < 0.1 else f"{value:.2f} s"
+
         if not self.recovery_s:
             return "-"
         if len(self.recovery_s) == 1:
-            return f"{self.recovery_s[0]:.2f} s"
-        return f"median {statistics.median(self.recovery_s):.2f} / max {max(self.recovery_s):.2f} s"
+            return seconds(self.recovery_s[0])
+        return f"median {seconds(statistics.median(self.recovery_s))} / max {seconds(max(self.recovery_s))}"
 
     def as_dict(self) -> dict:
         return asdict(self)
