@@ -48,7 +48,10 @@ class HostPane(Widget, can_focus=True):
         self.snapshot = HostSnapshot(name=host.name, state=HostState.CONNECTING, roles=host.roles)
         self.history: HostHistory | None = None
         self._signatures: list[tuple] = []
-        self._strips: list[Strip] = []
+        # Lines are rendered to strips when the compositor asks for them (render_line), so a pane
+        # scrolled out of view costs its text only, not its segments (64 hosts: most are).
+        self._lines: list[Text] = []
+        self._strips: list[Strip | None] = []
         self.lines_repainted = 0
         self.zoomed_gpu: int | None = None  # one GPU shown in detail (keys 0-9 while the host is zoomed)
         self._rendered_title: tuple | None = None
@@ -108,7 +111,8 @@ class HostPane(Widget, can_focus=True):
         height = len(lines) + 2  # lines plus the border
         if force or width != self._rendered_width or len(signatures) != len(self._signatures):
             self._signatures = signatures
-            self._strips = [self._strip(line, width) for line in lines]
+            self._lines = lines
+            self._strips = [None] * len(lines)
             self._rendered_width = width
             self.renders += 1
             if self.styles.height is None or self.styles.height.value != height:
@@ -118,9 +122,10 @@ class HostPane(Widget, can_focus=True):
         # Same shape: repaint only the lines that changed (an idle GPU's line rarely does).
         for y, (old, new) in enumerate(zip(self._signatures, signatures)):
             if old != new:
-                self._strips[y] = self._strip(lines[y], width)
+                self._strips[y] = None
                 self.refresh(Region(0, y, width, 1))
                 self.lines_repainted += 1
+        self._lines = lines
         self._signatures = signatures
 
     def _strip(self, line: Text, width: int) -> Strip:
@@ -132,6 +137,8 @@ class HostPane(Widget, can_focus=True):
         width = self.content_region.width or self._rendered_width
         if 0 <= y < len(self._strips):
             strip = self._strips[y]
+            if strip is None:
+                strip = self._strips[y] = self._strip(self._lines[y], self._rendered_width)
             return strip if strip.cell_length == width else strip.crop_extend(0, width, None)
         return Strip.blank(width)
 
