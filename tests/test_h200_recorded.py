@@ -1,5 +1,7 @@
 """Replays of the exact queries the cockpit runs, recorded on a real H200 (tests/fixtures/README.md)."""
 
+import json
+
 import pytest
 
 from cockpit.telemetry.smi import GpuStreamAssembler, parse_apps, parse_gpu_table
@@ -57,3 +59,28 @@ def test_nvml_memory_matches_nvidia_smi(fixtures, state, smi_file):
     assert gpus[0].memory_used_mib == used and gpus[0].memory_total_mib == total
     assert gpus[0].power_w == pytest.approx(692.369) and gpus[0].sm_clock_mhz is None and gpus[0].problems == ()
     assert (len(procs) == 1) is (state == "busy")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "SIGINT"])
+def test_a_killed_real_stream_ends_on_whole_rows(fixtures, how):
+    """Recorded on the H200: a killed `-lms` stream leaves only whole GPU rows, and the stand-in
+    exits the way the real nvidia-smi did."""
+    import signal
+    import subprocess
+    import time
+
+    from harness.sshd import STANDIN_DIR
+
+    folder = fixtures / "gpu" / "h200_stream_faults"
+    raw = (folder / f"killed_{how}.bin").read_text()
+    assembler = GpuStreamAssembler()
+    ticks = [t for t in (assembler.feed(line) for line in raw.splitlines()) if t]
+    assert len(ticks) >= 8 and assembler.garbage_lines == 0
+    assert all([g.index for g in t[0]] == [0] and t[0][0].memory_total_mib == 143771 for t in ticks)
+    recorded = json.loads((folder / "killed.json").read_text())[how]["exit"]
+    standin = subprocess.Popen([str(STANDIN_DIR / "nvidia-smi"), "--query-gpu=index", "--format=csv,noheader", "-lms", "100"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    standin.send_signal(getattr(signal, how))
+    standin.communicate(timeout=10)
+    assert standin.returncode == recorded
