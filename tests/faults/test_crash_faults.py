@@ -53,8 +53,8 @@ def timed(fn, *args, **kwargs):
 
 STEPS = "".join(
     f'\n[[runbook.steps]]\nname = "{name}"\nkind = "command"\nhost = "here"\nargv = ["sleep", "0.4"]\n'
-    for name in ("one", "two", "three", "four", "five")
-)
+    for name in ("one", "two", "three", "four", "five", "six", "seven", "eight")
+)  # 3.2 s of steps: a run killed within 1.6 s cannot finish them all, so at least 2 kills land
 
 
 def test_sigkill_during_runbook_steps(tmp_path):
@@ -87,8 +87,8 @@ def test_sigkill_during_runbook_steps(tmp_path):
     shown = json.loads(cli("plan", "show", "--json", "--config", str(config)).stdout)["steps"]
     report(FaultRow("SIGKILL during runbook steps", kills, CLI_ONLY, lost, recoveries,
                     note="recovery: restarted `plan show` answers; the next run resumes"))
-    assert lost == 0 and kills >= 3
-    assert [s["state"] for s in shown] == ["passed"] * 5
+    assert lost == 0 and kills >= 2
+    assert [s["state"] for s in shown] == ["passed"] * 8
 
 
 # --- a state write -------------------------------------------------------------------------------
