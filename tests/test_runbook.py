@@ -309,3 +309,45 @@ def test_runbook_config_errors_name_line_and_key(steps, line, key, fragment):
     assert info.value.line == line + header.count("\n")
     assert info.value.key == key
     assert fragment in str(info.value)
+
+
+async def test_refresh_follows_another_process_and_dead_runners(tmp_path):
+    """Two cockpits on one runbook: each sees what the other recorded, and a step whose runner died
+    (or whose pid now belongs to another process) turns interrupted, without a restart."""
+    from cockpit.runbook.engine import process_start
+
+    config = parse_config('[hosts.here]\nlocal = true\n\n[runbook]\nname = "two"\n\n[[runbook.steps]]\nname = "a"\n'
+                          'kind = "command"\nhost = "here"\nargv = ["true"]\n\n[[runbook.steps]]\nname = "b"\n'
+                          'kind = "command"\nhost = "here"\nargv = ["true"]\n')
+    spec = parse_runbook(config)
+    store = StateStore("two", tmp_path / "state")
+    ui = Runbook(spec, TelemetryHub(config), StateStore("two", tmp_path / "state"))
+    cli_side = Runbook(spec, TelemetryHub(config), store)
+    told = []
+    ui.subscribe(lambda: told.append(1))
+    assert not ui.refresh()
+    assert (await cli_side.run_step("a", yes)).state is StepState.PASSED
+    assert ui.refresh() and ui.results["a"].state is StepState.PASSED and told
+    # b "runs" in a process that is alive but is not the runner (its start time differs): interrupted
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        from dataclasses import replace
+
+        from cockpit.runbook.model import StepResult
+        cli_side.results["b"] = StepResult(StepState.RUNNING, started_at=time.time(), runner_pid=sleeper.pid,
+                                           runner_started=process_start(sleeper.pid))
+        cli_side._save()
+        assert ui.refresh() and ui.results["b"].state is StepState.RUNNING  # its runner lives
+        cli_side.results["b"] = replace(cli_side.results["b"], runner_started=process_start(sleeper.pid) - 1)
+        cli_side._save()
+        assert ui.refresh() and ui.results["b"].state is StepState.FAILED and "interrupted" in ui.results["b"].message
+        # a killed runner that nobody reaped yet (a zombie) is dead too
+        cli_side.results["b"] = replace(cli_side.results["b"], state=StepState.RUNNING, runner_started=process_start(sleeper.pid))
+        cli_side._save()
+        assert ui.refresh() and ui.results["b"].state is StepState.RUNNING
+        sleeper.kill()
+        time.sleep(0.2)  # not waited for: a zombie
+        assert ui.refresh() and ui.results["b"].state is StepState.FAILED
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -134,3 +134,28 @@ def test_demo_in_tmux_walks_the_story_to_the_charts(tmp_path, session):
     shown = wait_screen(session, "sweep done", timeout=180)
     assert "output tok/s, median" in shown and "baseline" in shown and "16 tok" in shown
     key("q")
+
+
+def test_tui_killed_mid_step_shows_it_interrupted_and_resumes(tmp_path, session):
+    """SIGKILL of the TUI while a step runs: the restarted TUI shows the step interrupted, and runs it again."""
+    from harness.faultreport import FaultRow, report
+
+    config = tmp_path / "c.toml"
+    config.write_text('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n\n[runbook]\nname = "tui"\n\n'
+                      '[[runbook.steps]]\nname = "slow"\nkind = "command"\nhost = "here"\nargv = ["sleep", "3"]\n')
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "tmux-256color"}
+    pid = start(session, config, env)
+    wait_screen(session, "1. slow")
+    tmux("send-keys", "-t", session, "n")
+    wait_screen(session, "running")
+    os.kill(pid, 9)
+    subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    restarted = time.monotonic()
+    start(session, config, env)
+    shown = wait_screen(session, "interrupted")
+    recovery = time.monotonic() - restarted
+    assert "failed" in shown
+    tmux("send-keys", "-t", session, "n")
+    wait_screen(session, "passed")
+    report(FaultRow("SIGKILL of the TUI during a step", 1, "restarted TUI answers", 0, [recovery],
+                    note="recovery: restart until the step shows as interrupted; then it runs again and passes"))

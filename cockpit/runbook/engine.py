@@ -36,7 +36,25 @@ class GateClosed(CockpitError):
         super().__init__(f"step '{step}' is blocked: " + "; ".join(reasons))
 
 
-def _pid_alive(pid: int | None) -> bool:
+def _proc_stat(pid: int) -> tuple[bytes, int] | None:
+    """(state letter, start time in clock ticks) from Linux's /proc; None where there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return fields[0], int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_start(pid: int) -> int | None:
+    stat = _proc_stat(pid)
+    return stat[1] if stat else None
+
+
+def runner_alive(pid: int | None, started: int | None = None) -> bool:
+    """Is the cockpit process that ran a step still there?  A killed one that nobody reaped yet (a
+    zombie) will never finish the step, and a pid reused by another process is not it."""
     if not pid:
         return False
     try:
@@ -44,8 +62,12 @@ def _pid_alive(pid: int | None) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True  # no /proc here: kill -0 is all we know
+    state, start = stat
+    return state != b"Z" and (started is None or start == started)
 
 
 async def deny(_: str) -> bool:
@@ -60,6 +82,7 @@ class Runbook:
         self.clock = clock
         self.results: dict[str, StepResult] = self.store.load()
         self.overrides: dict[str, list[str]] = self.store.load_overrides()
+        self._disk_signature = self.store.signature()
         self._lock = asyncio.Lock()
         self._lock_owner: asyncio.Task | None = None
         self._listeners: list[Callable[[], None]] = []
@@ -71,21 +94,54 @@ class Runbook:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    def _changed(self) -> None:
+    def _save(self) -> None:
         self.store.save(self.results, self.overrides)
+        self._disk_signature = self.store.signature()
+
+    def _notify(self) -> None:
         for listener in list(self._listeners):
             listener()
 
-    def _recover_interrupted(self) -> None:
+    def _changed(self) -> None:
+        self._save()
+        self._notify()
+
+    def _recover_interrupted(self) -> bool:
         changed = False
         for name, result in list(self.results.items()):
-            if result.state is StepState.RUNNING and result.runner_pid != os.getpid() and not _pid_alive(result.runner_pid):
+            if (result.state is StepState.RUNNING and result.runner_pid != os.getpid()
+                    and not runner_alive(result.runner_pid, result.runner_started)):
+                self.store.audit("interrupted", step=name, runner_pid=result.runner_pid)
                 self.results[name] = replace(result, state=StepState.FAILED, finished_at=self.clock(),
                                              message=f"interrupted: the cockpit (pid {result.runner_pid}) stopped during this step; run it again")
-                self.store.audit("interrupted", step=name, runner_pid=result.runner_pid)
                 changed = True
         if changed:
-            self.store.save(self.results, self.overrides)
+            self._save()
+        return changed
+
+    def refresh(self) -> bool:
+        """Catch up with other cockpit processes on the same runbook (a `plan run` in another
+        terminal, a TUI killed mid-step): adopt the state file when another process rewrote it,
+        keeping the steps this process is running, and mark steps whose runner died as
+        interrupted.  Returns True (and tells the listeners) when anything changed."""
+        changed = False
+        signature = self.store.signature()
+        if signature != self._disk_signature:
+            self._disk_signature = signature
+            try:
+                disk = self.store.load()
+            except CockpitError:
+                disk = None  # unreadable now (being replaced by hand?): keep what we have
+            if disk is not None:
+                ours = {n: r for n, r in self.results.items() if r.state is StepState.RUNNING and r.runner_pid == os.getpid()}
+                merged = {**disk, **ours}
+                overrides = self.store.load_overrides()
+                if merged != self.results or overrides != self.overrides:
+                    self.results, self.overrides, changed = merged, overrides, True
+        changed = self._recover_interrupted() or changed
+        if changed:
+            self._notify()
+        return changed
 
     def result(self, name: str) -> StepResult | None:
         return self.results.get(name)
@@ -175,7 +231,8 @@ class Runbook:
                 return StepResult(StepState.FAILED, self.clock(), self.clock(), "not confirmed: nothing was done")
             self.store.audit("confirmed", step=spec.name, host=spec.host, plan=text)
         self.store.audit("run", step=spec.name, kind=spec.kind, host=spec.host, note=note, forced_reason=forced_reason)
-        self.results[spec.name] = StepResult(StepState.RUNNING, started_at=self.clock(), runner_pid=os.getpid(), forced_reason=forced_reason)
+        self.results[spec.name] = StepResult(StepState.RUNNING, started_at=self.clock(), runner_pid=os.getpid(),
+                                             runner_started=process_start(os.getpid()), forced_reason=forced_reason)
         self._changed()
         try:
             result = await kind.run(context, spec, planned)
@@ -185,7 +242,7 @@ class Runbook:
             self.results[spec.name] = StepResult(StepState.FAILED, self.results[spec.name].started_at, self.clock(), "cancelled")
             self._changed()
             raise
-        return self._record(spec, replace(result, forced_reason=forced_reason, runner_pid=None))
+        return self._record(spec, replace(result, forced_reason=forced_reason, runner_pid=None, runner_started=None))
 
     def _record(self, spec: StepSpec, result: StepResult) -> StepResult:
         # The audit record goes first (write-ahead): a crash between the two leaves a record whose

@@ -38,6 +38,7 @@ class StepResult:
     output: str = ""
     forced_reason: str | None = None  # the gate was skipped on purpose, and why
     runner_pid: int | None = None  # the cockpit process running it (to spot an interrupted run)
+    runner_started: int | None = None  # that process's start time (Linux: clock ticks), so a reused pid is not it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +50,7 @@ class StepResult:
             "output": self.output,
             "forced_reason": self.forced_reason,
             "runner_pid": self.runner_pid,
+            "runner_started": self.runner_started,
         }
 
     @classmethod
@@ -73,6 +75,7 @@ class StepResult:
             output=str(data.get("output", "")),
             forced_reason=reason,
             runner_pid=typed("runner_pid", int),
+            runner_started=typed("runner_started", int),
         )
 
     def with_state(self, state: StepState, message: str | None = None) -> "StepResult":

@@ -66,6 +66,14 @@ class StateStore:
                    "overrides": overrides or {}}
         atomic_write(self.path, json.dumps(payload, indent=1, sort_keys=True) + "\n", mode=0o600)
 
+    def signature(self) -> tuple[int, int] | None:
+        """What tells a rewrite of the state file by another cockpit process (mtime, size)."""
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_size
+
     def clear(self) -> None:
         try:
             self.path.unlink()

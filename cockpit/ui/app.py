@@ -224,6 +224,8 @@ class CockpitApp(App[int]):
         if self.runbook is not None:
             self._unsubscribe.append(self.runbook.subscribe(lambda: self.post_message(RunbookChanged())))
             self.query_one(ChecklistPane).show(self.runbook.views())
+            # another cockpit (a `plan run` elsewhere, one killed mid-step) may change the runbook
+            self.set_interval(2.0, self.runbook.refresh)
         if self.read_only:
             self.sub_title += " - READ-ONLY"
         if self.demo:
