@@ -351,3 +351,23 @@ async def test_refresh_follows_another_process_and_dead_runners(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+async def test_two_cockpits_never_overwrite_each_others_steps(tmp_path):
+    """A TUI with an old view saves its own change: the step another process recorded meanwhile stays."""
+    config = parse_config('[hosts.here]\nlocal = true\n\n[runbook]\nname = "two"\n\n'
+                          + "".join(f'[[runbook.steps]]\nname = "{n}"\nkind = "command"\nhost = "here"\nargv = ["true"]\n\n'
+                                    for n in ("a", "b", "c")))
+    spec = parse_runbook(config)
+    first = Runbook(spec, TelemetryHub(config), StateStore("two", tmp_path / "state"))
+    second = Runbook(spec, TelemetryHub(config), StateStore("two", tmp_path / "state"))
+    assert (await first.run_step("a", yes)).state is StepState.PASSED
+    # second has not refreshed: it still thinks nothing ran, and forces c
+    assert (await second.run_step("c", yes, force_reason="test")).state is StepState.PASSED
+    on_disk = StateStore("two", tmp_path / "state").load()
+    assert on_disk["a"].state is StepState.PASSED and on_disk["c"].state is StepState.PASSED
+    assert second.results["a"].state is StepState.PASSED  # and second now shows it
+    # a reset in one process removes only what it reset
+    first.reset("c")
+    on_disk = StateStore("two", tmp_path / "state").load()
+    assert set(on_disk) == {"a"}

@@ -70,6 +70,18 @@ def runner_alive(pid: int | None, started: int | None = None) -> bool:
     return state != b"Z" and (started is None or start == started)
 
 
+def _merge(disk: dict, synced: dict, mine: dict) -> dict:
+    """disk, with every key `mine` changed (set, replaced or removed) since `synced` applied."""
+    merged = dict(disk)
+    for key in set(synced) | set(mine):
+        if mine.get(key) != synced.get(key):
+            if key in mine:
+                merged[key] = mine[key]
+            else:
+                merged.pop(key, None)
+    return merged
+
+
 async def deny(_: str) -> bool:
     return False
 
@@ -82,6 +94,10 @@ class Runbook:
         self.clock = clock
         self.results: dict[str, StepResult] = self.store.load()
         self.overrides: dict[str, list[str]] = self.store.load_overrides()
+        # what the state file held when this process last read or wrote it: a save writes only
+        # the steps this process changed since, over what is on disk now (another cockpit's steps stay)
+        self._synced: dict[str, StepResult] = dict(self.results)
+        self._synced_overrides: dict[str, list[str]] = dict(self.overrides)
         self._disk_signature = self.store.signature()
         self._lock = asyncio.Lock()
         self._lock_owner: asyncio.Task | None = None
@@ -95,8 +111,20 @@ class Runbook:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def _save(self) -> None:
-        self.store.save(self.results, self.overrides)
-        self._disk_signature = self.store.signature()
+        with self.store.locked():
+            try:
+                disk, disk_overrides = self.store.load(), self.store.load_overrides()
+            except CockpitError:
+                disk, disk_overrides = {}, {}  # unreadable: this process's view replaces it
+            self._adopt(disk, disk_overrides)
+            self.store.save(self.results, self.overrides)
+            self._disk_signature = self.store.signature()
+
+    def _adopt(self, disk: dict[str, StepResult], disk_overrides: dict[str, list[str]]) -> None:
+        """Take what is on disk, with this process's own changes since it last synced on top."""
+        self.results = _merge(disk, self._synced, self.results)
+        self.overrides = _merge(disk_overrides, self._synced_overrides, self.overrides)
+        self._synced, self._synced_overrides = dict(self.results), dict(self.overrides)
 
     def _notify(self) -> None:
         for listener in list(self._listeners):
@@ -133,11 +161,9 @@ class Runbook:
             except CockpitError:
                 disk = None  # unreadable now (being replaced by hand?): keep what we have
             if disk is not None:
-                ours = {n: r for n, r in self.results.items() if r.state is StepState.RUNNING and r.runner_pid == os.getpid()}
-                merged = {**disk, **ours}
-                overrides = self.store.load_overrides()
-                if merged != self.results or overrides != self.overrides:
-                    self.results, self.overrides, changed = merged, overrides, True
+                before = (dict(self.results), dict(self.overrides))
+                self._adopt(disk, self.store.load_overrides())
+                changed = before != (self.results, self.overrides)
         changed = self._recover_interrupted() or changed
         if changed:
             self._notify()
@@ -330,6 +356,7 @@ class Runbook:
         self._changed()
 
     def reset(self, name: str | None = None) -> None:
+        self.refresh()  # what another cockpit recorded is in view, so the reset removes it too
         if name is None:
             self.results.clear()
             self.overrides.clear()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -65,6 +67,17 @@ class StateStore:
                    "steps": {name: result.to_json() for name, result in results.items()},
                    "overrides": overrides or {}}
         atomic_write(self.path, json.dumps(payload, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Held while a cockpit reads, merges and rewrites the state (two may share a runbook)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / f"{self.runbook_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def signature(self) -> tuple[int, int] | None:
         """What tells a rewrite of the state file by another cockpit process (mtime, size)."""
