@@ -60,6 +60,15 @@ class TelemetryHub:
             monitor = self.monitors[host.name] = self._factory(host, self.config, self.pool, self.publish)
         return monitor
 
+    def retry_now(self, names=None) -> list[str]:
+        """Reconnect these hosts (all that are waiting, when None) now instead of after their backoff."""
+        woken = []
+        for name, monitor in self.monitors.items():
+            if (names is None or name in names) and monitor.retry_at is not None:
+                monitor.retry_now()
+                woken.append(name)
+        return woken
+
     def start(self) -> None:
         """Start every host's collector, connects staggered so a big fleet does not hit MaxStartups."""
         stagger = self.config.ssh.stagger_ms / 1000.0

@@ -80,6 +80,7 @@ class HostSnapshot:
     sampled_at: float | None = None  # wall clock of the last good GPU sample
     source: str | None = None  # "nvidia-smi" or "nvml"
     roles: tuple[str, ...] = field(default=())
+    retry_at: float | None = None  # wall clock of the next reconnect attempt, while the host is down
 
     def age(self, now: float) -> float | None:
         return None if self.sampled_at is None else max(0.0, now - self.sampled_at)
@@ -92,6 +93,7 @@ class HostSnapshot:
             "roles": list(self.roles),
             "source": self.source,
             "sampled_at": self.sampled_at,
+            "retry_at": self.retry_at,
             "age_s": None if now is None or self.sampled_at is None else round(self.age(now), 3),
             "gpus": [g.to_json() for g in self.gpus],
             "processes": [p.to_json() for p in self.processes],

@@ -90,13 +90,33 @@ class _MonitorBase:
         self.source: str | None = None
         self.samples = 0
         self.stop_requested = False  # checked by the loops too: Python 3.11's wait_for can lose a cancellation
+        self.retry_at: float | None = None
+        self._wake = asyncio.Event()
         self._table = GpuTableBuilder()
 
     def snapshot(self) -> HostSnapshot:
         return HostSnapshot(
             name=self.host.name, state=self.state, error=self.error, gpus=self.gpus, processes=self.processes,
-            sampled_at=self.sampled_at, source=self.source, roles=self.host.roles,
+            sampled_at=self.sampled_at, source=self.source, roles=self.host.roles, retry_at=self.retry_at,
         )
+
+    def retry_now(self) -> None:
+        """Cut the reconnect wait short (the operator knows the host is back)."""
+        self.backoff.reset()
+        self._wake.set()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait before the next attempt, shown as a countdown; True when retry_now() cut it short."""
+        self._wake.clear()
+        self.retry_at = self._clock() + seconds
+        self._emit()
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self.retry_at = None
 
     def _emit(self) -> None:
         self._publish(self.snapshot())
@@ -142,10 +162,16 @@ class _MonitorBase:
 
         before = signature()
         deadline = time.monotonic() + longest
-        while not self.stop_requested and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
-            if signature() != before:
-                return
+        self._wake.clear()
+        self.retry_at = self._clock() + longest
+        self._emit()
+        try:
+            while not self.stop_requested and time.monotonic() < deadline and not self._wake.is_set():
+                await asyncio.sleep(0.5)
+                if signature() != before:
+                    return
+        finally:
+            self.retry_at = None
 
     async def _watch_staleness(self) -> None:
         """Mark the host stale when samples stop arriving; the age is shown with it."""
@@ -282,7 +308,7 @@ class SmiMonitor(_MonitorBase):
                 raise
             except Exception as exc:  # noqa: BLE001 - a collector must never die silently
                 self._set_state(HostState.DRIVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
-            await asyncio.sleep(self.backoff.next_delay())
+            await self._pause(self.backoff.next_delay())
 
     async def _stream(self) -> None:
         assembler = GpuStreamAssembler(expected_max_index=max((g.index for g in self.gpus if not g.lost), default=None))

@@ -108,6 +108,7 @@ class CockpitApp(App[int]):
         Binding("question_mark,f1", "help", "help", key_display="?", id="app.help"),
         Binding("l", "toggle_log", "command log", id="app.toggle_log"),
         Binding("z", "zoom", "zoom host", id="host.zoom"),
+        Binding("R", "reconnect", "reconnect now", show=False, id="host.reconnect"),
         Binding("n", "run_next", "run next step", id="checklist.next"),
         Binding("c", "focus_checklist", "checklist", id="checklist.focus"),
         Binding("s", "toggle_server_log", "server log", id="server.toggle"),
@@ -196,6 +197,8 @@ class CockpitApp(App[int]):
             ("Toggle server log", "the launched server's log, health and diagnoses", self.action_toggle_server_log),
             ("Toggle benchmark charts", "throughput, acceptance and latency per depth config", self.action_toggle_bench),
             ("Zoom the focused host", "show only this host (again to show all)", self.action_zoom),
+            ("Reconnect now", "the focused host (or every host waiting to retry) without waiting for its backoff",
+             self.action_reconnect),
             ("Focus the checklist", "the runbook's steps", self.action_focus_checklist),
         ]
         if not self.read_only:
@@ -427,6 +430,15 @@ class CockpitApp(App[int]):
             return
         pane = self.panes[self.zoomed]
         pane.zoom_gpu(None if pane.zoomed_gpu == index else index)
+
+    def action_reconnect(self) -> None:
+        pane = self._focused_host()
+        woken = self.hub.retry_now([pane.host.name] if pane is not None else None)
+        if woken:
+            self.notify(f"reconnecting {', '.join(woken)} now", timeout=4)
+        else:
+            self.notify("no host is waiting to reconnect" if pane is None else f"{pane.host.name} is not waiting to reconnect",
+                        severity="warning", timeout=4)
 
     def action_zoom(self) -> None:
         pane = self._focused_host()

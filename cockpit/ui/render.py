@@ -104,6 +104,9 @@ def host_title(snapshot: HostSnapshot, label: str, now: float, ascii_only: bool 
     if age is not None and snapshot.state in (HostState.UP, HostState.STALE):
         title.append(sep, style="dim")
         title.append(f"{age:.0f}s ago" if age >= 2 else "live", style="yellow" if snapshot.state is HostState.STALE else "dim")
+    if snapshot.retry_at is not None and snapshot.state is not HostState.UP:
+        title.append(sep, style="dim")
+        title.append(f"retry in {max(0.0, snapshot.retry_at - now):.0f}s (R: now)", style="dim")
     if snapshot.roles:
         title.append(sep, style="dim")
         title.append(", ".join(snapshot.roles), style="dim")

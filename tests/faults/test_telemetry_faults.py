@@ -57,13 +57,13 @@ def hosts(tmp_path):
     steady.stop()
 
 
-def fleet_config(tmp_path, steady, faulty, faulty_extra=None, **telemetry):
+def fleet_config(tmp_path, steady, faulty, faulty_extra=None, backoff_max_s=1.0, **telemetry):
     known = combined_known_hosts(tmp_path / "known_hosts", steady, faulty)
     text = steady.config_toml(
         steady.host_toml("steady-a", "127.0.0.1") + steady.host_toml("steady-b", "127.0.0.2")
         + faulty.host_toml("faulty", **(faulty_extra or {})),
         interval_ms=INTERVAL_MS, known_hosts=known, **telemetry,
-    )
+    ).replace("backoff_max_s = 1.0", f"backoff_max_s = {backoff_max_s}")
     path = tmp_path / "cockpit.toml"
     path.write_text(text)
     return parse_config(text, str(path)), path
@@ -266,3 +266,30 @@ async def test_slow_host(hosts, tmp_path):
             await asyncio.sleep(0.02)
         finish(run, "slow host (2 s per reply)", slow_samples, [recent[-3] - fast], start,
                note="recovery: back at its rate after the delay ended")
+
+
+async def test_reconnect_now_after_a_long_outage(hosts, tmp_path):
+    """Down long enough for the backoff to grow: the pane counts down to the next attempt, and R
+    (reconnect now) on the host brings it back at once instead of after the wait."""
+    steady, faulty = hosts
+    config, _ = fleet_config(tmp_path, steady, faulty, {"connect_timeout": 2}, backoff_max_s=60.0)
+    async with cockpit_running(config, check=eight_whole_gpus) as run:
+        await all_up(run, (*STEADY, "faulty"))
+        start = time.monotonic()
+        run.probe.reset()  # the fault window, not the start-up
+        await asyncio.to_thread(faulty.stop)
+        while not (run.hub.latest["faulty"].retry_at and run.hub.latest["faulty"].retry_at - time.time() > 3.0):
+            assert time.monotonic() - start < 30, "the backoff never grew"
+            await asyncio.sleep(0.05)
+        waiting = run.hub.latest["faulty"].retry_at - time.time()
+        await asyncio.sleep(0.6)  # a repaint of the title
+        assert "retry in" in str(run.app.panes["faulty"].border_title)
+        await asyncio.to_thread(faulty.start)
+        back = time.monotonic()
+        run.app.panes["faulty"].focus()
+        await run.pilot.press("R")
+        recovery = await run.watch.fresh_after("faulty", back, 10)
+        await run.probe.key_roundtrip()
+        finish(run, "long outage, then R (reconnect now)", 1, [recovery], start,
+               note=f"the next attempt was {waiting:.1f} s away when the host came back")
+    assert recovery < 2.0 < waiting
