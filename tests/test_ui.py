@@ -267,3 +267,15 @@ async def test_zoom_a_host_then_a_gpu(sshd):
         assert app.panes["a"].zoomed_gpu is None
         await pilot.press("3", "z")  # leaving the host zoom clears the GPU zoom
         assert app.zoomed is None and app.panes["a"].zoomed_gpu is None
+
+
+async def test_print_inside_the_app_does_not_break_it(tmp_path):
+    """Textual captures print() in the app and flushes through App._flush(stderr=...): the cockpit's
+    own timer must not shadow that method (a library printing once would raise in the app)."""
+    config = parse_config('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n')
+    app = CockpitApp(config)
+    async with app.run_test(size=(80, 24)) as pilot:
+        print("a library printing to stdout", flush=True)
+        print("and to stderr", file=__import__("sys").stderr, flush=True)
+        await pilot.pause(0.3)
+        assert app.is_running

@@ -239,7 +239,7 @@ class CockpitApp(App[int]):
         if self._own_hub:
             self.hub.start()
         # One timer paints everything: pending samples and the ages in the titles, in one frame.
-        self.set_interval(max(0.25, min(1.0, self.config.telemetry.interval_ms / 1000.0)), self._flush)
+        self.set_interval(max(0.25, min(1.0, self.config.telemetry.interval_ms / 1000.0)), self._paint_pending)
         if self.panes:
             next(iter(self.panes.values())).focus()
 
@@ -253,7 +253,7 @@ class CockpitApp(App[int]):
 
     def on_host_updated(self, message: HostUpdated) -> None:
         # Coalesced: hosts sample at staggered moments; painting each as it comes would cost a
-        # frame per host per second.  Pending snapshots are painted together by _flush.
+        # frame per host per second.  Pending snapshots are painted together by _paint_pending.
         if message.snapshot.name in self.panes:
             self.updates_handled += 1
             self._pending[message.snapshot.name] = message.snapshot
@@ -396,7 +396,7 @@ class CockpitApp(App[int]):
     def on_step_refused(self, message: StepRefused) -> None:
         self.notify("; ".join(message.reasons), title=f"{message.step}: blocked", severity="error", timeout=8)
 
-    def _flush(self) -> None:
+    def _paint_pending(self) -> None:
         pending, self._pending = self._pending, {}
         if self.runbook is not None:
             for snapshot in pending.values():

@@ -1,7 +1,7 @@
 """Soak: 8 hosts x 8 GPUs for 30 minutes, memory and CPU sampled each minute; reports the slope.
 
 Run on demand (not part of the test suite):
-    python tests/perf/soak.py [--minutes 30] [--speed 10] [--modes ui,headless]
+    python tests/perf/soak.py [--minutes 30] [--speed 10] [--modes ui,headless] [--flap-every 2]
 
 Hosts are 127.0.0.1..8 behind a real loopback sshd with the stand-in nvidia-smi replaying the
 recorded busy H200 stream (values move every tick).  Every minute one host's GPU 5 gains or loses
@@ -65,7 +65,7 @@ def slope(points: list[tuple[float, float]]) -> float:
 def config_text(harness: SshdHarness, speed: float) -> str:
     body = "".join(harness.host_toml(f"h{n}", harness.addresses[n]) for n in range(HOSTS))
     text = harness.config_toml(body, interval_ms=max(100, int(1000 / speed)))
-    return text.replace("processes_interval_s = 0.5", f"processes_interval_s = {5 / speed:g}")
+    return text.replace("processes_interval_s = 0.5", f"processes_interval_s = {max(0.5, 5 / speed):g}")
 
 
 def churn(harness: SshdHarness, minute: int) -> None:
@@ -109,6 +109,18 @@ def child_headless(config_path: str, minutes: int, minute_s: float) -> None:
     asyncio.run(go())
 
 
+FLAP_EVERY = [0]  # minutes between outages of every host (0: none); set from --flap-every
+
+
+def outage(harness: SshdHarness, minute: int) -> None:
+    """Every FLAP_EVERY minutes all hosts go down for 2 s (sshd and its sessions killed), then return:
+    the reconnect paths are where leaks like to hide (connections, channels, tasks)."""
+    if FLAP_EVERY[0] and minute % FLAP_EVERY[0] == 0:
+        harness.stop()
+        time.sleep(2.0)
+        harness.start()
+
+
 def run_headless(config: Path, minutes: int, minute_s: float, harness: SshdHarness) -> list[dict]:
     proc = subprocess.Popen([sys.executable, __file__, "--child-headless", str(config), str(minutes), str(minute_s)],
                             stdout=subprocess.PIPE, text=True)
@@ -117,6 +129,7 @@ def run_headless(config: Path, minutes: int, minute_s: float, harness: SshdHarne
         row = json.loads(line)
         rows.append(row)
         churn(harness, row["minute"])
+        outage(harness, row["minute"])
         print(f"  headless minute {row['minute']:>3}: RSS {row['rss_mib']:.1f} MiB, CPU {row['cpu_pct']:.2f} %, "
               f"{row['objects']} objects, {row['tasks']} tasks, {row['fds']} fds", flush=True)
     proc.wait()
@@ -135,15 +148,19 @@ def run_ui(config: Path, minutes: int, minute_s: float, harness: SshdHarness) ->
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
     proc = psutil.Process(pid)
 
+    screen = bytearray()
+
     def drain(seconds: float) -> None:
         until = time.monotonic() + seconds
         while time.monotonic() < until:
             ready, _, _ = select.select([fd], [], [], 0.2)
             if ready:
                 try:
-                    os.read(fd, 65536)
+                    screen[:] = (screen + os.read(fd, 65536))[-4000:]
                 except OSError:
                     return
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            raise RuntimeError("the cockpit exited: " + screen.decode(errors="replace")[-1500:])
 
     rows = []
     try:
@@ -157,6 +174,7 @@ def run_ui(config: Path, minutes: int, minute_s: float, harness: SshdHarness) ->
                    "threads": proc.num_threads(), "fds": proc.num_fds()}
             rows.append(row)
             churn(harness, minute)
+            outage(harness, minute)
             print(f"  ui minute {minute:>3}: RSS {row['rss_mib']:.1f} MiB, CPU {row['cpu_pct']:.2f} %, "
                   f"{row['threads']} threads, {row['fds']} fds", flush=True)
     finally:
@@ -191,7 +209,10 @@ def main() -> None:
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--speed", type=float, default=10.0, help="time acceleration (1 = real time)")
     parser.add_argument("--modes", default="ui,headless")
+    parser.add_argument("--flap-every", type=int, default=0, metavar="MINUTES",
+                        help="take every host down for 2 s this often (0: never)")
     args = parser.parse_args()
+    FLAP_EVERY[0] = args.flap_every
     minute_s = 60.0 / args.speed
     root = Path(tempfile.mkdtemp(prefix="cockpit-soak-"))
     harness = SshdHarness(root / "sshd", addresses=[f"127.0.0.{n + 1}" for n in range(HOSTS)]).start()
@@ -208,6 +229,8 @@ def main() -> None:
     finally:
         harness.stop()
     print(f"\nSlopes after the first {WARMUP_MINUTES} minutes (least squares; per soak minute and per soak hour):")
+    if args.flap_every:
+        print(f"(every host went down for 2 s every {args.flap_every} minutes: {args.minutes // args.flap_every} outages)")
     print(f"{'mode':<9} {'metric':<8} {'minute 6':>10} {'last':>10} {'per minute':>12} {'per hour':>12}")
     for mode, rows in results.items():
         for line in summarize(mode, rows, args.speed):
