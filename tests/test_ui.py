@@ -279,3 +279,24 @@ async def test_print_inside_the_app_does_not_break_it(tmp_path):
         print("and to stderr", file=__import__("sys").stderr, flush=True)
         await pilot.pause(0.3)
         assert app.is_running
+
+
+async def test_hidden_logs_stay_bounded(tmp_path):
+    """Days with the command log hidden: what it holds for later stays at its 500 lines, and showing
+    it shows the newest."""
+    from cockpit.hosts.commandlog import CommandLog
+
+    config = parse_config('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n')
+    app = CockpitApp(config)
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.query_one(CommandLogPane)
+        assert pane.has_class("hidden") and not pane.size.width
+        log = CommandLog()
+        for n in range(3000):
+            record = log.start("here", f"command-{n}")
+            pane.add(log.finish(record, 1))  # failures are always written
+        assert len(pane.backlog) == 500
+        await pilot.press("l")
+        await pilot.pause(0.3)
+        assert pane.size.width and not pane.backlog
+        assert len(pane.lines) == 500 and "command-2999" in pane.lines[-1].text

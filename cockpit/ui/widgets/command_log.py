@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
-from textual.widgets import RichLog
 
 from cockpit.hosts.commandlog import CommandRecord
+from cockpit.ui.widgets.bounded_log import BoundedRichLog
 
 
 def format_record(record: CommandRecord) -> Text:
@@ -28,7 +28,7 @@ def format_record(record: CommandRecord) -> Text:
     return line
 
 
-class CommandLogPane(RichLog):
+class CommandLogPane(BoundedRichLog):
     DEFAULT_CSS = """
     CommandLogPane {
         height: 8;

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.containers import Vertical
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from cockpit.sglang.diagnose import MILESTONES, Diagnosis
 from cockpit.sglang.server import ServerStatus
+from cockpit.ui.widgets.bounded_log import BoundedRichLog
 
 STEPS = [name for name, _ in MILESTONES]
 
@@ -74,19 +75,19 @@ class ServerLogPane(Vertical):
     def compose(self):
         yield Static(status_line(None, ""), id="server-status")
         yield Static("", id="server-diagnoses")
-        yield RichLog(max_lines=2000, wrap=False, markup=False, id="server-lines")
+        yield BoundedRichLog(max_lines=2000, wrap=False, markup=False, id="server-lines")
 
     def follow(self, target: str) -> None:
         self.target = target
         self.status = None
         self.border_title = f"server log · {target}"
-        self.query_one(RichLog).clear()
+        self.query_one(BoundedRichLog).clear()
         self.query_one("#server-status", Static).update(status_line(None, target))
         self.query_one("#server-diagnoses", Static).update("")
 
     def show(self, status: ServerStatus) -> None:
         self.status = status
-        lines_log = self.query_one(RichLog)
+        lines_log = self.query_one(BoundedRichLog)
         bad_lines = {d.line for d in status.report.diagnoses if d.line}
         for line in status.new_lines:
             style = ""
