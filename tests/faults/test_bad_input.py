@@ -38,8 +38,11 @@ def counted(name: str):
     COUNTS[name] = COUNTS.get(name, 0) + 1
 
 
+SCRATCH = tempfile.TemporaryDirectory(prefix="cockpit-fuzz-")  # removed when the test run ends
+
+
 def scratch(data: bytes, name: str) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="cockpit-fuzz-"))
+    folder = Path(tempfile.mkdtemp(dir=SCRATCH.name))
     path = folder / name
     path.write_bytes(data)
     return path
