@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,8 @@ import pytest
 from cockpit.bench.client import RequestRecord, Workload, run_closed_loop, run_request
 from cockpit.bench.http import default_opener
 from cockpit.bench.stats import percentile, summarize
-from harness.sshd import STANDIN_DIR, free_port
+from harness.sshd import free_port
+from harness.standin_sglang import start_standin_sglang
 
 MESSAGES = [[{"role": "user", "content": "hello"}]]
 
@@ -27,19 +26,9 @@ def standin_server():
     procs = []
 
     def start(scenario: dict, *flags: str) -> str:
-        port = free_port()
-        env = {**os.environ, "PYTHONPATH": str(STANDIN_DIR), "SGLANG_STANDIN": json.dumps({"load_s": 0, "warmup_s": 0, **scenario})}
-        proc = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m", "--port", str(port), *flags],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc, endpoint = start_standin_sglang(scenario, *flags)
         procs.append(proc)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        return f"http://127.0.0.1:{port}"
+        return endpoint
 
     yield start
     for proc in procs:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
-from harness.faultreport import REPORT, FaultRow, format_table, report  # noqa: F401 - the suite's one report
 
 STALL_LIMIT_S = 0.5
 KEY_LIMIT_S = 1.5  # two keys, two screen changes

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import struct
 import tempfile
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cockpit.errors import CockpitError, ConfigError
-from faultrig import FaultRow, report
+from harness.faultreport import FaultRow, report
 
 SETTINGS = settings(max_examples=int(__import__("os").environ.get("COCKPIT_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 JSONISH = st.recursive(

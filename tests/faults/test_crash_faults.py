@@ -20,8 +20,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from cockpit.bench.store import load_run
-from faultrig import FaultRow, report
-from harness.sshd import STANDIN_DIR, free_port
+from harness.faultreport import FaultRow, report
+from harness.standin_sglang import start_standin_sglang
 
 RNG = random.Random(int(os.environ.get("COCKPIT_FAULT_SEED", "8")))
 CLI_ONLY = "n/a (CLI killed)"
@@ -227,21 +227,8 @@ def test_sigkill_during_key_fixes(tmp_path):
 @pytest.fixture
 def standin_sglang():
     """The stand-in SGLang server (tests/standin/sglang): real wire format, scripted timings."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(STANDIN_DIR),
-           "SGLANG_STANDIN": json.dumps({"load_s": 0, "warmup_s": 0, "ttft_ms": 20, "itl_ms": 4, "chunk_tokens": [3]})}
-    proc = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m", "--port", str(port),
-                             "--speculative-algorithm", "EAGLE3"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import socket
-
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
+    proc, endpoint = start_standin_sglang({"ttft_ms": 20, "itl_ms": 4, "chunk_tokens": [3]}, "--speculative-algorithm", "EAGLE3")
+    yield endpoint
     proc.kill()
     proc.wait()
 

@@ -10,7 +10,8 @@ import pytest
 
 from cockpit.config import parse_config
 from cockpit.hosts.state import HostState
-from faultrig import FaultRow, cockpit_running, combined_known_hosts, report
+from faultrig import cockpit_running, combined_known_hosts
+from harness.faultreport import FaultRow, report
 from harness.sshd import SshdHarness, sshd_available
 
 pytestmark = pytest.mark.skipif(not sshd_available(), reason="needs OpenSSH sshd (installed by .ci/run)")

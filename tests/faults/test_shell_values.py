@@ -22,7 +22,7 @@ from cockpit.runbook.model import StepState
 from cockpit.runbook.spec import parse_runbook
 from cockpit.runbook.store import StateStore
 from cockpit.telemetry.hub import TelemetryHub
-from faultrig import FaultRow, report
+from harness.faultreport import FaultRow, report
 from harness.sshd import free_port, sshd_available
 
 pytestmark = pytest.mark.skipif(not sshd_available(), reason="needs OpenSSH sshd (installed by .ci/run)")

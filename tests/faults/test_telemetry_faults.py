@@ -18,13 +18,12 @@ import pytest
 from cockpit.config import parse_config
 from cockpit.hosts.state import HostState
 from faultrig import (
-    FaultRow,
     cockpit_running,
     combined_known_hosts,
     history_length,
-    report,
     stream_processes,
 )
+from harness.faultreport import FaultRow, report
 from harness.sshd import SshdHarness, keygen, sshd_available
 
 INTERVAL_MS = 200
@@ -69,9 +68,27 @@ def fleet_config(tmp_path, steady, faulty, faulty_extra=None, backoff_max_s=1.0,
     return parse_config(text, str(path)), path
 
 
-async def all_up(run, names, timeout=20.0):
+async def fault_window(run, names=(*STEADY, "faulty"), timeout=20.0) -> float:
+    """Wait until every host sent a sample; the window measured (UI stalls, gaps) starts then, after start-up."""
     for name in names:
         await run.watch.fresh_after(name, 0.0, timeout)
+    run.probe.reset()
+    return time.monotonic()
+
+
+async def outage(run, down, up, hold_s: float) -> tuple[float, int]:
+    """One outage of the faulted host: down(), seen down, a key pressed, hold_s, up().  Returns the
+    seconds from up() to its next fresh sample, and the samples its history lost meanwhile."""
+    await asyncio.sleep(0.6)
+    kept = history_length(run.hub, "faulty")
+    await asyncio.to_thread(down)  # blocking test plumbing stays off the cockpit's loop
+    await run.watch.state_in(run.hub, "faulty", {HostState.UNREACHABLE, HostState.STALE}, 10)
+    await run.probe.key_roundtrip()
+    await asyncio.sleep(hold_s)
+    await asyncio.to_thread(up)
+    back = time.monotonic()
+    recovery = await run.watch.fresh_after("faulty", back, 20)
+    return recovery, max(0, kept - history_length(run.hub, "faulty"))
 
 
 def finish(run, fault, injected, recoveries, start, lost_history=0, note=""):
@@ -93,20 +110,11 @@ async def test_sshd_killed_and_restarted(hosts, tmp_path):
     config, _ = fleet_config(tmp_path, steady, faulty)
     recoveries, lost = [], 0
     async with cockpit_running(config, check=eight_whole_gpus) as run:
-        await all_up(run, (*STEADY, "faulty"))
-        start = time.monotonic()
-        run.probe.reset()  # the fault window, not the start-up
+        start = await fault_window(run)
         for _ in range(3):
-            await asyncio.sleep(0.6)
-            kept = history_length(run.hub, "faulty")
-            await asyncio.to_thread(faulty.stop)  # blocking test plumbing stays off the cockpit's loop
-            await run.watch.state_in(run.hub, "faulty", {HostState.UNREACHABLE, HostState.STALE}, 10)
-            await run.probe.key_roundtrip()
-            await asyncio.sleep(0.5)
-            await asyncio.to_thread(faulty.start)
-            back = time.monotonic()
-            recoveries.append(await run.watch.fresh_after("faulty", back, 15))
-            lost += max(0, kept - history_length(run.hub, "faulty"))
+            recovery, history_lost = await outage(run, faulty.stop, faulty.start, 0.5)
+            recoveries.append(recovery)
+            lost += history_lost
         finish(run, "sshd killed, then restarted", 3, recoveries, start, lost)
     assert max(recoveries) < 5
 
@@ -118,20 +126,12 @@ async def test_sshd_frozen_then_resumed(hosts, tmp_path):
     config, _ = fleet_config(tmp_path, steady, faulty, {"keepalive_interval": 1, "connect_timeout": 2}, stale_after_s=1.0)
     recoveries, lost = [], 0
     async with cockpit_running(config, check=eight_whole_gpus) as run:
-        await all_up(run, (*STEADY, "faulty"))
-        start = time.monotonic()
-        run.probe.reset()  # the fault window, not the start-up
+        start = await fault_window(run)
         for _ in range(2):
-            await asyncio.sleep(0.6)
-            kept = history_length(run.hub, "faulty")
-            await asyncio.to_thread(faulty.freeze)
-            await run.watch.state_in(run.hub, "faulty", {HostState.STALE, HostState.UNREACHABLE}, 10)
-            await run.probe.key_roundtrip()
-            await asyncio.sleep(4.5)  # past the keepalive limit: the connection is given up
-            await asyncio.to_thread(faulty.thaw)
-            thawed = time.monotonic()
-            recoveries.append(await run.watch.fresh_after("faulty", thawed, 20))
-            lost += max(0, kept - history_length(run.hub, "faulty"))
+            # held past the keepalive limit: the connection is given up
+            recovery, history_lost = await outage(run, faulty.freeze, faulty.thaw, 4.5)
+            recoveries.append(recovery)
+            lost += history_lost
         finish(run, "sshd frozen 4.5 s (SIGSTOP), resumed", 2, recoveries, start, lost)
     assert max(recoveries) < 8
 
@@ -141,9 +141,7 @@ async def test_remote_stream_killed(hosts, tmp_path):
     config, _ = fleet_config(tmp_path, steady, faulty)
     recoveries, killed = [], 0
     async with cockpit_running(config, check=eight_whole_gpus) as run:
-        await all_up(run, (*STEADY, "faulty"))
-        start = time.monotonic()
-        run.probe.reset()  # the fault window, not the start-up
+        start = await fault_window(run)
         for _ in range(3):
             await asyncio.sleep(0.6)
             streams = stream_processes(faulty)
@@ -163,9 +161,7 @@ async def test_truncated_and_garbage_lines(hosts, tmp_path):
     steady, faulty = hosts
     config, _ = fleet_config(tmp_path, steady, faulty)
     async with cockpit_running(config, check=eight_whole_gpus) as run:
-        await all_up(run, (*STEADY, "faulty"))
-        start = time.monotonic()
-        run.probe.reset()  # the fault window, not the start-up
+        start = await fault_window(run)
         faulty.scenario({**EIGHT, "garbage_every": 2, "truncate_every": 3})
         for _ in range(4):
             await asyncio.sleep(1.5)
@@ -188,20 +184,12 @@ async def test_flapping_host(hosts, tmp_path):
     config, _ = fleet_config(tmp_path, steady, faulty, {"connect_timeout": 2})
     recoveries, lost = [], 0
     async with cockpit_running(config, check=eight_whole_gpus) as run:
-        await all_up(run, (*STEADY, "faulty"))
-        start = time.monotonic()
-        run.probe.reset()  # the fault window, not the start-up
+        start = await fault_window(run)
         for _ in range(5):
-            kept = history_length(run.hub, "faulty")
-            await asyncio.to_thread(faulty.stop)
-            await asyncio.sleep(1.0)
-            await asyncio.to_thread(faulty.start)
-            back = time.monotonic()
-            recoveries.append(await run.watch.fresh_after("faulty", back, 15))
-            lost += max(0, kept - history_length(run.hub, "faulty"))
-            await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - back)))
-        await run.probe.key_roundtrip()
-        finish(run, "host flapping (down 1 s every ~3 s)", 5, recoveries, start, lost)
+            recovery, history_lost = await outage(run, faulty.stop, faulty.start, 1.0)
+            recoveries.append(recovery)
+            lost += history_lost
+        finish(run, "host flapping (5 outages of ~1.5 s, ~1 s apart)", 5, recoveries, start, lost)
     # the backoff is reset by each good sample, so the fifth recovery is no slower than the first
     assert max(recoveries) < 3
 
@@ -212,9 +200,7 @@ async def test_host_key_changes(hosts, tmp_path):
     steady, faulty = hosts
     config, path = fleet_config(tmp_path, steady, faulty, {"connect_timeout": 2})
     async with cockpit_running(config, check=eight_whole_gpus) as run:
-        await all_up(run, (*STEADY, "faulty"))
-        start = time.monotonic()
-        run.probe.reset()  # the fault window, not the start-up
+        start = await fault_window(run)
         await asyncio.to_thread(faulty.stop)
         for suffix in ("", ".pub"):
             os.remove(str(faulty.host_key) + suffix)
@@ -246,9 +232,7 @@ async def test_slow_host(hosts, tmp_path):
     faulty.scenario({**EIGHT, "delay_s": 2.0})
     config, _ = fleet_config(tmp_path, steady, faulty, stale_after_s=3.0)
     async with cockpit_running(config, check=eight_whole_gpus) as run:
-        await all_up(run, STEADY)
-        start = time.monotonic()
-        run.probe.reset()  # the fault window, not the start-up
+        start = await fault_window(run, STEADY)
         await run.watch.fresh_after("faulty", 0.0, 20)
         for _ in range(3):
             await asyncio.sleep(1.5)
@@ -274,9 +258,7 @@ async def test_reconnect_now_after_a_long_outage(hosts, tmp_path):
     steady, faulty = hosts
     config, _ = fleet_config(tmp_path, steady, faulty, {"connect_timeout": 2}, backoff_max_s=60.0)
     async with cockpit_running(config, check=eight_whole_gpus) as run:
-        await all_up(run, (*STEADY, "faulty"))
-        start = time.monotonic()
-        run.probe.reset()  # the fault window, not the start-up
+        start = await fault_window(run)
         await asyncio.to_thread(faulty.stop)
         while not (run.hub.latest["faulty"].retry_at and run.hub.latest["faulty"].retry_at - time.time() > 3.0):
             assert time.monotonic() - start < 30, "the backoff never grew"

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STANDIN = ROOT / "tests" / "standin"
+sys.path.insert(0, str(ROOT / "tests"))
+
+from harness.standin_sglang import start_standin_sglang  # noqa: E402
 
 OURS = r"""
 import asyncio, json, resource, sys, time
@@ -73,27 +74,10 @@ print(json.dumps({
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_server(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(STANDIN),
-           "SGLANG_STANDIN": json.dumps({"load_s": 0, "warmup_s": 0, "ttft_ms": ttft_ms, "itl_ms": itl_ms, "chunk_tokens": [1]})}
-    proc = subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", "/m", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    proc, endpoint = start_standin_sglang({"ttft_ms": ttft_ms, "itl_ms": itl_ms, "chunk_tokens": [1]})
     time.sleep(0.3)
-    return proc, f"http://127.0.0.1:{port}"
+    return proc, endpoint
 
 
 def write_tokenizer(folder: Path, pythonpath: str) -> bool:
