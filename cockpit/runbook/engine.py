@@ -112,19 +112,21 @@ class Runbook:
 
     def _save(self) -> None:
         with self.store.locked():
-            try:
-                disk, disk_overrides = self.store.load(), self.store.load_overrides()
-            except CockpitError:
-                disk, disk_overrides = {}, {}  # unreadable: this process's view replaces it
-            self._adopt(disk, disk_overrides)
+            self._catch_up()  # when the file is unreadable, this process's view replaces it
             self.store.save(self.results, self.overrides)
             self._disk_signature = self.store.signature()
 
-    def _adopt(self, disk: dict[str, StepResult], disk_overrides: dict[str, list[str]]) -> None:
-        """Take what is on disk, with this process's own changes since it last synced on top."""
+    def _catch_up(self) -> bool:
+        """Take what is on disk (another cockpit may have written it), with this process's own
+        changes since it last synced on top.  False when the file cannot be read."""
+        try:
+            disk, disk_overrides = self.store.load(), self.store.load_overrides()
+        except CockpitError:
+            return False
         self.results = _merge(disk, self._synced, self.results)
         self.overrides = _merge(disk_overrides, self._synced_overrides, self.overrides)
         self._synced, self._synced_overrides = dict(self.results), dict(self.overrides)
+        return True
 
     def _notify(self) -> None:
         for listener in list(self._listeners):
@@ -156,14 +158,9 @@ class Runbook:
         signature = self.store.signature()
         if signature != self._disk_signature:
             self._disk_signature = signature
-            try:
-                disk = self.store.load()
-            except CockpitError:
-                disk = None  # unreadable now (being replaced by hand?): keep what we have
-            if disk is not None:
-                before = (dict(self.results), dict(self.overrides))
-                self._adopt(disk, self.store.load_overrides())
-                changed = before != (self.results, self.overrides)
+            before = (dict(self.results), dict(self.overrides))
+            self._catch_up()  # unreadable now (being replaced by hand?): keep what we have
+            changed = before != (self.results, self.overrides)
         changed = self._recover_interrupted() or changed
         if changed:
             self._notify()
