@@ -1,25 +1,85 @@
-"""Real EAGLE-3 draft checkpoints made with torch and safetensors, small dimensions."""
+"""Real EAGLE-3 draft checkpoints made with safetensors' own writer, small dimensions, no torch.
+
+A tensor here is its dtype, shape and bytes (`T`); files are written by `safetensors.serialize_file`
+and read back by `safetensors.deserialize`, so "bit-identical" is a comparison of bytes.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import random
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from safetensors.torch import save_file
+import pytest
+import safetensors
 
 HIDDEN, INTER, VOCAB, DRAFT_VOCAB, HEADS, KV_HEADS = 64, 128, 1000, 100, 4, 2
+SIZES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "I32": 4, "I16": 2, "BOOL": 1, "U8": 1}
+NAMES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "I64": "int64", "I32": "int32", "I16": "int16",
+         "BOOL": "bool", "U8": "uint8"}
 
 
-def eagle3_tensors(layout: str = "midlayer", seed: int = 0) -> dict[str, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
+@dataclass(frozen=True)
+class T:
+    """A tensor as safetensors stores it."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: bytes
+
+    @classmethod
+    def of(cls, dtype: str, shape, fill: bytes | None = None, seed: int = 0) -> "T":
+        count = 1
+        for d in shape:
+            count *= d
+        size = count * SIZES[dtype]
+        data = fill if fill is not None else random.Random(seed).randbytes(size)
+        assert len(data) == size
+        return cls(dtype, tuple(shape), bytes(data))
+
+
+def int64s(values) -> bytes:
+    return b"".join(int(v).to_bytes(8, "little", signed=True) for v in values)
+
+
+def save_file(tensors: dict[str, T], path, metadata: dict[str, str] | None = None) -> None:
+    keep = []
+    specs = {}
+    for name, t in tensors.items():
+        if hasattr(safetensors, "TensorSpec"):  # safetensors >= 0.7
+            buf = ctypes.create_string_buffer(t.data, max(1, len(t.data)))
+            keep.append(buf)
+            specs[name] = safetensors.TensorSpec(dtype=NAMES[t.dtype], shape=list(t.shape), data_ptr=ctypes.addressof(buf),
+                                                 data_len=len(t.data))
+        else:
+            specs[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "data": t.data}
+    safetensors.serialize_file(specs, os.fspath(path), metadata=metadata)
+
+
+def load_file(path) -> dict[str, T]:
+    return {name: T(info["dtype"], tuple(info["shape"]), bytes(info["data"]))
+            for name, info in safetensors.deserialize(Path(path).read_bytes())}
+
+
+def load_all(folder: Path) -> dict[str, T]:
+    out: dict[str, T] = {}
+    for file in sorted(Path(folder).glob("*.safetensors")):
+        out.update(load_file(file))
+    return out
+
+
+def eagle3_tensors(layout: str = "midlayer", seed: int = 0) -> dict[str, T]:
     head_dim = HIDDEN // HEADS
+    counter = iter(range(seed * 1000, seed * 1000 + 1000))
 
     def rand(*shape):
-        return torch.randn(*shape, generator=gen).to(torch.bfloat16)
+        return T.of("BF16", shape, seed=next(counter))
 
     prefix = "midlayer." if layout == "midlayer" else "layers.0."
-    tensors = {
+    return {
         f"{prefix}self_attn.q_proj.weight": rand(HEADS * head_dim, 2 * HIDDEN),
         f"{prefix}self_attn.k_proj.weight": rand(KV_HEADS * head_dim, 2 * HIDDEN),
         f"{prefix}self_attn.v_proj.weight": rand(KV_HEADS * head_dim, 2 * HIDDEN),
@@ -33,10 +93,9 @@ def eagle3_tensors(layout: str = "midlayer", seed: int = 0) -> dict[str, torch.T
         "fc.weight": rand(HIDDEN, 3 * HIDDEN),
         "norm.weight": rand(HIDDEN),
         "lm_head.weight": rand(DRAFT_VOCAB, HIDDEN),
-        "d2t": torch.arange(DRAFT_VOCAB, dtype=torch.int64),
-        "t2d": torch.zeros(VOCAB, dtype=torch.bool),
+        "d2t": T.of("I64", (DRAFT_VOCAB,), int64s(range(DRAFT_VOCAB))),
+        "t2d": T.of("BOOL", (VOCAB,), bytes(VOCAB)),
     }
-    return tensors
 
 
 def eagle3_config(**overrides) -> dict:
@@ -63,6 +122,23 @@ def write_draft(folder: Path, layout: str = "midlayer", shards: int = 1, config:
         file = f"model-{index + 1:05d}-of-{shards:05d}.safetensors"
         save_file(part, folder / file, metadata={"format": "pt"})
         weight_map.update({n: file for n in part})
-    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    total = sum(len(t.data) for t in tensors.values())
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     return folder
+
+
+def needs_torch():
+    """torch, for the tests of what only torch can make (.bin/.pt checkpoints); a skip that says why,
+    or a failure where CI promised torch (COCKPIT_REQUIRE_TORCH=1, set by .ci/run)."""
+    try:
+        import torch
+    except ImportError:
+        if os.environ.get("COCKPIT_REQUIRE_TORCH") == "1":
+            pytest.fail("torch is not installed, but COCKPIT_REQUIRE_TORCH=1 (.ci/run installs the CPU build)")
+        pytest.skip("needs torch (pip install '.[torch]'): .bin/.pt checkpoints are made and read with torch")
+    return torch
+
+
+def to_torch(torch, t: T):
+    dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "I64": torch.int64, "BOOL": torch.bool}
+    return torch.frombuffer(bytearray(t.data), dtype=dtypes[t.dtype]).reshape(t.shape).clone()

@@ -32,3 +32,9 @@ def test_core_never_imports_the_ui():
             continue
         text = path.read_text()
         assert "cockpit.ui" not in text and "import textual" not in text and "from textual" not in text, path
+
+
+def test_ci_runs_the_tests_in_a_fresh_venv_without_system_packages():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert 'python3 -m venv "$venv"' in script and "system-site-packages" not in script
+    assert "COCKPIT_REQUIRE_TORCH=1" in script  # the torch tests never skip silently in CI

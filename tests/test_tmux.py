@@ -82,13 +82,13 @@ def test_exits_when_the_terminal_goes_away(sshd, tmp_path, session):
     assert not alive, [p.cpu_percent(0.5) for p in alive]
 
 
-def test_demo_in_tmux_walks_the_story_to_the_charts(tmp_path, session):
-    """`cockpit demo` in a real terminal: each step by key, the screen checked at each one."""
-    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
-           "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "tmux-256color"}
+def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, size=(160, 48)) -> str:
+    """`cockpit demo` in a real terminal: each step by key, the screen checked at each one, to the
+    sweep's charts.  `cockpit` is how the command is started (the checkout's module, or a wheel's
+    console script).  Returns the last screen."""
     command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES"] + [f"{k}={v}" for k, v in env.items()]
-                       + [sys.executable, "-m", "cockpit", "demo", "--dir", str(tmp_path / "demo")])
-    tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
+                       + [*cockpit, "demo", "--dir", str(demo_dir)])
+    tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), command)
     wait_screen(session, "30000/143771M", timeout=30)  # the old server's memory on GPU 5
     shown = wait_screen(session, "locked")  # the launch step, locked until its gate opens
     assert "cockpit DEMO" in shown and "GPU 7" in shown
@@ -134,6 +134,13 @@ def test_demo_in_tmux_walks_the_story_to_the_charts(tmp_path, session):
     shown = wait_screen(session, "sweep done", timeout=180)
     assert "output tok/s, median" in shown and "baseline" in shown and "16 tok" in shown
     key("q")
+    return shown
+
+
+def test_demo_in_tmux_walks_the_story_to_the_charts(tmp_path, session):
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "tmux-256color"}
+    walk_demo(session, [sys.executable, "-m", "cockpit"], env, tmp_path / "demo")
 
 
 def test_tui_killed_mid_step_shows_it_interrupted_and_resumes(tmp_path, session):

@@ -7,18 +7,21 @@ import random
 from pathlib import Path
 
 from cockpit.errors import CockpitError
+from cockpit.resources import SAMPLE_PROMPTS, sample
 
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_configs" / "prompts.jsonl"
+SAMPLE_NAME = "the sample prompts shipped with the cockpit"
 
 
 def load_prompts(path: str | Path | None = None, seed: int | None = None) -> list[list[dict]]:
-    path = Path(path) if path else SAMPLE
+    """The prompts of a JSONL file, or the shipped sample (CPython docstrings) when path is None."""
+    source = Path(path) if path else sample(SAMPLE_PROMPTS)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = source.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise CockpitError(f"{path}: no such prompts file") from None
+        raise CockpitError(f"{path or SAMPLE_NAME}: no such prompts file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CockpitError(f"{path}: cannot read prompts ({exc})") from None
+        raise CockpitError(f"{path or SAMPLE_NAME}: cannot read prompts ({exc})") from None
+    path = path or SAMPLE_NAME
     prompts = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

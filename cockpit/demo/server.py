@@ -11,9 +11,9 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
+from importlib import resources
 
-HELP = Path(__file__).resolve().parent / "data" / "help_0.5.23.txt"
+HELP = resources.files("cockpit.sglang").joinpath("data", "help_0.5.23.txt")  # the real 0.5.23 --help
 PROG = "sglang serve"
 WORDS = "the draft proposes and the target verifies several tokens in one forward pass".split()
 

@@ -19,11 +19,19 @@ DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float1
           "fp32": "float32", "float32": "float32", "float": "float32"}
 
 
+INSTALL = "pip install 'cockpit[torch]' (in a checkout: pip install '.[torch]')"
+
+
 def _torch():
+    """torch, and numpy that safetensors' torch writer uses; a clear message when either is missing."""
     try:
         import torch
     except ImportError:
-        raise CockpitError("drafter convert needs torch: pip install 'cockpit[torch]'") from None
+        raise CockpitError(f"drafter convert reads .bin/.pt checkpoints with torch, which is not installed: {INSTALL}") from None
+    try:
+        import numpy  # noqa: F401 - safetensors.torch.save_file needs it
+    except ImportError:
+        raise CockpitError(f"drafter convert writes with safetensors' torch writer, which needs numpy: {INSTALL}") from None
     return torch
 
 

@@ -1,9 +1,9 @@
-"""Themes as files: TOML in themes/ (shipped), and in $XDG_CONFIG_HOME/cockpit/themes (the user's)."""
+"""Themes as files: TOML shipped in the package (cockpit/themes), and in $XDG_CONFIG_HOME/cockpit/themes (the user's)."""
 
 from __future__ import annotations
 
-import sys
 import tomllib
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from textual.theme import BUILTIN_THEMES, Theme
@@ -15,16 +15,20 @@ COLOUR_KEYS = ("primary", "secondary", "accent", "warning", "error", "success", 
 DEFAULT_THEME = "cockpit-dark"
 
 
-def theme_dirs() -> list[Path]:
-    here = Path(__file__).resolve()
-    return [
-        config_dir() / "themes",
-        here.parents[2] / "themes",  # a source checkout
-        Path(sys.prefix) / "share" / "cockpit" / "themes",  # pip install
-    ]
+def user_theme_dir() -> Path:
+    return config_dir() / "themes"
 
 
-def load_theme_file(path: Path) -> Theme:
+def theme_files() -> list[Path | Traversable]:
+    """The shipped themes first, then the user's (a user's file of the same name wins)."""
+    from cockpit.resources import theme_files as shipped
+
+    folder = user_theme_dir()
+    mine = sorted(folder.glob("*.toml")) if folder.is_dir() else []
+    return [*shipped(), *mine]
+
+
+def load_theme_file(path: Path | Traversable) -> Theme:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -34,7 +38,7 @@ def load_theme_file(path: Path) -> Theme:
             raise ConfigError(str(path), f"'{key}' must be a string (a colour such as \"#1e90ff\")", key=key)
     if "dark" in data and not isinstance(data["dark"], bool):
         raise ConfigError(str(path), "'dark' must be true or false", key="dark")
-    name = data.get("name") or path.stem
+    name = data.get("name") or path.name.removesuffix(".toml")
     base = data.get("base")
     if base is not None:
         if base not in BUILTIN_THEMES:
@@ -52,9 +56,7 @@ def load_theme_file(path: Path) -> Theme:
 
 def available_themes() -> dict[str, Theme]:
     themes: dict[str, Theme] = {}
-    for folder in reversed(theme_dirs()):  # the user's files win
-        if folder.is_dir():
-            for path in sorted(folder.glob("*.toml")):
-                theme = load_theme_file(path)
-                themes[theme.name] = theme
+    for path in theme_files():
+        theme = load_theme_file(path)
+        themes[theme.name] = theme
     return themes

@@ -144,14 +144,12 @@ def test_rename_rules(rules):
 @given(FILE_BYTES)
 def test_fix_keys_journals(journal):
     """A journal of any content beside a real checkpoint: repaired, or refused by name."""
-    import torch
-    from safetensors.torch import save_file
-
     from cockpit.drafter.fixkeys import JOURNAL_SUFFIX, fix_keys, header_after_recovery, LocalOps
+    from drafter_files import T, save_file
 
     counted("fix-keys journals")
     path = scratch(b"", "model.safetensors")
-    save_file({"layers.0.w": torch.zeros(4)}, str(path))
+    save_file({"layers.0.w": T.of("F32", (4,), bytes(16))}, str(path))
     Path(str(path) + JOURNAL_SUFFIX).write_bytes(journal)
     for action in (lambda: header_after_recovery(LocalOps(), str(path)), lambda: fix_keys(path), lambda: fix_keys(path, dry_run=True)):
         try:
@@ -178,14 +176,12 @@ def test_safetensors_indexes(index):
 @SETTINGS
 @given(FILE_BYTES)
 def test_draft_config_json(config):
-    import torch
-    from safetensors.torch import save_file
-
     from cockpit.drafter.inspect import inspect_draft, render_report
+    from drafter_files import T, save_file
 
     counted("draft config.json")
     folder = scratch(config, "config.json").parent
-    save_file({"midlayer.w": torch.zeros(4)}, str(folder / "model.safetensors"))
+    save_file({"midlayer.w": T.of("F32", (4,), bytes(16))}, str(folder / "model.safetensors"))
     report_ = inspect_draft(folder)
     render_report(report_)
     json.dumps(report_.to_json() if hasattr(report_, "to_json") else {}, default=str)

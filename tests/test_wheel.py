@@ -1,0 +1,111 @@
+"""Fresh-machine truth: the wheel, installed (not editable) into a venv of its own, with only what
+pyproject declares, run from its console script outside the checkout.
+
+A file left out of the package or an undeclared dependency fails here, whatever the interpreter
+running the tests happens to hold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from harness.standin_sglang import start_standin_sglang
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("wheel")
+    # from a clean copy: a build/ folder left in a checkout would hand setuptools files the package no longer names
+    source = work / "source"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", ".venv", ".whl", ".gl"))
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "dist"), str(source)],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    wheel = next((work / "dist").glob("cockpit-*.whl"))
+    venv = work / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stdout + install.stderr
+    return {"wheel": wheel, "venv": venv, "cockpit": str(venv / "bin" / "cockpit"), "work": work}
+
+
+def isolated_env(base: Path) -> dict[str, str]:
+    """A user's machine: its own XDG folders (checked afterwards), no checkout on any path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
+                     ("XDG_CACHE_HOME", "cache")):
+        env[var] = str(base / sub)
+    return env
+
+
+def test_the_wheel_carries_every_file_the_program_reads(wheel_venv):
+    names = set(zipfile.ZipFile(wheel_venv["wheel"]).namelist())
+    for shipped in ("cockpit/sample_configs/prompts.jsonl", "cockpit/sample_configs/deployment.toml",
+                    "cockpit/themes/cockpit-dark.toml", "cockpit/sglang/data/help_0.5.23.txt",
+                    "cockpit/demo/data/smi_stream.csv"):
+        assert shipped in names, f"{shipped} is not in the wheel"
+
+
+def test_the_installed_command_answers_outside_the_checkout(wheel_venv, tmp_path):
+    env = isolated_env(tmp_path)
+    run = lambda *a: subprocess.run([wheel_venv["cockpit"], *a], capture_output=True, text=True, timeout=120,  # noqa: E731
+                                    cwd=tmp_path, env=env, stdin=subprocess.DEVNULL)
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("cockpit ")
+    example = run("init", "--example")
+    assert example.returncode == 0 and "[[runbook.steps]]" in example.stdout
+    written = run("init", "--example", str(tmp_path / "deploy.toml"))
+    assert written.returncode == 0, written.stderr
+    checked = run("config", "check", str(tmp_path / "deploy.toml"))
+    assert checked.returncode == 0, checked.stderr
+    no_config = run("plan", "show")
+    assert no_config.returncode == 2 and "cockpit init" in no_config.stderr and "cockpit demo" in no_config.stderr
+
+
+def test_bench_run_with_the_shipped_prompts_against_the_standin(wheel_venv, tmp_path):
+    env = isolated_env(tmp_path)
+    proc, endpoint = start_standin_sglang({"ttft_ms": 5, "itl_ms": 2, "chunk_tokens": [2]},
+                                          "--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "4")
+    try:
+        out = subprocess.run([wheel_venv["cockpit"], "bench", "run", "--endpoint", endpoint.removeprefix("http://"),
+                              "--requests", "8", "--concurrency", "2", "--max-tokens", "16", "--json"],
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["requests"] == 8 and summary["failed"] == 0 and Path(summary["file"]).is_relative_to(tmp_path / "data")
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by .ci/run")
+def test_the_installed_demo_walks_to_the_charts(wheel_venv, tmp_path):
+    from test_tmux import tmux, walk_demo
+
+    env = isolated_env(tmp_path / "user")
+    env_words = {k: env[k] for k in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")}
+    session = f"cockpit-wheel-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        walk_demo(session, [wheel_venv["cockpit"]], {**env_words, "TERM": "tmux-256color", "PATH": os.environ["PATH"]},
+                  tmp_path / "demo")
+    finally:
+        tmux("kill-session", "-t", session)
+    # the demo kept its runbook state and benchmark runs in its own world, not in the user's folders
+    for var in ("XDG_STATE_HOME", "XDG_DATA_HOME"):
+        assert not Path(env_words[var]).exists() or not any(Path(env_words[var]).rglob("*")), var
+    assert list((tmp_path / "demo").rglob("*.jsonl"))  # the sweep's stored runs
