@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init", help="a short questionnaire that writes a commented config")
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")
     init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.add_argument("--example", action="store_true", help="the annotated example config instead of questions (printed, or written to FILE)")
 
     ui = sub.add_parser("ui", help="open the cockpit (the same as no command)")
     _add_config(ui)
@@ -319,18 +320,29 @@ def cmd_status(args) -> int:
 
 
 def cmd_config_check(args) -> int:
-    config = load_config(args.file)
+    from cockpit.context import load_checked
+
+    checked = load_checked(args.file)
+    config, runbook, sweep = checked.config, checked.runbook, checked.sweep
     if args.json:
         print(json.dumps({"ok": True, "file": args.file, "hosts": [
             {"name": h.name, "local": h.local, "address": h.address, "user": h.user, "port": h.port,
              "jump_host": h.jump_host, "roles": list(h.roles), "connect_timeout": h.connect_timeout}
-            for h in config.hosts]}, indent=2))
+            for h in config.hosts],
+            "runbook": {"name": runbook.name, "steps": [{"name": s.name, "kind": s.kind, "host": s.host} for s in runbook.steps]},
+            "sweep": None if sweep is None else {"launch_step": sweep.launch_step, "configs": [c.label for c in sweep.configs()],
+                                                 "concurrency": list(sweep.concurrency)}}, indent=2))
     else:
-        print(f"{args.file}: OK, {len(config.hosts)} host(s)")
+        print(f"{args.file}: OK, {len(config.hosts)} host(s), {len(runbook.steps)} runbook step(s)")
         for host in config.hosts:
             roles = f" [{', '.join(host.roles)}]" if host.roles else ""
             via = f" via {host.jump_host}" if host.jump_host else ""
             print(f"  {host.label}{via}{roles}")
+        for number, step in enumerate(runbook.steps, start=1):
+            print(f"  step {number}. {step.name}: {step.kind} on {step.host}")
+        if sweep is not None:
+            print(f"  sweep: relaunch '{sweep.launch_step}' for {', '.join(c.label for c in sweep.configs())}; "
+                  f"concurrency {', '.join(map(str, sweep.concurrency))}")
     return EXIT_OK
 
 
@@ -409,19 +421,30 @@ def cmd_verify(args) -> int:
     return report.exit_code
 
 
-def _load_runbook(args):
+NO_CONFIG_HINT = ("`cockpit init` writes a config (`cockpit init --example` prints an annotated one); "
+                  "`cockpit demo` shows the whole flow on this machine")
+
+
+def _load_checked(args):
+    from cockpit.context import load_checked
+
+    checked = load_checked(args.config)
+    if checked.config.implicit:
+        raise CockpitError(f"no config: {NO_CONFIG_HINT}")
+    return checked
+
+
+def _load_runbook(args, checked=None):
     from cockpit.runbook.engine import Runbook
-    from cockpit.runbook.spec import parse_runbook
     from cockpit.telemetry.hub import TelemetryHub
 
-    config = load_config(args.config)
-    spec = parse_runbook(config)
-    if not spec.steps:
-        where = config.path or "the config"
-        raise CockpitError(f"{where} has no runbook: add [[runbook.steps]] tables (see sample_configs/deployment.toml)")
-    hub = TelemetryHub(config)
+    checked = checked or _load_checked(args)
+    if not checked.runbook.steps:
+        raise CockpitError(f"{checked.config.path} has no runbook: add [[runbook.steps]] tables "
+                           "(`cockpit init --example` prints an annotated config with one)")
+    hub = TelemetryHub(checked.config)
     _attach_command_echo(hub.log, args)
-    return Runbook(spec, hub)
+    return Runbook(checked.runbook, hub)
 
 
 def _age(ts: float | None) -> str:
@@ -696,8 +719,9 @@ def _cmd_fix_keys(args) -> int:
 def cmd_bench_sweep(args) -> int:
     from cockpit.bench.sweep import parse_sweep, render_sweep, run_sweep
 
-    runbook = _load_runbook(args)
-    sweep = parse_sweep(runbook.hub.config, runbook.spec)
+    checked = _load_checked(args)
+    runbook = _load_runbook(args, checked)
+    sweep = checked.sweep or parse_sweep(checked.config, checked.runbook)
 
     def progress(state: dict) -> None:
         eta = "" if state["eta_s"] is None else f", about {state['eta_s']:.0f} s left"
@@ -734,10 +758,18 @@ def cmd_bench(args) -> int:
         from cockpit.bench.stats import summarize
         from cockpit.bench.workload import load_prompts
 
+        from cockpit.bench.client import probe_endpoint
+        from cockpit.bench.http import normalize_endpoint
+
         for name in ("requests", "concurrency", "max_tokens"):
             _check_positive(name.replace("_", "-"), getattr(args, name))
+        try:
+            args.endpoint = normalize_endpoint(args.endpoint)
+        except ValueError as exc:
+            raise CockpitError(f"--endpoint {exc}") from None
         workload = Workload(load_prompts(args.prompts, args.seed), args.requests, args.concurrency, args.max_tokens,
                             args.temperature, args.warmup)
+        asyncio.run(probe_endpoint(args.endpoint))
 
         def progress(done: int, total: int) -> None:
             if not args.json and sys.stderr.isatty():
@@ -807,17 +839,19 @@ def render_bench_table(rows: list[dict]) -> str:
 def cmd_init(args) -> int:
     from pathlib import Path
 
-    from cockpit.init import questionnaire, write_config
+    from cockpit.init import example_text, questionnaire, write_config, write_text
     from cockpit.paths import default_config_path
 
+    if args.example and not args.path:
+        sys.stdout.write(example_text())
+        return EXIT_OK
     path = Path(args.path).expanduser() if args.path else default_config_path()
     if path.exists() and not args.force:
         raise CockpitError(f"{path} exists: pass --force to replace it (it is not merged)")
-    try:
-        answers = questionnaire()
-    except ValueError as exc:
-        raise CockpitError(f"not a number: {exc}") from None
-    written = write_config(path, answers, force=args.force)
+    if args.example:
+        written = write_text(path, example_text(), force=args.force)
+    else:
+        written = write_config(path, questionnaire(), force=args.force)
     print(f"wrote {written}; check it with: cockpit config check {written}")
     return EXIT_OK
 
@@ -831,6 +865,9 @@ def cmd_demo(args) -> int:
 
     root = Path(args.dir).expanduser() if args.dir else Path(tempfile.mkdtemp(prefix="cockpit-demo-"))
     print(f"cockpit DEMO: building the demo world in {root} ...", file=sys.stderr)
+    # the demo's runbook state, benchmark runs and caches live in its own world, never in the user's
+    for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
+        os.environ[var] = str((root / sub).resolve())
     world = build(root)
     try:
         app = CockpitApp(world.config, theme=getattr(args, "theme", None), demo=True)
@@ -842,8 +879,10 @@ def cmd_demo(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    config = load_config(args.config)
+    from cockpit.context import load_checked
     from cockpit.ui.app import CockpitApp
+
+    config = load_checked(args.config).config
 
     from cockpit.ui.themes import available_themes
 
@@ -894,6 +933,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        print(f"cockpit: error: the module '{exc.name}' is missing from this installation; reinstall the cockpit "
+              "(pip install .) in this environment", file=sys.stderr)
+        return 2
     except PermissionError as exc:
         print(f"cockpit: error: permission denied: {exc.filename or exc}", file=sys.stderr)
         return 2

@@ -92,6 +92,7 @@ class Config:
     ui: UiSettings = field(default_factory=UiSettings)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     text: str = field(default="", compare=False, repr=False)
+    implicit: bool = False  # no config file: this machine only
 
     def host(self, name: str) -> HostConfig:
         for host in self.hosts:
@@ -100,8 +101,10 @@ class Config:
         known = ", ".join(h.name for h in self.hosts) or "none"
         hint = difflib.get_close_matches(name, [h.name for h in self.hosts], n=1)
         extra = f" (did you mean '{hint[0]}'?)" if hint else ""
-        where = str(self.path) if self.path else "the config"
-        raise ConfigError(where, f"no host named '{name}'{extra}; hosts: {known}")
+        if self.implicit:
+            raise ConfigError("no config", f"no host named '{name}': without a config the cockpit knows this machine only "
+                              f"({known}); `cockpit init` writes a config, `cockpit demo` shows the whole flow")
+        raise ConfigError(str(self.path), f"no host named '{name}'{extra}; hosts: {known}")
 
 
 # --- locating keys in the source text -------------------------------------------------------------
@@ -137,7 +140,7 @@ def locate(text: str, table: tuple[str, ...], key: str | None = None) -> int | N
         header = _HEADER_RE.match(line)
         if header:
             current = tuple(_split_dotted(header.group(1)))
-            if current == table:
+            if current == table or (key is None and table and current[: len(table)] == table):
                 header_line = number
                 if key is None:
                     return number
@@ -170,6 +173,15 @@ class _Checker:
                 close = difflib.get_close_matches(key, sorted(allowed), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise self.fail(table, key, f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
+
+    def unknown_tables(self, raw: dict[str, Any], allowed: set[str]) -> None:
+        for key in raw:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, sorted(allowed), n=1)
+                hint = f" (did you mean [{close[0]}]?)" if close else ""
+                what = "table" if isinstance(raw[key], (dict, list)) else "key"
+                raise self.fail((key,) if what == "table" else (), None if what == "table" else key,
+                                f"unknown {what} '{key}'{hint}; the config has: {', '.join(f'[{a}]' for a in sorted(allowed))}")
 
     def get(self, table, data, key, kind, default, *, minimum=None):
         if key not in data:
@@ -251,7 +263,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         line = int(match.group(1)) if match else None
         raise ConfigError(path, f"not valid TOML: {message}", line=line) from None
     check = _Checker(path, text)
-    check.unknown_keys((), raw, {"hosts", "ssh", "telemetry", "cockpit", "runbook", "sglang", "bench", "ui", "keymap"})
+    check.unknown_tables(raw, {"hosts", "ssh", "telemetry", "runbook", "bench", "ui", "keymap"})
 
     ssh_raw = raw.get("ssh", {})
     if not isinstance(ssh_raw, dict):
@@ -329,7 +341,7 @@ def _check_jump_cycles(check: _Checker, hosts: tuple[HostConfig, ...]) -> None:
 def local_only_config() -> Config:
     """What `cockpit` watches with no config at all: this machine."""
     name = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname() or "localhost") or "localhost"
-    return Config(path=None, hosts=(HostConfig(name=name, local=True, roles=("local",)),))
+    return Config(path=None, hosts=(HostConfig(name=name, local=True, roles=("local",)),), implicit=True)
 
 
 def load_config(path: str | Path | None) -> Config:

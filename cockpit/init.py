@@ -19,7 +19,8 @@ def _ask_stdin(question: str, default: str) -> str:
     try:
         answer = input(f"{question}{shown}: ")
     except EOFError:
-        answer = ""
+        print(file=sys.stderr)
+        raise CockpitError("no answer (input ended): nothing was written") from None
     return answer.strip() or default
 
 
@@ -27,31 +28,88 @@ def _toml_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+Check = Callable[[str], "tuple[object, str | None]"]
+MAX_TRIES = 10
+
+
+def ask_until(ask: Ask, question: str, default: str, check: Check):
+    """Ask until the answer is good: a bad one is refused at once, with the reason, and asked again."""
+    for _ in range(MAX_TRIES):
+        value, problem = check(ask(question, default))
+        if problem is None:
+            return value
+        print(f"  {problem}; try again", file=sys.stderr)
+    raise CockpitError(f"no good answer to '{question}' after {MAX_TRIES} tries: nothing was written")
+
+
+def whole(minimum: int, maximum: int | None = None, empty_ok: bool = False) -> Check:
+    def check(text: str):
+        text = text.strip()
+        if not text and empty_ok:
+            return None, None
+        if not re.fullmatch(r"\d+", text):
+            return None, f"'{text}' is not a whole number"
+        value = int(text)
+        if value < minimum or (maximum is not None and value > maximum):
+            return None, f"{value} is out of range ({minimum}-{maximum})" if maximum else f"{value} is below {minimum}"
+        return value, None
+    return check
+
+
+def host_name(taken: set[str]) -> Check:
+    def check(text: str):
+        if not HOST_NAME_RE.match(text):
+            return None, f"'{text}' is not a host name: use letters, digits, '.', '_' and '-'"
+        if text in taken:
+            return None, f"'{text}' is already a host of this config"
+        return text, None
+    return check
+
+
+def word(what: str, empty_ok: bool = False, forbid: str = "") -> Check:
+    def check(text: str):
+        if not text and empty_ok:
+            return "", None
+        if not text or text.startswith("-") or any(c.isspace() or c in forbid for c in text):
+            return None, f"'{text}' is not {what}"
+        return text, None
+    return check
+
+
+def depth_list(text: str):
+    parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
+    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+        return None, f"'{text}' is not a list of positive whole numbers (e.g. 16,10,5)"
+    return [int(p) for p in parts], None
+
+
 def questionnaire(ask: Ask = _ask_stdin) -> dict:
+    """The answers, each checked as it is given; nothing is written until every answer is good."""
     answers: dict = {"hosts": []}
     print("A few questions; Enter keeps the default in brackets.", file=sys.stderr)
-    count = int(ask("How many GPU hosts (0 = only this machine)", "1") or "0")
+    count = ask_until(ask, "How many GPU hosts (0 = only this machine)", "1", whole(0, 64))
+    taken = {"here"}
     for number in range(count):
-        name = ask(f"Host {number + 1}: a short name", "gpu-server" if number == 0 else f"host{number + 1}")
-        if not HOST_NAME_RE.match(name):
-            raise CockpitError(f"host name '{name}': use letters, digits, '.', '_' and '-'")
-        address = ask(f"  {name}: address (IP, DNS name or ~/.ssh/config alias)", name)
-        user = ask(f"  {name}: SSH user (empty: from ~/.ssh/config)", "")
-        port = ask(f"  {name}: SSH port (empty: 22 or ~/.ssh/config)", "")
-        role = ask(f"  {name}: role (serving or training)", "serving" if number == 0 else "training")
+        name = ask_until(ask, f"Host {number + 1}: a short name", "gpu-server" if number == 0 else f"host{number + 1}",
+                         host_name(taken))
+        taken.add(name)
+        address = ask_until(ask, f"  {name}: address (IP, DNS name or ~/.ssh/config alias)", name, word("a host address"))
+        user = ask_until(ask, f"  {name}: SSH user (empty: from ~/.ssh/config)", "", word("a user name", empty_ok=True, forbid="@"))
+        port = ask_until(ask, f"  {name}: SSH port (empty: 22 or ~/.ssh/config)", "", whole(1, 65535, empty_ok=True))
+        role = ask_until(ask, f"  {name}: role (serving or training)", "serving" if number == 0 else "training", word("a role"))
         answers["hosts"].append({"name": name, "address": address, "user": user, "port": port, "role": role})
     serving = [h["name"] for h in answers["hosts"] if h["role"] == "serving"]
     answers["serving"] = serving[0] if serving else None
     if answers["serving"]:
-        answers["model"] = ask("Target model path on the serving host", "/models/Llama-3.1-8B-Instruct")
-        answers["draft"] = ask("EAGLE-3 draft path on the serving host", "/ckpt/eagle3")
-        answers["tp"] = ask("Tensor parallel size", "8")
-        answers["depths"] = ask("Draft depths to benchmark (draft tokens, comma-separated)", "16,10,5")
+        answers["model"] = ask_until(ask, "Target model path on the serving host", "/models/Llama-3.1-8B-Instruct", word("a path"))
+        answers["draft"] = ask_until(ask, "EAGLE-3 draft path on the serving host", "/ckpt/eagle3", word("a path"))
+        answers["tp"] = ask_until(ask, "Tensor parallel size", "8", whole(1, 1024))
+        answers["depths"] = ask_until(ask, "Draft depths to benchmark (draft tokens, comma-separated)", "16,10,5", depth_list)
     return answers
 
 
 def render_config(answers: dict) -> str:
-    lines = ["# cockpit config, written by `cockpit init`. Reference: README.md, sample_configs/deployment.toml.", ""]
+    lines = ["# cockpit config, written by `cockpit init`. Reference: README.md; `cockpit init --example` prints an annotated one.", ""]
     lines += ["[telemetry]", "interval_ms = 1000          # one nvidia-smi line per GPU per second, over one SSH connection", ""]
     lines += ["[hosts.here]", "local = true                # this machine", ""]
     for host in answers["hosts"]:
@@ -60,18 +118,13 @@ def render_config(answers: dict) -> str:
         if host["user"]:
             lines.append(f"user = {_toml_string(host['user'])}")
         if host["port"]:
-            if not host["port"].isdigit():
-                raise CockpitError(f"port '{host['port']}' of {host['name']} is not a number")
             lines.append(f"port = {int(host['port'])}")
         lines.append(f"roles = [{_toml_string(host['role'])}]")
         lines.append("")
     serving = answers.get("serving")
     if serving:
-        try:
-            depths = [int(d) for d in re.split(r"[,\s]+", answers["depths"].strip()) if d]
-        except ValueError:
-            raise CockpitError(f"depths '{answers['depths']}': give whole numbers, e.g. 16,10,5") from None
-        first = depths[0] if depths else 16
+        depths = answers["depths"]
+        first = depths[0]
         lines += [
             "# The deployment as a checklist: each step is blocked until the ones before it passed.",
             "[runbook]", 'name = "deploy"', "",
@@ -81,17 +134,30 @@ def render_config(answers: dict) -> str:
             f"host = {_toml_string(serving)}", f"path = {_toml_string(answers['draft'])}", "",
             "[[runbook.steps]]", 'name = "launch"', 'kind = "sglang_launch"    # flags checked against the host\'s own SGLang first',
             f"host = {_toml_string(serving)}", f"model_path = {_toml_string(answers['model'])}",
-            f"draft_path = {_toml_string(answers['draft'])}", f"draft_tokens = {first}", f"tp = {int(answers['tp'] or 1)}", "",
+            f"draft_path = {_toml_string(answers['draft'])}", f"draft_tokens = {first}", f"tp = {answers['tp']}", "",
             "[[runbook.steps]]", 'name = "ready"', 'kind = "sglang_ready"', f"host = {_toml_string(serving)}", "",
             "[bench]", 'launch_step = "launch"', f"depths = [{', '.join(map(str, depths))}]", "concurrency = [1, 8]", "repeats = 3", "",
         ]
     return "\n".join(lines)
 
 
-def write_config(path: Path, answers: dict, force: bool = False) -> Path:
-    text = render_config(answers)
-    parse_config(text, str(path))  # what we write must load
+def example_text() -> str:
+    """The annotated example config shipped with the cockpit (the story's deployment)."""
+    from cockpit.resources import SAMPLE_CONFIG, sample
+
+    return sample(SAMPLE_CONFIG).read_text(encoding="utf-8")
+
+
+def write_text(path: Path, text: str, force: bool = False) -> Path:
+    """Write a config only when it passes `cockpit config check` whole (what we write must load)."""
+    from cockpit.context import check_config
+
+    check_config(parse_config(text, str(path)))
     if path.exists() and not force:
         raise CockpitError(f"{path} exists: pass --force to replace it (it is not merged)")
     atomic_write(path, text)
     return path
+
+
+def write_config(path: Path, answers: dict, force: bool = False) -> Path:
+    return write_text(path, render_config(answers), force)

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cockpit.bench.http import HttpError, Opener, default_opener, post_sse
+from cockpit.bench.http import HttpError, Opener, default_opener, post_sse, split_url
 
 
 @dataclass
@@ -207,3 +207,25 @@ async def run_closed_loop(endpoint: str, api: str, workload: Workload, opener: O
     start = window[0] if window else min((r.start for r in measured), default=loop.time())
     end = max((r.end or r.start for r in measured), default=start)
     return sorted(records, key=lambda r: r.index), start, end
+
+
+async def probe_endpoint(endpoint: str, opener: Opener = default_opener, timeout: float = 5.0) -> None:
+    """One request before a benchmark: does an HTTP server answer there?  Raises CockpitError with
+    what the user can do (nothing listens, not HTTP, no answer) so no run is measured or stored."""
+    from cockpit.bench.http import BadReply, request
+    from cockpit.errors import CockpitError
+
+    host, port, path = split_url(endpoint)
+    where = f"{host}:{port}"
+    try:
+        await request(opener, "GET", f"http://{where}{path}/health", timeout=timeout)
+    except ConnectionRefusedError:
+        raise CockpitError(f"nothing listens on {where} (connection refused): is the server up? "
+                           "`cockpit plan show` and the server log say") from None
+    except asyncio.TimeoutError:
+        raise CockpitError(f"{where} did not answer within {timeout:g} s: a firewall, or a server that hangs") from None
+    except BadReply as exc:
+        raise CockpitError(f"{where} is not an HTTP server ({exc})") from None
+    except OSError as exc:
+        raise CockpitError(f"cannot reach {where}: {exc.strerror or exc}") from None
+

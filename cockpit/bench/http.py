@@ -23,6 +23,28 @@ class HttpError(Exception):
         self.body = body
 
 
+def normalize_endpoint(text: str) -> str:
+    """An endpoint as the user wrote it, made a URL: `127.0.0.1:30000` is `http://127.0.0.1:30000`.
+    Raises ValueError, naming what is wrong, for what cannot be one (https, no host, a bad port)."""
+    text = text.strip()
+    if not text:
+        raise ValueError("the endpoint is empty: give one, e.g. http://127.0.0.1:30000")
+    url = text if "://" in text else f"http://{text}"
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        raise ValueError(f"{text}: https is not supported (SGLang serves plain HTTP); reach a remote server through "
+                         "an SSH tunnel or the runbook's launch step")
+    if parts.scheme != "http":
+        raise ValueError(f"{text}: only http:// endpoints are supported")
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"{text}: the port is not a number between 0 and 65535") from None
+    if not parts.hostname:
+        raise ValueError(f"{text}: no host in the endpoint, e.g. http://127.0.0.1:30000")
+    return url.rstrip("/")
+
+
 def split_url(url: str) -> tuple[str, int, str]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", ""):

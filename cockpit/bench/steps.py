@@ -22,6 +22,15 @@ class BenchSweep(StepKind):
     def title(self, spec: StepSpec) -> str:
         return spec.title or "benchmark sweep over draft depths"
 
+    def validate(self, spec: StepSpec) -> str | None:
+        from cockpit.bench.sweep import sweep_value_problem
+
+        for key, value in spec.params.items():
+            problem = None if value is None else sweep_value_problem(key, value)
+            if problem:
+                return problem
+        return None
+
     def why(self, spec: StepSpec) -> str:
         return "relaunches the server per depth config (gated each time) and measures throughput, latency and acceptance"
 

@@ -47,35 +47,70 @@ class SweepSpec:
         return ([DepthConfig()] if self.baseline else []) + [DepthConfig.chain(n) for n in self.depths]
 
 
+SWEEP_KEYS = set(SweepSpec.__dataclass_fields__)
+
+
+def sweep_value_problem(key: str, value: Any) -> str | None:
+    """Why a [bench] (or bench_sweep step) value is wrong; None when it is good.  One place for both."""
+    if key in ("depths", "concurrency"):
+        if not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+            return f"{key} must be a non-empty list of positive integers, got {value!r}"
+    elif key in ("requests", "max_tokens", "repeats"):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"{key} must be a positive integer, got {value!r}"
+    elif key == "api":
+        if value not in ("sglang", "openai"):
+            return f"api must be 'sglang' or 'openai', got {value!r}"
+    elif key == "baseline":
+        if not isinstance(value, bool):
+            return f"baseline must be true or false, got {value!r}"
+    elif key in ("temperature", "ready_timeout_s"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            return f"{key} must be a non-negative number, got {value!r}"
+    elif key == "seed":
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"seed must be an integer, got {value!r}"
+    elif key in ("prompts", "launch_step"):
+        if not isinstance(value, str) or not value:
+            return f"{key} must be a non-empty string, got {value!r}"
+    return None
+
+
 def parse_sweep(config, runbook_spec) -> SweepSpec:
+    """The [bench] table, checked against the runbook: errors name the file, line and key."""
+    import difflib
+
+    from cockpit.config import locate
+    from cockpit.errors import ConfigError
+
     raw = config.raw.get("bench") or {}
-    where = str(config.path or "the config")
+    where = str(config.path or "<config>")
+
+    def fail(key: str | None, message: str) -> ConfigError:
+        return ConfigError(where, message, line=locate(config.text, ("bench",), key), key=key)
+
     if not isinstance(raw, dict):
-        raise CockpitError(f"{where}: [bench] must be a table")
-    allowed = set(SweepSpec.__dataclass_fields__)
+        raise ConfigError(where, "[bench] must be a table", key="bench")
     for key in raw:
-        if key not in allowed:
-            raise CockpitError(f"{where}: [bench] has no key '{key}'; keys: {', '.join(sorted(allowed))}")
+        if key not in SWEEP_KEYS:
+            close = difflib.get_close_matches(key, sorted(SWEEP_KEYS), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise fail(key, f"[bench] has no key '{key}'{hint}; keys: {', '.join(sorted(SWEEP_KEYS))}")
+        problem = sweep_value_problem(key, raw[key])
+        if problem:
+            raise fail(key, problem)
     launches = [s.name for s in runbook_spec.steps if s.kind == "sglang_launch"]
     step = raw.get("launch_step") or (launches[-1] if launches else None)
     if step is None or step not in launches:
-        raise CockpitError(f"{where}: [bench] launch_step must name an sglang_launch step of the runbook (have: {', '.join(launches) or 'none'})")
+        close = difflib.get_close_matches(step or "", launches, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        named = f"'{step}' is not" if step else "needs"
+        raise fail("launch_step" if "launch_step" in raw else None,
+                   f"launch_step {named} an sglang_launch step of the runbook{hint} (have: {', '.join(launches) or 'none'})")
     values: dict[str, Any] = {"launch_step": step}
-    for key in ("depths", "concurrency"):
-        if key in raw:
-            if not isinstance(raw[key], list) or not raw[key] or not all(isinstance(v, int) and v > 0 for v in raw[key]):
-                raise CockpitError(f"{where}: [bench] {key} must be a non-empty list of positive integers")
-            values[key] = tuple(raw[key])
-    for key in ("requests", "max_tokens", "repeats"):
-        if key in raw:
-            if not isinstance(raw[key], int) or raw[key] < 1:
-                raise CockpitError(f"{where}: [bench] {key} must be a positive integer")
-            values[key] = raw[key]
-    if "api" in raw and raw["api"] not in ("sglang", "openai"):
-        raise CockpitError(f"{where}: [bench] api must be 'sglang' or 'openai'")
-    for key in ("baseline", "prompts", "api", "temperature", "ready_timeout_s", "seed"):
-        if key in raw:
-            values[key] = raw[key]
+    for key, value in raw.items():
+        if key != "launch_step":
+            values[key] = tuple(value) if isinstance(value, list) else value
     return SweepSpec(**values)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cockpit.drafter.header import Header, HeaderError, encode_header, parse_header_bytes
+from cockpit.drafter.header import Header, encode_header, header_from, parse_header_bytes
 from cockpit.errors import CockpitError
 from cockpit.paths import atomic_write
 
@@ -134,14 +134,7 @@ class LocalOps:
 
 
 def read_header_via(ops, path: str) -> Header:
-    size = ops.size(path)
-    prefix = ops.read(path, 0, 8)
-    if len(prefix) < 8:
-        raise HeaderError(f"{path}: too short to be a safetensors file ({size} bytes)")
-    (length,) = struct.unpack("<Q", prefix)
-    if 8 + length > size:
-        raise HeaderError(f"{path}: header length {length} runs past the end of the file ({size} bytes): truncated?")
-    return parse_header_bytes(prefix, ops.read(path, 8, length), size, path)
+    return header_from(lambda offset, count: ops.read(path, offset, count), ops.size(path), path)
 
 
 # --- journal ----------------------------------------------------------------------------------------

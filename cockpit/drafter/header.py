@@ -64,11 +64,11 @@ def parse_header_bytes(prefix: bytes, header_bytes: bytes, file_size: int, path:
     try:
         text = header_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise HeaderError(f"{path}: the header is not UTF-8 (byte {exc.start})") from None
+        raise _not_safetensors(Path(path), prefix + header_bytes[:56], f"the header is not UTF-8 (byte {exc.start})") from None
     try:
         raw = json.loads(text)
     except ValueError as exc:
-        raise HeaderError(f"{path}: the header is not valid JSON ({exc})") from None
+        raise _not_safetensors(Path(path), prefix + header_bytes[:56], f"the header is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise HeaderError(f"{path}: the header is not a JSON object")
     data_size = file_size - 8 - length
@@ -105,30 +105,66 @@ def parse_header_bytes(prefix: bytes, header_bytes: bytes, file_size: int, path:
     return Header(path, length, file_size, tensors, metadata, raw)
 
 
+def what_it_is(head: bytes) -> str | None:
+    """What a file that is not safetensors looks like, from its first bytes (None: no idea)."""
+    if head.startswith(b"PK\x03\x04"):
+        return "a zip archive: a PyTorch checkpoint saved by torch.save (convert it with `cockpit drafter convert`)"
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "a Python pickle: a PyTorch checkpoint in torch.save's legacy format (convert it with `cockpit drafter convert`)"
+    if head.startswith(b"GGUF"):
+        return "a GGUF file (llama.cpp), not an EAGLE-3 draft SGLang loads"
+    if head.startswith(b"\x89HDF"):
+        return "an HDF5 file (Keras/TensorFlow weights)"
+    if head.startswith(b"\x93NUMPY"):
+        return "a NumPy .npy array"
+    stripped = head.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        return "JSON text (a config or an index?), not weights"
+    if head and all(32 <= b < 127 or b in (9, 10, 13) for b in head):
+        return "a text file"
+    return None
+
+
+def _not_safetensors(path: Path, head: bytes, why: str) -> HeaderError:
+    looks = what_it_is(head)
+    if looks:
+        return HeaderError(f"{path}: not a safetensors file; it is {looks}")
+    return HeaderError(f"{path}: not a safetensors file ({why})")
+
+
+def header_from(read, size: int, path: str | Path) -> Header:
+    """Read and check one file's header through `read(offset, size) -> bytes`: 8 + N bytes, never
+    the tensors (a local file, or one on a host over SFTP)."""
+    head = read(0, min(64, size))
+    prefix = head[:8]
+    if len(prefix) < 8:
+        raise _not_safetensors(Path(path), head, f"only {size} bytes long")
+    (length,) = struct.unpack("<Q", prefix)
+    if length > MAX_HEADER:
+        raise _not_safetensors(Path(path), head, f"its first 8 bytes give a header length of {length}, beyond safetensors' limit")
+    if 8 + length > size:
+        if what_it_is(head):
+            raise _not_safetensors(Path(path), head, "")
+        raise HeaderError(f"{path}: header length {length} runs past the end of the file ({size} bytes): truncated?")
+    return parse_header_bytes(prefix, read(8, length), size, str(path))
+
+
 def read_header(path: str | Path) -> Header:
     """Read and check one file's header: reads 8 + N bytes, never the tensors."""
     path = Path(path)
     try:
         with open(path, "rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(0)
-            prefix = handle.read(8)
-            if len(prefix) < 8:
-                raise HeaderError(f"{path}: too short to be a safetensors file ({size} bytes)")
-            (length,) = struct.unpack("<Q", prefix)
-            if length > MAX_HEADER:
-                raise HeaderError(f"{path}: header length {length} is beyond safetensors' limit")
-            if 8 + length > size:
-                raise HeaderError(f"{path}: header length {length} runs past the end of the file ({size} bytes): truncated?")
-            header_bytes = handle.read(length)
-    except HeaderError:
-        raise
+            size = handle.seek(0, 2)
+
+            def read(offset: int, count: int) -> bytes:
+                handle.seek(offset)
+                return handle.read(count)
+
+            return header_from(read, size, path)
     except IsADirectoryError:
         raise HeaderError(f"{path}: is a directory") from None
     except OSError as exc:
         raise HeaderError(f"{path}: {exc.strerror or exc}") from None
-    return parse_header_bytes(prefix, header_bytes, size, str(path))
 
 
 def encode_header(raw: dict[str, Any], length: int | None = None) -> bytes:

@@ -92,6 +92,10 @@ def weight_files(path: Path) -> list[Path]:
         return [path / n for n in names]
     files = sorted(path.glob("*.safetensors"))
     if not files:
+        torch_files = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
+        if torch_files:
+            raise CockpitError(f"{path}: holds PyTorch weights ({', '.join(torch_files[:3])}), not safetensors: SGLang's EAGLE-3 "
+                               f"loader wants safetensors; convert with `cockpit drafter convert {path} OUT_DIR`")
         raise CockpitError(f"{path}: no .safetensors weights in this directory")
     return files
 

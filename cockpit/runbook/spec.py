@@ -7,7 +7,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from cockpit.config import Config
+from cockpit.config import Config, locate
 from cockpit.errors import ConfigError
 import cockpit.bench.steps  # noqa: F401 - registers the bench_sweep kind
 import cockpit.drafter.steps  # noqa: F401 - registers the drafter_check kind
@@ -67,21 +67,26 @@ def parse_runbook(config: Config) -> RunbookSpec:
             line = _step_line(text, index, None)
         return ConfigError(path, message, line=line, key=key)
 
+    def fail_table(message: str, key: str | None) -> ConfigError:
+        return ConfigError(path, message, line=locate(text, ("runbook",), key), key=key)
+
     if not isinstance(raw, dict):
         raise ConfigError(path, "[runbook] must be a table", key="runbook")
     allowed = {"name", "freshness_s", "steps"}
     for key in raw:
         if key not in allowed:
-            raise ConfigError(path, f"unknown key in [runbook]; allowed: {', '.join(sorted(allowed))}", key=key)
+            close = difflib.get_close_matches(key, sorted(allowed), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise fail_table(f"unknown key in [runbook]{hint}; allowed: {', '.join(sorted(allowed))}", key)
     name = raw.get("name") or (config.path.stem if config.path else "default")
     if not isinstance(name, str):
-        raise ConfigError(path, "runbook name must be a string", key="name")
+        raise fail_table("runbook name must be a string", "name")
     freshness = raw.get("freshness_s", 30.0)
     if isinstance(freshness, bool) or not isinstance(freshness, (int, float)) or freshness <= 0:
-        raise ConfigError(path, "freshness_s must be a positive number of seconds", key="freshness_s")
+        raise fail_table("freshness_s must be a positive number of seconds", "freshness_s")
     steps_raw = raw.get("steps", [])
     if not isinstance(steps_raw, list):
-        raise ConfigError(path, "steps must be written as [[runbook.steps]] tables", key="steps")
+        raise fail_table("steps must be written as [[runbook.steps]] tables", "steps")
     hosts = {h.name for h in config.hosts}
     steps: list[StepSpec] = []
     seen: set[str] = set()

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.errors import CockpitError
-from cockpit.sglang.schema import FlagSchema, parse_argparse_text
-from cockpit.sglang.suggest import numeric_guess, rank_values, suggest
+from cockpit.sglang.schema import FlagSchema, parse_argparse_text, reference_schema
+from cockpit.sglang.suggest import most_likely, numeric_guess, rank_values, suggest, type_words
 
 TAIL_BYTES = 8 * 1024 * 1024  # a log is read from its end: never more than this
 MAX_LINE = 64 * 1024
@@ -84,6 +84,15 @@ def split_unknown(words: list[str]) -> list[tuple[str, str | None]]:
     return out
 
 
+def invalid_choice(flag: str, value: str, choices: tuple[str, ...], line: int | None = None) -> Diagnosis:
+    """A value not among a flag's choices: the value the user most likely meant first, as the fix."""
+    ranked = rank_values(value, choices)
+    meant = most_likely(value, choices)
+    hint = f"; did you mean '{meant}'?" if meant else ""
+    return Diagnosis("invalid_choice", f"{flag} does not accept '{value}'{hint} (allowed: {', '.join(choices)})", flag, value,
+                     tuple(ranked), line, (flag, meant) if meant else None)
+
+
 def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None) -> list[Diagnosis]:
     if message.startswith("unrecognized arguments: "):
         diagnoses = []
@@ -117,15 +126,13 @@ def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None)
         choice = re.match(r"^invalid choice: '(?P<val>.*)' \(choose from (?P<choices>.*)\)$", rest)
         if choice:
             choices = tuple(c.strip().strip("'\"") for c in choice.group("choices").split(","))
-            ranked = rank_values(choice.group("val"), choices)
-            return [Diagnosis("invalid_choice", f"{flag} does not accept '{choice.group('val')}'; allowed: {', '.join(choices)}",
-                              flag, choice.group("val"), tuple(ranked), line, (flag, ranked[0]) if ranked else None)]
+            return [invalid_choice(flag, choice.group("val"), choices, line)]
         bad_type = re.match(r"^invalid (?P<type>\w+) value: '(?P<val>.*)'$", rest)
         if bad_type:
             guess = numeric_guess(bad_type.group("val"))
             if guess is not None and bad_type.group("type") == "int" and "." in guess:
                 guess = None
-            return [Diagnosis("invalid_value", f"{flag} needs an {bad_type.group('type')}, got '{bad_type.group('val')}'",
+            return [Diagnosis("invalid_value", f"{flag} needs {type_words(bad_type.group('type'))}, got '{bad_type.group('val')}'",
                               flag, bad_type.group("val"), (guess,) if guess else (), line, (flag, guess) if guess else None)]
         if rest.startswith("expected"):
             return [Diagnosis("missing_value", f"{flag} {rest}", flag, None, (f"{flag} VALUE",), line)]
@@ -263,6 +270,8 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
             schema = parse_argparse_text("\n".join(run)) if any(line.startswith("usage:") for line in run) else None
         except CockpitError:
             schema = None
+        if schema is not None:
+            schema = schema.enriched(reference_schema())
     seen_kinds: set[str] = set()
     decode_lens: list[float] = []
     for offset, line in enumerate(run):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cockpit.sglang.diagnose import Diagnosis
+from cockpit.sglang.diagnose import Diagnosis, invalid_choice
 from cockpit.sglang.schema import FlagSchema
-from cockpit.sglang.suggest import numeric_guess, rank_values, suggest
+from cockpit.sglang.suggest import numeric_guess, rank_values, suggest, type_words
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
 DEPTH_FLAGS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
@@ -103,16 +103,14 @@ def lint_args(args: list[str], schema: FlagSchema) -> LintReport:
         report.values[flag.name] = values if flag.nargs in ("+", "*") else (values[0] if values else "")
         for value in values:
             if flag.choices and value not in flag.choices:
-                ranked = rank_values(value, flag.choices)
-                out.append(Diagnosis("invalid_choice", f"{flag.name} does not accept '{value}'; allowed: {', '.join(flag.choices)}",
-                                     flag.name, value, tuple(ranked), replacement=(flag.name, ranked[0])))
+                out.append(invalid_choice(flag.name, value, flag.choices))
             elif flag.value_type in ("int", "float"):
                 caster = int if flag.value_type == "int" else float
                 try:
                     caster(value)
                 except ValueError:
                     guess = numeric_guess(value)
-                    out.append(Diagnosis("invalid_value", f"{flag.name} needs an {flag.value_type}, got '{value}'", flag.name, value,
+                    out.append(Diagnosis("invalid_value", f"{flag.name} needs {type_words(flag.value_type)}, got '{value}'", flag.name, value,
                                          (guess,) if guess else (), replacement=(flag.name, guess) if guess else None))
     for flag in schema.flags:
         if flag.required and flag.name not in report.values:

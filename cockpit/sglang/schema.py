@@ -22,6 +22,18 @@ INT_FLAGS = {
 }
 FLOAT_FLAGS = {"--mem-fraction-static", "--speculative-accept-threshold-single", "--speculative-accept-threshold-acc",
                "--schedule-conservativeness"}
+_PATH_META = re.compile(r"(PATH|DIR|FILE|FOLDER)S?$")
+_PATH_HELP = re.compile(r"\b(path|file|directory|folder|filename)\b", re.IGNORECASE)
+_FRACTION = re.compile(r"(fraction|ratio|threshold)", re.IGNORECASE)
+_INT_NAME = re.compile(r"-(size|port|id|ids|steps|topk|bs|len|length|layers?|seed|rank|nnodes|tokens|num|count|gb|mb)$|-num-|-max-")
+_QUOTED = re.compile(r'["\']([A-Za-z0-9_.-]+)["\']')
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,61 @@ class Flag:
         if names & FLOAT_FLAGS:
             return "float"
         return None
+
+    @property
+    def value_kind(self) -> str:
+        """What the flag's value is: switch (none), choice, int, float, fraction (0..1), path, or text."""
+        if not self.takes_value:
+            return "switch"
+        if self.choices:
+            return "choice"
+        first_sentence = self.help.split(". ")[0]
+        kind = self.value_type
+        if kind == "float":
+            return "fraction" if _FRACTION.search(self.name) else "float"
+        if kind == "int":
+            return "int"
+        if _PATH_META.search(self.metavar or "") or _PATH_HELP.search(first_sentence):
+            return "path"
+        if _FRACTION.search(self.name):
+            return "fraction"
+        if _INT_NAME.search(self.name):
+            return "int"
+        return "text"
+
+    def help_values(self) -> tuple[str, ...]:
+        """Values a text flag's help quotes as its options (`* "auto" will ...`), when it names two or more."""
+        found = tuple(dict.fromkeys(_QUOTED.findall(self.help)))
+        return found if len(found) >= 2 and self.value_kind == "text" else ()
+
+    def accepts(self, value: str | None) -> bool:
+        """Could `value` (as the user wrote it, words joined by spaces) be this flag's value?  Used so
+        that a suggestion never offers a flag for a value of the wrong kind (a number for a path)."""
+        kind = self.value_kind
+        if value is None:
+            return True
+        if kind == "switch":
+            return False
+        words = value.split(" ") if self.nargs in ("+", "*") else [value]
+        if self.nargs in (None, "?") and len(value.split(" ")) > 1 and kind != "text":
+            return False
+        for word in words:
+            number = _number(word)
+            if kind == "choice" and word not in (self.choices or ()) and word.lower() not in {c.lower() for c in self.choices or ()}:
+                return False
+            if kind == "int" and (number is None or not re.fullmatch(r"-?\d+", word)):
+                return False
+            if kind == "float" and number is None:
+                return False
+            if kind == "fraction" and (number is None or not 0.0 <= number <= 1.0):
+                return False
+            if kind == "path" and (number is not None or word.startswith(("{", "["))):
+                return False
+            if kind == "text":
+                quoted = self.help_values()
+                if quoted and word not in quoted:
+                    return False
+        return True
 
 
 @dataclass
@@ -91,6 +158,18 @@ class FlagSchema:
 
     def to_json(self) -> dict:
         return {"prog": self.prog, "version": self.version, "flags": [asdict(f) for f in self.flags]}
+
+    def enriched(self, reference: "FlagSchema") -> "FlagSchema":
+        """This schema with the help texts a usage synopsis lacks taken from a reference `--help`
+        (same flag name): what kind of value a flag takes is read from its help."""
+        flags = []
+        for flag in self.flags:
+            ref = reference.get(flag.name)
+            if not flag.help and ref is not None and ref.takes_value == flag.takes_value:
+                flag = Flag(flag.name, flag.aliases or ref.aliases, flag.takes_value, flag.nargs, flag.metavar, flag.choices,
+                            flag.required, flag.negation, ref.help)
+            flags.append(flag)
+        return FlagSchema(prog=self.prog, version=self.version, flags=flags)
 
     @classmethod
     def from_json(cls, data: dict) -> "FlagSchema":
@@ -246,6 +325,20 @@ def parse_argparse_text(text: str) -> FlagSchema:
                     merged[position] = Flag(flag.name, tuple(dict.fromkeys(flag.aliases + tuple(names[1:]))), flag.takes_value,
                                             flag.nargs, flag.metavar, flag.choices, True, flag.negation, flag.help)
     return FlagSchema(prog=prog, flags=merged)
+
+
+REFERENCE_HELP = "help_0.5.23.txt"  # the newest recorded `--help`, shipped in cockpit/sglang/data
+_reference: FlagSchema | None = None
+
+
+def reference_schema() -> FlagSchema:
+    """The flags of the newest SGLang the cockpit ships a `--help` of (help texts for a usage-only schema)."""
+    global _reference
+    if _reference is None:
+        from importlib import resources
+
+        _reference = parse_argparse_text(resources.files("cockpit.sglang").joinpath("data", REFERENCE_HELP).read_text())
+    return _reference
 
 
 def load_schema(path: str | Path) -> FlagSchema:

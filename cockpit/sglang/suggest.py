@@ -118,6 +118,16 @@ def _token_score(a: set[str], b: set[str]) -> float:
     return 0.45 * common / len(a) + 0.3 * common / len(a | b) if a and b else 0.0
 
 
+# Words that mean opposite things in flag names: a flag about GPU memory is never the one meant for host memory.
+CONFLICTS = ({"gpu", "host"}, {"gpu", "cpu"}, {"prefill", "decode"}, {"min", "max"}, {"draft", "target"})
+
+
+def _conflicting(wrong: str, candidate: str) -> bool:
+    a = set(wrong.lstrip("-").replace("_", "-").lower().split("-"))
+    b = set(candidate.lstrip("-").replace("_", "-").lower().split("-"))
+    return any(len(pair & a) == 1 and len(pair & b) == 1 and pair & a != pair & b for pair in CONFLICTS)
+
+
 def similar_flags(wrong: str, schema: FlagSchema | None, limit: int = 3) -> list[str]:
     """Schema flags ranked by similarity.  The cheap word-overlap score picks a shortlist first;
     the edit-distance part (difflib, the costly one) is computed for the shortlist only."""
@@ -137,12 +147,17 @@ def similar_flags(wrong: str, schema: FlagSchema | None, limit: int = 3) -> list
         score = similarity(wrong, option)
         if score > best.get(name, -1.0):
             best[name] = score
-    ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))
-    return [name for name, score in ranked[:limit] if score >= 0.35]
+    ranked = [(name, score) for name, score in sorted(best.items(), key=lambda item: (-item[1], item[0]))
+              if not _conflicting(wrong, name)]
+    top = ranked[0][1] if ranked else 0.0
+    # close to the best only: a weak runner-up is noise, not a suggestion
+    return [name for name, score in ranked[:limit] if score >= max(0.35, top - 0.2)]
 
 
 def suggest(flag: str, value: str | None, schema: FlagSchema | None) -> list[Suggestion]:
-    """Ranked fixes for an unknown flag (with the value the user gave it, if any)."""
+    """Ranked fixes for an unknown flag (with the value the user gave it, if any).  A flag is
+    suggested only when the value given could be its value (a number is never offered to a path,
+    a GPU id or a switch); a flag that takes a value is suggested with it."""
     out: list[Suggestion] = []
     normalised = flag.replace("_", "-")
     if flag in KNOWN:
@@ -150,23 +165,72 @@ def suggest(flag: str, value: str | None, schema: FlagSchema | None) -> list[Sug
     elif normalised != flag and (schema is None or schema.get(normalised)):
         words = (normalised,) + ((value,) if value is not None else ())
         out.append(Suggestion(" ".join(words), words, "SGLang does not turn '_' into '-' in flag names"))
-    for name in similar_flags(flag, schema):
+    for name in similar_flags(flag, schema, limit=8):
+        if len(out) >= 3:
+            break
         if any(s.text.split(" ")[0] == name for s in out):
             continue
-        takes_value = schema is not None and schema.get(name) is not None and schema.get(name).takes_value
-        words = (name,) + ((value,) if value is not None and takes_value else ())
+        target = schema.get(name) if schema is not None else None
+        if target is None or not target.accepts(value):
+            continue
+        words = (name,) + ((value,) if value is not None else ())
         out.append(Suggestion(" ".join(words), words))
     return out
 
 
-def rank_values(wrong: str, choices: tuple[str, ...]) -> list[str]:
-    """Allowed values, the most likely meant first (case and punctuation forgiven)."""
-    def key(choice: str) -> float:
-        a = "".join(ch for ch in wrong.lower() if ch.isalnum())
-        b = "".join(ch for ch in choice.lower() if ch.isalnum())
-        return 1.0 if a == b else difflib.SequenceMatcher(None, a, b).ratio()
+def _alnum(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
 
-    return sorted(choices, key=lambda c: -key(c))
+
+# What users write for a value, by what they mean (checked against the version's own choices).
+VALUE_ALIASES = {
+    "bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half": "float16", "fp32": "float32", "f32": "float32",
+    "mtp": "NEXTN", "nextn": "NEXTN", "deepseekmtp": "NEXTN", "eagle2": "EAGLE", "lookahead": "NGRAM",
+    "flashattn": "fa3", "flashattention": "fa3", "flashattention3": "fa3", "fa": "fa3", "flashattn3": "fa3",
+    "sdpa": "torch_native", "torch": "torch_native", "safetensor": "safetensors", "pytorch": "pt", "bin": "pt",
+    "fp8": "fp8_e4m3", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2",
+}
+
+
+def rank_values(wrong: str, choices: tuple[str, ...]) -> list[str]:
+    """Allowed values, the one the user most likely meant first: the same word in another case or
+    punctuation, a known alias (bf16 for bfloat16, mtp for NEXTN, flash-attn for fa3), a choice the
+    value starts or ends, then the closest spelling."""
+    a = _alnum(wrong)
+    alias = VALUE_ALIASES.get(a)
+
+    def key(choice: str) -> tuple[float, float]:
+        b = _alnum(choice)
+        if a == b:
+            return (4.0, 0.0)
+        if alias is not None and _alnum(alias) == b:
+            return (3.0, 0.0)
+        if a and b and (b.startswith(a) or a.startswith(b)):
+            return (2.0, -abs(len(a) - len(b)))
+        return (1.0, difflib.SequenceMatcher(None, a, b).ratio())
+
+    return sorted(choices, key=lambda c: tuple(-k for k in key(c)))
+
+
+def most_likely(wrong: str, choices: tuple[str, ...]) -> str | None:
+    """The value the user meant, when one stands out (same word, an alias, a prefix, or a close
+    spelling); None when nothing is close enough to say."""
+    ranked = rank_values(wrong, choices)
+    if not ranked:
+        return None
+    best = ranked[0]
+    a, b = _alnum(wrong), _alnum(best)
+    if a == b or VALUE_ALIASES.get(a) in choices or (a and b and (b.startswith(a) or a.startswith(b))):
+        return best
+    return best if difflib.SequenceMatcher(None, a, b).ratio() >= 0.6 else None
+
+
+TYPE_WORDS = {"int": "an integer", "float": "a number"}
+
+
+def type_words(kind: str) -> str:
+    """'an integer', 'a number' (never 'an float')."""
+    return TYPE_WORDS.get(kind, f"a value of type {kind}")
 
 
 NUMBER_WORDS = {w: i for i, w in enumerate(

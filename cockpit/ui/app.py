@@ -151,7 +151,8 @@ class CockpitApp(App[int]):
         with Horizontal(id="main"):
             with VerticalScroll(id="hosts"):
                 if not self.config.hosts:
-                    yield Static("No hosts configured. Add [hosts.NAME] tables to the config (see sample_configs/).", id="empty")
+                    yield Static("No hosts configured. Add [hosts.NAME] tables to the config "
+                                 "(`cockpit init --example` prints an annotated one).", id="empty")
                 for host in self.config.hosts:
                     pane = HostPane(host, ascii_only=self.ascii_only)
                     self.panes[host.name] = pane
@@ -231,6 +232,9 @@ class CockpitApp(App[int]):
             self.set_interval(2.0, self.runbook.refresh)
         if self.read_only:
             self.sub_title += " - READ-ONLY"
+        if self.config.implicit and not self.demo:
+            self.notify("No config: watching this machine only. `cockpit init` writes a config for your hosts; "
+                        "`cockpit demo` shows the whole deployment flow.", title="welcome", timeout=20)
         if self.demo:
             self.title = "cockpit DEMO"
             self.sub_title = "DEMO: replayed H200 telemetry and SGLang, nothing real is deployed"

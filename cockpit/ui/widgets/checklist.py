@@ -58,7 +58,7 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
         for warning in view.warnings:
             text.append(f"     warning: {warning}\n", style="yellow")
     if not views:
-        text.append("No runbook in the config: add [[runbook.steps]] (see sample_configs/deployment.toml).\n", style="dim")
+        text.append("No runbook in the config: add [[runbook.steps]] (`cockpit init --example` prints an annotated config).\n", style="dim")
         return text
     view = views[selected]
     text.append("─" * max(10, width - 2) + "\n" if not ascii_only else "-" * max(10, width - 2) + "\n", style="dim")

@@ -1,0 +1,177 @@
+"""Every mistake a user can make at the CLI gets a clear message naming the file, line or flag, a
+non-zero exit, and nothing stored (issue 13, item 4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.sglang.diagnose import diagnose_argparse
+from cockpit.sglang.lint import lint_args
+from cockpit.sglang.schema import load_schema
+from cockpit.sglang.suggest import suggest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HOSTS = '[hosts.gpu-server]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n\n'
+LAUNCH = ('[[runbook.steps]]\nname = "launch"\nkind = "sglang_launch"\nhost = "gpu-server"\nmodel_path = "/m"\n'
+          'draft_tokens = 16\n\n')
+
+
+def cli(*args, input=None, env=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=60,
+                          input=input, env={**os.environ, **(env or {})}, cwd=cwd,
+                          stdin=None if input is not None else subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("text, line, fragment", [
+    (HOSTS + '[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "gpu-servr"\n', 8, "did you mean 'gpu-server'"),
+    (HOSTS + '[[runbook.steps]]\nname = "clean"\nkind = "gpu_clen"\nhost = "gpu-server"\n', 7, "did you mean 'gpu_clean'"),
+    (HOSTS + '[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "gpu-server"\nmax_used_mib = "256"\n', 9,
+     "'max_used_mib' must be int"),
+    (HOSTS + '[[runbook.steps]]\nname = "l"\nkind = "sglang_launch"\nhost = "gpu-server"\n', 5, "needs 'model_path'"),
+    (HOSTS + '[[runbook.steps]]\nname = "k"\nkind = "kill_stale"\nhost = "gpu-server"\npatern = "x"\n', 9,
+     "did you mean 'pattern'"),
+    (HOSTS + LAUNCH + '[bench]\nlaunch_step = "lanch"\n', 13, "did you mean 'launch'"),
+    (HOSTS + LAUNCH + '[bench]\ndepths = [16, 0, 5]\n', 13, "positive integers"),
+    (HOSTS + LAUNCH + '[bench]\nconcurrency = [-1]\n', 13, "positive integers"),
+    (HOSTS + LAUNCH + '[bench]\nrepeat = 3\n', 13, "did you mean 'repeats'"),
+    (HOSTS + '[bench]\ndepths = [5]\n', 5, "sglang_launch step"),
+    (HOSTS + '[sglang]\nversion = "0.5.2"\n', 5, "unknown table 'sglang'"),
+    (HOSTS + '[runbook]\nnam = "x"\n', 6, "did you mean 'name'"),
+    ('colour = "red"\n' + HOSTS, 1, "unknown key 'colour'"),
+    (HOSTS + 'colour = "red"\n', 5, "key 'colour': unknown key"),
+])
+def test_config_check_rejects_what_plan_run_would(tmp_path, text, line, fragment):
+    path = tmp_path / "deploy.toml"
+    path.write_text(text)
+    checked = cli("config", "check", str(path))
+    assert checked.returncode == 2, checked.stdout
+    assert f"{path}:{line}:" in checked.stderr and fragment in checked.stderr, checked.stderr
+    assert "Traceback" not in checked.stderr
+    # the same file is refused the same way by the commands that use it
+    planned = cli("plan", "run", "--config", str(path))
+    assert planned.returncode == 2 and f"{path}:{line}:" in planned.stderr, planned.stderr
+
+
+def test_config_check_accepts_the_shipped_example(tmp_path):
+    example = cli("init", "--example")
+    assert example.returncode == 0
+    path = tmp_path / "deploy.toml"
+    path.write_text(example.stdout)
+    checked = cli("config", "check", str(path), "--json")
+    assert checked.returncode == 0, checked.stderr
+    data = json.loads(checked.stdout)
+    assert data["ok"] and data["runbook"]["steps"]
+
+
+def test_init_refuses_a_bad_answer_at_the_prompt_and_keeps_the_good_ones(tmp_path):
+    target = tmp_path / "c.toml"
+    answers = "\n".join(["1", "gpu-server", "10.0.0.7", "root", "abc", "2222", "serving", "/models/L", "/ckpt/e",
+                         "eight", "8", "16,x", "16,10,5"]) + "\n"
+    proc = cli("init", str(target), input=answers)
+    assert proc.returncode == 0, proc.stderr
+    assert "'abc' is not a whole number; try again" in proc.stderr
+    assert "'eight' is not a whole number; try again" in proc.stderr
+    assert "'16,x' is not a list of positive whole numbers" in proc.stderr
+    text = target.read_text()
+    assert 'address = "10.0.0.7"' in text and "port = 2222" in text and "tp = 8" in text and "depths = [16, 10, 5]" in text
+    assert "Traceback" not in proc.stderr
+
+
+def test_init_that_runs_out_of_input_writes_nothing(tmp_path):
+    target = tmp_path / "c.toml"
+    proc = cli("init", str(target), input="1\ngpu-server\n")
+    assert proc.returncode == 2 and "nothing was written" in proc.stderr and not target.exists()
+
+
+def test_bench_run_where_nothing_listens_fails_fast_and_stores_nothing(tmp_path):
+    data = tmp_path / "data"
+    for endpoint in ("http://127.0.0.1:9", "127.0.0.1:9"):
+        proc = cli("bench", "run", "--endpoint", endpoint, "--requests", "4", env={"XDG_DATA_HOME": str(data)})
+        assert proc.returncode == 2 and "nothing listens on 127.0.0.1:9" in proc.stderr, proc.stderr
+    assert not data.exists() or not list(data.rglob("*.jsonl"))
+    proc = cli("bench", "run", "--endpoint", "https://gpu-server:30000")
+    assert proc.returncode == 2 and "https is not supported" in proc.stderr
+
+
+def test_endpoint_without_a_scheme_is_http_never_port_80():
+    from cockpit.bench.http import normalize_endpoint, split_url
+
+    assert split_url(normalize_endpoint("127.0.0.1:30000")) == ("127.0.0.1", 30000, "")
+    assert normalize_endpoint("localhost:8000/") == "http://localhost:8000"
+    with pytest.raises(ValueError, match="not a number"):
+        normalize_endpoint("localhost:port")
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"PK\x03\x04" + bytes(100), "a zip archive: a PyTorch checkpoint"),
+    (b"\x80\x02}q\x00(X" + bytes(100), "a Python pickle"),
+    (b"hello, this is not a checkpoint\n" * 4, "a text file"),
+    (b'{"weight_map": {}}' + b" " * 40, "JSON text"),
+])
+def test_drafter_commands_on_a_file_that_is_not_safetensors(tmp_path, content, fragment):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(content)
+    for args in (("drafter", "inspect", str(path)), ("drafter", "fix-keys", str(path), "--dry-run")):
+        proc = cli(*args)
+        assert proc.returncode == 2 and f"{path}: not a safetensors file; it is {fragment}" in proc.stderr, proc.stderr
+    folder = tmp_path / "torch-out"
+    folder.mkdir()
+    (folder / "pytorch_model.bin").write_bytes(content)
+    proc = cli("drafter", "inspect", str(folder))
+    assert proc.returncode == 2 and "holds PyTorch weights" in proc.stderr and "cockpit drafter convert" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return load_schema(FIXTURES / "sglang" / "help_0.5.23.txt")
+
+
+def test_a_number_is_never_suggested_to_a_path_flag(schema):
+    for wrong, value in (("--num-speculative-tokens", "16"), ("--max-model-len", "8192"), ("--speculative-config", "{}"),
+                         ("--gpu-memory-utilization", "0.9")):
+        for fix in suggest(wrong, value, schema):
+            flag = schema.get(fix.text.split(" ")[0])
+            if flag is not None and len(fix.replacement or ()) == 2:
+                assert flag.value_kind != "path", (wrong, fix.text)
+                assert flag.accepts(value), (wrong, fix.text)
+    texts = [f.text for f in suggest("--num-speculative-tokens", "16", schema)]
+    assert "--speculative-token-map 16" not in texts
+    texts = [f.text for f in suggest("--gpu-memory-utilization", "0.9", schema)]
+    assert not any(t.startswith(("--base-gpu-id", "--hicache-host-memory-fraction")) for t in texts), texts
+
+
+@pytest.mark.parametrize("flag, value, choices, meant", [
+    ("--speculative-algorithm", "EAGLE-3", ("EAGLE", "EAGLE3", "NEXTN"), "EAGLE3"),
+    ("--speculative-algorithm", "mtp", ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"), "NEXTN"),
+    ("--dtype", "bf16", ("auto", "half", "float16", "bfloat16", "float", "float32"), "bfloat16"),
+    ("--attention-backend", "flash-attn", ("triton", "torch_native", "flashinfer", "fa3", "flashmla"), "fa3"),
+])
+def test_an_invalid_choice_suggests_what_the_user_meant(flag, value, choices, meant):
+    message = f"argument {flag}: invalid choice: '{value}' (choose from {', '.join(repr(c) for c in choices)})"
+    [diagnosis] = diagnose_argparse(message, None, 1)
+    assert diagnosis.suggestions[0] == meant and diagnosis.replacement == (flag, meant)
+    assert f"did you mean '{meant}'?" in diagnosis.message
+
+
+def test_type_errors_read_as_english(schema):
+    [diagnosis] = diagnose_argparse("argument --mem-fraction-static: invalid float value: 'most'", None, 1)
+    assert "needs a number" in diagnosis.message and "an float" not in diagnosis.message
+    report = lint_args(["--model-path", "/m", "--tp-size", "eight"], schema)
+    assert any("needs an integer, got 'eight'" in d.message for d in report.diagnoses)
+
+
+async def test_first_run_without_a_config_says_what_to_do_next(monkeypatch):
+    from cockpit.config import local_only_config
+    from cockpit.ui.app import CockpitApp
+
+    app = CockpitApp(local_only_config())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        texts = [n.message for n in app._notifications]
+        assert any("cockpit init" in t and "cockpit demo" in t for t in texts), texts
