@@ -1,18 +1,37 @@
-"""The composition root: a config checked whole, once, in the one place every command uses.
+"""The composition root: the one place the cockpit's objects are built and its step kinds are
+registered.  The CLI and the TUI are thin shells over a Context.
 
-`config check` rejects exactly what `plan run`, `bench sweep` and the TUI would: the hosts and
-settings (config.py), the runbook's steps with each kind's parameters (runbook/spec.py), and the
-[bench] sweep (bench/sweep.py).
+`check_config` is also the one validation every command uses: `config check` rejects exactly what
+`plan run`, `bench sweep` and the TUI would (hosts and settings, each runbook step against its kind,
+the [bench] sweep).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cockpit.bench.steps import BENCH_KINDS
 from cockpit.bench.sweep import SweepSpec, parse_sweep
 from cockpit.config import Config, load_config
-from cockpit.runbook.spec import RunbookSpec, parse_runbook
+from cockpit.drafter.steps import DRAFTER_KINDS
+from cockpit.runbook import spec as runbook_spec
+from cockpit.runbook.builtin import BUILTIN_KINDS
+from cockpit.runbook.engine import Runbook
+from cockpit.runbook.kind import Kinds, registry
+from cockpit.runbook.spec import RunbookSpec
+from cockpit.runbook.store import StateStore
+from cockpit.sglang.steps import SGLANG_KINDS
+from cockpit.telemetry.hub import TelemetryHub
+
+
+def default_kinds() -> Kinds:
+    """Every step kind the cockpit ships: the runbook's own, SGLang's, the drafter's, the benchmarks'."""
+    return registry((*BUILTIN_KINDS, *SGLANG_KINDS, *DRAFTER_KINDS, *BENCH_KINDS))
+
+
+def parse_runbook(config: Config, kinds: Kinds | None = None) -> RunbookSpec:
+    return runbook_spec.parse_runbook(config, kinds if kinds is not None else default_kinds())
 
 
 @dataclass(frozen=True)
@@ -21,14 +40,79 @@ class CheckedConfig:
     runbook: RunbookSpec
     sweep: SweepSpec | None  # None: no [bench] table and no bench_sweep step
 
+    def to_json(self) -> dict:
+        sweep = self.sweep
+        return {"hosts": [{"name": h.name, "local": h.local, "address": h.address, "user": h.user, "port": h.port,
+                           "jump_host": h.jump_host, "roles": list(h.roles), "connect_timeout": h.connect_timeout}
+                          for h in self.config.hosts],
+                "runbook": {"name": self.runbook.name, "steps": [{"name": s.name, "kind": s.kind, "host": s.host}
+                                                                 for s in self.runbook.steps]},
+                "sweep": None if sweep is None else {"launch_step": sweep.launch_step, "configs": [c.label for c in sweep.configs()],
+                                                     "concurrency": list(sweep.concurrency)}}
 
-def check_config(config: Config) -> CheckedConfig:
+    def render(self) -> str:
+        lines = [f"{len(self.config.hosts)} host(s), {len(self.runbook.steps)} runbook step(s)"]
+        for host in self.config.hosts:
+            roles = f" [{', '.join(host.roles)}]" if host.roles else ""
+            lines.append(f"  {host.label}{f' via {host.jump_host}' if host.jump_host else ''}{roles}")
+        lines += [f"  step {n}. {s.name}: {s.kind} on {s.host}" for n, s in enumerate(self.runbook.steps, start=1)]
+        if self.sweep is not None:
+            lines.append(f"  sweep: relaunch '{self.sweep.launch_step}' for {', '.join(c.label for c in self.sweep.configs())}; "
+                         f"concurrency {', '.join(map(str, self.sweep.concurrency))}")
+        return "\n".join(lines)
+
+
+def check_config(config: Config, kinds: Kinds | None = None) -> CheckedConfig:
     """Every part of a config checked; raises ConfigError naming file, line and key."""
-    runbook = parse_runbook(config)
+    runbook = parse_runbook(config, kinds)
     wants_sweep = "bench" in config.raw or any(s.kind == "bench_sweep" for s in runbook.steps)
     sweep = parse_sweep(config, runbook) if wants_sweep else None
     return CheckedConfig(config, runbook, sweep)
 
 
-def load_checked(path: str | Path | None) -> CheckedConfig:
-    return check_config(load_config(path))
+def load_checked(path: str | Path | None, kinds: Kinds | None = None) -> CheckedConfig:
+    return check_config(load_config(path), kinds)
+
+
+class Context:
+    """Built once from a checked config: the command log, the transport pool and telemetry hub
+    (the hub owns both), the runbook with its kinds (it watches the hub itself; built when first
+    used, so `status` never reads runbook state), the sweep."""
+
+    def __init__(self, checked: CheckedConfig, hub: TelemetryHub | None = None, runbook: Runbook | None = None,
+                 store: StateStore | None = None, hosts: list[str] | None = None):
+        self.checked = checked
+        self.config = checked.config
+        watched = self.config if not hosts else replace(self.config, hosts=tuple(self.config.host(n) for n in hosts))
+        self.hub = hub or TelemetryHub(watched)
+        self.pool = self.hub.pool
+        self.log = self.hub.log
+        self.kinds = checked.runbook.kinds
+        self.sweep = checked.sweep
+        self._runbook = runbook
+        self._store = store
+
+    @classmethod
+    def load(cls, path: str | Path | None, kinds: Kinds | None = None, hosts: list[str] | None = None) -> "Context":
+        return cls(load_checked(path, kinds), hosts=hosts)
+
+    @classmethod
+    def of(cls, config: Config, hub: TelemetryHub | None = None, runbook: Runbook | None = None,
+           kinds: Kinds | None = None) -> "Context":
+        return cls(check_config(config, kinds), hub, runbook)
+
+    @property
+    def runbook(self) -> Runbook | None:
+        """The runbook of the config (None when it has no steps)."""
+        if self._runbook is None and self.checked.runbook.steps:
+            self._runbook = Runbook(self.checked.runbook, self.hub, self._store)
+        return self._runbook
+
+    def sweep_spec(self) -> SweepSpec:
+        """The [bench] sweep (its defaults when the config has none): raises ConfigError without a launch step."""
+        return self.sweep if self.sweep is not None else parse_sweep(self.config, self.checked.runbook)
+
+    async def close(self) -> None:
+        if self._runbook is not None:
+            self._runbook.close()
+        await self.hub.stop()

@@ -225,7 +225,7 @@ async def test_drafter_check_step_offers_the_fix_remote_and_local(sshd, tmp_path
     from cockpit.config import parse_config
     from cockpit.runbook.engine import Runbook
     from cockpit.runbook.model import StepState
-    from cockpit.runbook.spec import parse_runbook
+    from cockpit.context import parse_runbook
     from cockpit.runbook.store import StateStore
     from cockpit.telemetry.hub import TelemetryHub
 

@@ -17,7 +17,7 @@ from cockpit.config import parse_config
 from cockpit.errors import ConfigError
 from cockpit.runbook.engine import GateClosed, Runbook
 from cockpit.runbook.model import StepState
-from cockpit.runbook.spec import parse_runbook
+from cockpit.context import parse_runbook
 from cockpit.runbook.store import StateStore
 from cockpit.telemetry.hub import TelemetryHub
 
@@ -314,7 +314,7 @@ def test_runbook_config_errors_name_line_and_key(steps, line, key, fragment):
 async def test_refresh_follows_another_process_and_dead_runners(tmp_path):
     """Two cockpits on one runbook: each sees what the other recorded, and a step whose runner died
     (or whose pid now belongs to another process) turns interrupted, without a restart."""
-    from cockpit.runbook.engine import process_start
+    from cockpit.runbook.store import process_start
 
     config = parse_config('[hosts.here]\nlocal = true\n\n[runbook]\nname = "two"\n\n[[runbook.steps]]\nname = "a"\n'
                           'kind = "command"\nhost = "here"\nargv = ["true"]\n\n[[runbook.steps]]\nname = "b"\n'

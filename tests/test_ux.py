@@ -9,7 +9,7 @@ import pytest
 
 from cockpit.config import load_config, parse_config
 from cockpit.errors import ConfigError
-from cockpit.runbook.spec import parse_runbook
+from cockpit.context import parse_runbook
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.themes import available_themes
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cockpit.runbook.kinds import Param, RunContext, StepKind, _now, register
+from cockpit.runbook.kind import Param, RunContext, StepKind
+from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 
 
-@register
 class BenchSweep(StepKind):
     name = "bench_sweep"
     destructive = True
@@ -53,7 +53,7 @@ class BenchSweep(StepKind):
         async def yes(_text: str) -> bool:
             return True  # confirmed once, for the whole sweep, by the plan
 
-        result = await run_sweep(ctx.runbook, planned, yes, progress=None)
+        result = await run_sweep(ctx.runbook, planned, yes, progress=ctx.progress)
         rows = result.table()
         evidence = {"rows": rows, "failures": result.failures, "runs": [r["file"] for r in result.runs]}
         if result.failures or not rows:
@@ -62,3 +62,6 @@ class BenchSweep(StepKind):
         return StepResult(StepState.PASSED, started, _now(), f"{len(result.runs)} runs; best {best['config']} at concurrency "
                           f"{best['concurrency']}: {best['throughput_median']:.0f} tok/s"
                           + (f", {best['speedup']:.2f}x the baseline" if best["speedup"] else ""), evidence)
+
+
+BENCH_KINDS = (BenchSweep,)

@@ -72,6 +72,20 @@ def list_runs() -> list[Path]:
     return sorted(runs_dir().glob("*.jsonl"))
 
 
+def recent_sweep_runs(limit: int = 40) -> list[dict[str, Any]]:
+    """The latest stored runs that belong to a depth sweep (they name their config); a run file this
+    cockpit cannot read is skipped, not fatal."""
+    runs = []
+    for path in list_runs()[-limit:]:
+        try:
+            run = load_run(path)
+        except CockpitError:
+            continue
+        if run.get("config"):
+            runs.append(run)
+    return runs
+
+
 def compare(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows side by side; speedup of output throughput over the run labelled baseline (or the first
     run without speculation), at the same concurrency."""

@@ -24,9 +24,6 @@ from cockpit.sglang.server import DepthConfig, wait_ready
 
 NOISY_SPREAD = 0.10  # max-min over the median, above which a config is flagged noisy
 
-# Anyone may watch sweeps (the TUI's benchmark pane does): each listener gets every progress state.
-LISTENERS: list = []
-
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -169,9 +166,9 @@ async def server_info(transport, port: int) -> dict[str, Any]:
 
 
 async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepResult:
-    """Relaunch per config through the runbook (its gates apply), measure, and stop at the end."""
+    """Relaunch per config through the runbook (its gates apply), measure, and stop at the end.
+    `progress` gets every progress state (the sweep topic of the context publishes it to the TUI)."""
     launch = runbook.spec.step(sweep.launch_step)
-    fixed_argv = runbook.overrides.get(launch.name)  # a fix applied by hand: keep it, change only its depth
     prompts = load_prompts(sweep.prompts, sweep.seed)
     configs = sweep.configs()
     total = len(configs) * len(sweep.concurrency) * sweep.repeats
@@ -184,9 +181,8 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
         elapsed = time.monotonic() - started
         eta = (elapsed / done * (total - done)) if done else None
         state = {"text": text, "done": done, "total": total, "elapsed_s": elapsed, "eta_s": eta, "runs": list(result.runs)}
-        for listener in [progress, *LISTENERS]:
-            if listener is not None:
-                listener(state)
+        if progress is not None:
+            progress(state)
 
     approved = False
 
@@ -210,12 +206,9 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
                 return result
     try:
         for depth in configs:
-            if fixed_argv:
-                from cockpit.sglang.steps import with_depth
-
-                variant: dict = {"_argv": with_depth(fixed_argv, depth)}
-            elif depth.speculative:
-                variant = {"draft_tokens": depth.draft_tokens, "steps": depth.steps, "topk": depth.topk}
+            # the launch step's own depth parameters, varied for one run (a fix applied by hand keeps the rest of its line)
+            if depth.speculative:
+                variant: dict = {"draft_tokens": depth.draft_tokens, "steps": depth.steps, "topk": depth.topk}
             else:
                 variant = {"draft_tokens": None, "steps": None, "topk": None, "draft_path": None}
             await runbook.stop_server(launch.name, confirm_once)
@@ -238,16 +231,16 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
                 result.failures.append(f"{depth.label}: {launched.message}")
                 done += len(sweep.concurrency) * sweep.repeats
                 continue
-            evidence = launched.evidence
+            server = runbook.launched(launch.name)
             report(f"waiting for {depth.label} to be ready")
-            ready = await wait_ready(transport, int(evidence["pid"]), int(evidence["port"]), evidence["log"], sweep.ready_timeout_s)
+            ready = await wait_ready(transport, server.pid, server.port, server.log, sweep.ready_timeout_s)
             if ready.state != "ready":
                 top = ready.diagnoses[0].message if ready.diagnoses else ready.state
                 result.failures.append(f"{depth.label}: server not ready: {top}")
                 done += len(sweep.concurrency) * sweep.repeats
                 continue
-            info = await server_info(transport, int(evidence["port"]))
-            endpoint = f"http://127.0.0.1:{evidence['port']}"
+            info = await server_info(transport, server.port)
+            endpoint = f"http://127.0.0.1:{server.port}"
             for concurrency in sweep.concurrency:
                 for repeat in range(1, sweep.repeats + 1):
                     report(f"{depth.label}: concurrency {concurrency}, run {repeat}/{sweep.repeats}")
@@ -277,15 +270,3 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
 
 async def _yes(_text: str) -> bool:
     return True  # stopping what the sweep itself started needs no question
-
-
-def render_sweep(rows: list[dict[str, Any]]) -> str:
-    head = f"{'config':<40} {'conc':>4} {'tok/s median':>12} {'spread':>15} {'speedup':>8} {'accept':>7} {'ITL p50':>8}"
-    lines = [head]
-    for r in rows:
-        spread = f"{r['throughput_min']:.0f}-{r['throughput_max']:.0f}" + (" NOISY" if r["noisy"] else "")
-        speedup = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
-        accept = "-" if r["accept_length"] is None else f"{r['accept_length']:.2f}"
-        lines.append(f"{r['config'][:40]:<40} {r['concurrency']:>4} {r['throughput_median']:>12.1f} {spread:>15} {speedup:>8} {accept:>7} "
-                     f"{r['itl_p50_ms']:>8.2f}")
-    return "\n".join(lines)

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cockpit.drafter.files import INDEX_NAME, JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, encode_header, header_from, parse_header_bytes
 from cockpit.errors import CockpitError
 from cockpit.paths import atomic_write
 
-JOURNAL_SUFFIX = ".cockpit-journal"
 JOURNAL_MAGIC = b"COCKPIT-SAFETENSORS-JOURNAL 1\n"
 DEFAULT_RULES = (("layers.0.", "midlayer."),)
 COPY_CHUNK = 16 * 1024 * 1024
@@ -277,7 +277,6 @@ def fix_by_copy(header: Header, plan: FilePlan, new_bytes: bytes) -> None:
 
 def fix_keys(path: str | Path, rules=DEFAULT_RULES, dry_run: bool = False, ops=None) -> FixReport:
     """Rename keys in every shard of a draft (file or directory) and in its index."""
-    from cockpit.drafter.inspect import INDEX_NAME, weight_files
 
     ops = ops or LocalOps()
     path = Path(path)
@@ -320,3 +319,28 @@ def fix_keys(path: str | Path, rules=DEFAULT_RULES, dry_run: bool = False, ops=N
         atomic_write(index_path, json.dumps(index_data, indent=2) + "\n")
     report.verified = True
     return report
+
+
+def describe(report: FixReport) -> str:
+    """What a fix renames, file by file (the first five keys of each), for a confirmation or a dry run."""
+    lines = []
+    for plan in report.files:
+        if not plan.renames:
+            continue
+        how = "header rewritten in place" if plan.in_place else "header grows: file copied and renamed"
+        lines.append(f"{plan.path}: {len(plan.renames)} key(s), {how}")
+        for old, new in plan.renames[:5]:
+            lines.append(f"    {old} -> {new}")
+        if len(plan.renames) > 5:
+            lines.append(f"    ... and {len(plan.renames) - 5} more")
+    if report.index_renames:
+        lines.append(f"index: {report.index_renames} entr(ies) renamed")
+    return "\n".join(lines)
+
+
+def summary(report: FixReport, where: str = "") -> str:
+    """What a finished fix did, for the user."""
+    lines = [f"repaired: {note}" for note in report.recovered]
+    lines.append(f"renamed {report.changed} key(s) in {sum(1 for f in report.files if f.renames)} file(s){where}"
+                 + (f", {report.index_renames} in the index" if report.index_renames else "") + "; verified")
+    return "\n".join(lines)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cockpit.drafter.files import JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, HeaderError, read_header
-from cockpit.errors import CockpitError
 
 RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")
 EAGLE3_ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"}
@@ -24,7 +24,6 @@ MIDLAYER_KEYS = (
     "midlayer.post_attention_layernorm.weight",
 )
 TOP_KEYS = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
-INDEX_NAME = "model.safetensors.index.json"
 
 
 def version_range(version: str) -> str:
@@ -74,40 +73,12 @@ class DraftReport:
         }
 
 
-def weight_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise CockpitError(f"{path}: no such file or directory")
-    index = path / INDEX_NAME
-    if index.exists():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CockpitError(f"{index}: not a valid safetensors index ({exc})") from None
-        names = sorted(set(weight_map.values()))
-        missing = [n for n in names if not (path / n).exists()]
-        if missing:
-            raise CockpitError(f"{index}: names shards that are not there: {', '.join(missing)}")
-        return [path / n for n in names]
-    files = sorted(path.glob("*.safetensors"))
-    if not files:
-        torch_files = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
-        if torch_files:
-            raise CockpitError(f"{path}: holds PyTorch weights ({', '.join(torch_files[:3])}), not safetensors: SGLang's EAGLE-3 "
-                               f"loader wants safetensors; convert with `cockpit drafter convert {path} OUT_DIR`")
-        raise CockpitError(f"{path}: no .safetensors weights in this directory")
-    return files
-
-
 def read_headers(path: Path) -> list[Header]:
     return [read_header(f) for f in weight_files(path)]
 
 
 def inspect_draft(path: str | Path) -> DraftReport:
     """Raises CockpitError (exit 2) when the weights cannot be read at all; problems otherwise."""
-    from cockpit.drafter.fixkeys import JOURNAL_SUFFIX
-
     path = Path(path)
     journals = [Path(str(f) + JOURNAL_SUFFIX) for f in weight_files(path)]
     journals = [j for j in journals if j.exists()]

@@ -12,13 +12,14 @@ import posixpath
 from cockpit.drafter.fixkeys import (
     JOURNAL_SUFFIX,
     FixReport,
+    fix_keys,
     fix_in_place,
     plan_file,
     read_header_via,
     recover,
     rename,
 )
-from cockpit.drafter.inspect import INDEX_NAME
+from cockpit.drafter.files import INDEX_NAME
 from cockpit.errors import CockpitError
 
 
@@ -167,3 +168,11 @@ def fix_on_host(config, host_name: str, path: str, rules, dry_run: bool) -> FixR
             await pool.close()
 
     return asyncio.run(run())
+
+
+def fixer(path: str, rules, config=None, host: str | None = None):
+    """fix(dry_run) -> FixReport for a draft here, or on a host of the config over SFTP."""
+    if host:
+        return lambda dry_run: fix_on_host(config, host, path, rules, dry_run)
+    return lambda dry_run: fix_keys(path, rules, dry_run=dry_run)
+

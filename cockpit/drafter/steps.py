@@ -6,7 +6,8 @@ import asyncio
 from typing import Any
 
 from cockpit.drafter.fixkeys import DEFAULT_RULES
-from cockpit.runbook.kinds import Param, RunContext, StepKind, _now, register
+from cockpit.runbook.kind import Param, RunContext, StepKind
+from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 
 
@@ -30,7 +31,6 @@ async def _fix(ctx: RunContext, spec: StepSpec):
     return await _fix_remote(ctx.transport(spec.host), spec.params["path"], DEFAULT_RULES, False)
 
 
-@register
 class DrafterCheck(StepKind):
     name = "drafter_check"
     params = {
@@ -77,3 +77,6 @@ class DrafterCheck(StepKind):
                               f"{report.total_bytes / 2**20:.0f} MiB){extra}", evidence)
         first = next(p for ps in report.verdicts(version).values() for p in ps)
         return StepResult(StepState.FAILED, started, _now(), first.message + (f" (fix: {first.fix})" if first.fix else ""), evidence)
+
+
+DRAFTER_KINDS = (DrafterCheck,)

@@ -8,6 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from cockpit.events import Topic
+
 
 @dataclass(frozen=True, slots=True)
 class CommandRecord:
@@ -50,16 +52,14 @@ class CommandLog:
     def __init__(self, capacity: int = 500):
         self._records: deque[CommandRecord] = deque(maxlen=capacity)
         self._ids = itertools.count(1)
-        self._listeners: list[Listener] = []
+        self.events: Topic[CommandRecord] = Topic()  # every start and finish
         self.total = 0
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        return self.events.subscribe(listener)
 
     def _notify(self, record: CommandRecord) -> None:
-        for listener in list(self._listeners):
-            listener(record)
+        self.events.publish(record)
 
     def start(self, host: str, command: str, kind: str = "run") -> CommandRecord:
         record = CommandRecord(id=next(self._ids), host=host, command=command, kind=kind, started_at=time.time())

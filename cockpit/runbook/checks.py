@@ -30,6 +30,13 @@ class CleanReport:
         return {"host": self.host, "clean": self.clean if self.error is None else None,
                 "reasons": list(self.reasons), "error": self.error, "evidence": self.evidence}
 
+    def render(self, limit_mib: int) -> str:
+        if self.error:
+            return f"{self.host}: could not verify: {self.error}"
+        if self.clean:
+            return f"{self.host}: clean: {len(self.evidence['gpus'])} GPU(s) at or below {limit_mib} MiB, no compute processes"
+        return "\n".join([f"{self.host}: NOT clean:", *(f"  {reason}" for reason in self.reasons)])
+
 
 def dirty_reasons(snapshot: HostSnapshot, max_used_mib: int = DEFAULT_MAX_USED_MIB,
                   gpus: list[int] | None = None, expect_gpus: int | None = None) -> list[str]:

@@ -9,20 +9,23 @@ turns stale when later telemetry shows its host dirty.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Awaitable, Callable
+import traceback
+from collections.abc import Callable
 from dataclasses import replace
 
 from cockpit.errors import CockpitError
+from cockpit.events import Topic
+from cockpit.hosts.procs import LaunchedProcess, process_alive, stop_process
 from cockpit.hosts.transport import TransportError
-from cockpit.runbook.kinds import KINDS, RunContext
+from cockpit.runbook.kind import Confirm, RunContext, StepKind, StepProgress
 from cockpit.runbook.model import StepResult, StepSpec, StepState, StepView
 from cockpit.runbook.spec import RunbookSpec
-from cockpit.runbook.store import StateStore
+from cockpit.runbook.store import StateStore, merge, process_start, runner_alive
+from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
-
-Confirm = Callable[[str], Awaitable[bool]]
 
 
 class GateClosed(CockpitError):
@@ -36,58 +39,20 @@ class GateClosed(CockpitError):
         super().__init__(f"step '{step}' is blocked: " + "; ".join(reasons))
 
 
-def _proc_stat(pid: int) -> tuple[bytes, int] | None:
-    """(state letter, start time in clock ticks) from Linux's /proc; None where there is none."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-        fields = data[data.rindex(b")") + 2:].split()
-        return fields[0], int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def process_start(pid: int) -> int | None:
-    stat = _proc_stat(pid)
-    return stat[1] if stat else None
-
-
-def runner_alive(pid: int | None, started: int | None = None) -> bool:
-    """Is the cockpit process that ran a step still there?  A killed one that nobody reaped yet (a
-    zombie) will never finish the step, and a pid reused by another process is not it."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    stat = _proc_stat(pid)
-    if stat is None:
-        return True  # no /proc here: kill -0 is all we know
-    state, start = stat
-    return state != b"Z" and (started is None or start == started)
-
-
-def _merge(disk: dict, synced: dict, mine: dict) -> dict:
-    """disk, with every key `mine` changed (set, replaced or removed) since `synced` applied."""
-    merged = dict(disk)
-    for key in set(synced) | set(mine):
-        if mine.get(key) != synced.get(key):
-            if key in mine:
-                merged[key] = mine[key]
-            else:
-                merged.pop(key, None)
-    return merged
-
-
 async def deny(_: str) -> bool:
     return False
 
 
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class Runbook:
-    def __init__(self, spec: RunbookSpec, hub, store: StateStore | None = None, clock: Callable[[], float] = time.time):
+    """The checklist of one config.  It watches the hub itself: a passed gate that later telemetry
+    contradicts turns stale whether or not a TUI is open."""
+
+    def __init__(self, spec: RunbookSpec, hub: TelemetryHub, store: StateStore | None = None, clock: Callable[[], float] = time.time):
         self.spec = spec
         self.hub = hub
         self.store = store or StateStore(spec.id)
@@ -101,14 +66,22 @@ class Runbook:
         self._disk_signature = self.store.signature()
         self._lock = asyncio.Lock()
         self._lock_owner: asyncio.Task | None = None
-        self._listeners: list[Callable[[], None]] = []
+        self.changes: Topic[None] = Topic()  # any step's state changed
+        self.invalidations: Topic[tuple[str, list[str]]] = Topic()  # (gate step, why) when telemetry contradicts a pass
+        self.progress: Topic[StepProgress] = Topic()  # how a long step (a sweep) is going
         self._recover_interrupted()
+        self._unwatch = hub.snapshots.subscribe(self.observe)
+
+    def close(self) -> None:
+        self._unwatch()
 
     # --- state ----------------------------------------------------------------------------------
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        return self.changes.subscribe(lambda _: listener())
+
+    def kind(self, spec: StepSpec) -> StepKind:
+        return self.spec.kind(spec)
 
     def _save(self) -> None:
         with self.store.locked():
@@ -123,14 +96,13 @@ class Runbook:
             disk, disk_overrides = self.store.load(), self.store.load_overrides()
         except CockpitError:
             return False
-        self.results = _merge(disk, self._synced, self.results)
-        self.overrides = _merge(disk_overrides, self._synced_overrides, self.overrides)
+        self.results = merge(disk, self._synced, self.results)
+        self.overrides = merge(disk_overrides, self._synced_overrides, self.overrides)
         self._synced, self._synced_overrides = dict(self.results), dict(self.overrides)
         return True
 
     def _notify(self) -> None:
-        for listener in list(self._listeners):
-            listener()
+        self.changes.publish(None)
 
     def _changed(self) -> None:
         self._save()
@@ -191,19 +163,24 @@ class Runbook:
                 reasons.append(f"'{step.name}' is {result.state.value}" + (f" ({result.message})" if result.message else ""))
         return reasons
 
+    def gates(self) -> list[StepSpec]:
+        return [s for s in self.spec.steps if self.kind(s).gate]
+
     def launch_warnings(self, spec: StepSpec) -> list[str]:
         warnings = []
-        for step in self.spec.steps:
-            if step.kind == "gpu_clean" and step.host != spec.host:
-                warnings.append(f"verified {step.host}, launching on {spec.host}")
-        if not any(step.kind == "gpu_clean" and step.host == spec.host for step in self.spec.steps):
-            warnings.append(f"no gpu_clean step checks {spec.host}, the launch host")
+        launch_hosts = self.kind(spec).hosts(spec)
+        for step in self.gates():
+            if step.host not in launch_hosts:
+                warnings.append(f"verified {step.host}, launching on {', '.join(launch_hosts)}")
+        for host in launch_hosts:
+            if not any(step.host == host for step in self.gates()):
+                warnings.append(f"no gpu_clean step checks {host}, the launch host")
         return warnings
 
     def views(self) -> list[StepView]:
         views = []
         for spec in self.spec.steps:
-            kind = KINDS[spec.kind]
+            kind = self.kind(spec)
             result = self.results.get(spec.name)
             blocked = bool(self.prerequisites(spec.name))
             if result is not None and result.state in (StepState.RUNNING, StepState.PASSED, StepState.FAILED, StepState.STALE):
@@ -223,15 +200,17 @@ class Runbook:
 
     # --- running --------------------------------------------------------------------------------
 
-    def _context(self, confirm: Confirm) -> RunContext:
-        return RunContext(hub=self.hub, confirm=confirm, audit=self.store.audit, runbook=self)
+    def _context(self, confirm: Confirm, variant: dict | None = None, step: str = "") -> RunContext:
+        return RunContext(hub=self.hub, confirm=confirm, audit=self.store.audit, runbook=self, variant=variant or {}, step=step)
 
     async def _launch_gate(self, spec: StepSpec, confirm: Confirm) -> list[str]:
-        """Re-run every gpu_clean step of the launch host now; reasons to refuse (empty: go)."""
-        checks = [s for s in self.spec.steps if s.kind == "gpu_clean" and s.host == spec.host]
-        if not checks:
-            return [f"no gpu_clean step verifies {spec.host}, the launch host; add one before '{spec.name}'"]
-        reasons = []
+        """Re-run every gate step of the launch host(s) now; reasons to refuse (empty: go)."""
+        hosts = self.kind(spec).hosts(spec)
+        checks = [s for s in self.gates() if s.host in hosts]
+        reasons = [f"no gpu_clean step verifies {host}, the launch host; add one before '{spec.name}'"
+                   for host in hosts if not any(c.host == host for c in checks)]
+        if reasons:
+            return reasons
         for check in checks:
             result = await self._execute(check, confirm, note="re-verified before launch")
             age = self.clock() - (result.finished_at or 0)
@@ -241,30 +220,45 @@ class Runbook:
                 reasons.append(f"'{check.name}' evidence is {age:.0f} s old (limit {self.spec.freshness_s:g} s)")
         return reasons
 
-    async def _execute(self, spec: StepSpec, confirm: Confirm, forced_reason: str | None = None, note: str | None = None) -> StepResult:
-        kind = KINDS[spec.kind]
-        context = self._context(confirm)
+    def _crashed(self, spec: StepSpec, exc: BaseException, during: str, started: float | None = None) -> StepResult:
+        """An exception nobody expected in a kind: the step fails with one line for the user, and
+        the traceback goes to the audit log (never a step stuck in RUNNING)."""
+        self.store.audit("error", step=spec.name, kind=spec.kind, host=spec.host, during=during, error=one_line(exc),
+                         traceback="".join(traceback.format_exception(exc)))
+        where = f"{spec.kind} {during}"
+        return StepResult(StepState.FAILED, started or self.clock(), self.clock(),
+                          f"internal error in {where}: {one_line(exc)} (the traceback is in {self.store.audit_path})")
+
+    async def _execute(self, spec: StepSpec, confirm: Confirm, forced_reason: str | None = None, note: str | None = None,
+                       variant: dict | None = None) -> StepResult:
+        kind = self.kind(spec)
+        context = self._context(confirm, variant, spec.name)
         try:
             text, planned = await kind.plan(context, spec)
         except (TransportError, CockpitError) as exc:
             return self._record(spec, StepResult(StepState.FAILED, self.clock(), self.clock(), f"could not plan: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - a bug in a kind must end the step, not the cockpit
+            return self._record(spec, self._crashed(spec, exc, "planning"))
         if text is not None:
             if not await confirm(text):
                 self.store.audit("declined", step=spec.name, host=spec.host, plan=text)
                 return StepResult(StepState.FAILED, self.clock(), self.clock(), "not confirmed: nothing was done")
             self.store.audit("confirmed", step=spec.name, host=spec.host, plan=text)
         self.store.audit("run", step=spec.name, kind=spec.kind, host=spec.host, note=note, forced_reason=forced_reason)
-        self.results[spec.name] = StepResult(StepState.RUNNING, started_at=self.clock(), runner_pid=os.getpid(),
+        started = self.clock()
+        self.results[spec.name] = StepResult(StepState.RUNNING, started_at=started, runner_pid=os.getpid(),
                                              runner_started=process_start(os.getpid()), forced_reason=forced_reason)
         self._changed()
         try:
             result = await kind.run(context, spec, planned)
         except (TransportError, CockpitError) as exc:
-            result = StepResult(StepState.FAILED, self.results[spec.name].started_at, self.clock(), f"{spec.host}: {exc}")
+            result = StepResult(StepState.FAILED, started, self.clock(), f"{spec.host}: {exc}")
         except asyncio.CancelledError:
-            self.results[spec.name] = StepResult(StepState.FAILED, self.results[spec.name].started_at, self.clock(), "cancelled")
+            self.results[spec.name] = StepResult(StepState.FAILED, started, self.clock(), "cancelled")
             self._changed()
             raise
+        except Exception as exc:  # noqa: BLE001 - a bug in a kind must end the step, not the cockpit
+            result = self._crashed(spec, exc, "run", started)
         return self._record(spec, replace(result, forced_reason=forced_reason, runner_pid=None, runner_started=None))
 
     def _record(self, spec: StepSpec, result: StepResult) -> StepResult:
@@ -282,18 +276,18 @@ class Runbook:
         spec = self.spec.step(name)
         if variant:
             spec = replace(spec, params={**spec.params, **variant})
-        kind = KINDS[spec.kind]
+        kind = self.kind(spec)
         if self._lock_owner is asyncio.current_task():
             # a step running other steps (the sweep relaunches the launch step): it holds the lock already
-            return await self._run_step_locked(name, spec, kind, confirm, force_reason)
+            return await self._run_step_locked(name, spec, kind, confirm, force_reason, variant)
         async with self._lock:
             self._lock_owner = asyncio.current_task()
             try:
-                return await self._run_step_locked(name, spec, kind, confirm, force_reason)
+                return await self._run_step_locked(name, spec, kind, confirm, force_reason, variant)
             finally:
                 self._lock_owner = None
 
-    async def _run_step_locked(self, name, spec, kind, confirm, force_reason) -> StepResult:
+    async def _run_step_locked(self, name, spec, kind, confirm, force_reason, variant=None) -> StepResult:
         blockers = self.prerequisites(name)
         if blockers:
             if not force_reason:
@@ -306,7 +300,7 @@ class Runbook:
                     self.store.audit("refused", step=name, reasons=reasons)
                     raise GateClosed(name, reasons)
                 self.store.audit("override", step=name, reason=force_reason, skipped=reasons)
-        return await self._execute(spec, confirm, forced_reason=force_reason)
+        return await self._execute(spec, confirm, forced_reason=force_reason, variant=variant)
 
     async def run_all(self, confirm: Confirm = deny, force: dict[str, str] | None = None) -> list[tuple[str, StepResult]]:
         """Run from the first step not yet passed, in order, until one fails or is refused."""
@@ -321,29 +315,40 @@ class Runbook:
                 break
         return done
 
+    def latest_launch(self, kind: str | None = None) -> tuple[StepSpec | None, StepResult | None]:
+        """The last launch step (of this kind) that has a result: the server the cockpit follows."""
+        for spec in reversed(self.spec.steps):
+            if self.kind(spec).launch and (kind is None or spec.kind == kind) and self.results.get(spec.name) is not None:
+                return spec, self.results[spec.name]
+        return None, None
+
+    def launched(self, name: str) -> LaunchedProcess | None:
+        """The process a launch step started, as its evidence records it (None: it started none)."""
+        spec = self.spec.step(name)
+        result = self.results.get(name)
+        return LaunchedProcess.from_evidence(result.evidence, spec.host) if result is not None else None
+
     async def stop_server(self, name: str, confirm: Confirm = deny) -> str:
         """Stop the process a launch step started (asks first).  Returns what happened."""
-        from cockpit.hosts.procs import process_alive, stop_process
-
         spec = self.spec.step(name)
-        if not KINDS[spec.kind].launch:
+        if not self.kind(spec).launch:
             raise CockpitError(f"'{name}' is a {spec.kind} step: it starts no server")
         result = self.results.get(name)
-        pid = (result.evidence or {}).get("pid") if result else None
-        if not pid:
+        server = self.launched(name)
+        if server is None:
             return f"'{name}' has started no server"
         transport = self.hub.pool.get(spec.host)
-        if not await process_alive(transport, int(pid)):
-            return f"pid {pid} on {spec.host} is not running"
-        if not await confirm(f"On {spec.host}, stop the server of step '{name}': SIGTERM pid {pid}, then SIGKILL after 10 s"):
-            self.store.audit("declined", step=name, host=spec.host, plan=f"stop pid {pid}")
+        if not await process_alive(transport, server.pid):
+            return f"pid {server.pid} on {spec.host} is not running"
+        if not await confirm(f"On {spec.host}, stop the server of step '{name}': SIGTERM pid {server.pid}, then SIGKILL after 10 s"):
+            self.store.audit("declined", step=name, host=spec.host, plan=f"stop pid {server.pid}")
             return "not confirmed: nothing was done"
-        gone = await stop_process(transport, int(pid))
-        self.store.audit("kill", step=name, host=spec.host, pids=[pid], why="stop", gone=gone)
+        gone = await stop_process(transport, server.pid)
+        self.store.audit("kill", step=name, host=spec.host, pids=[server.pid], why="stop", gone=gone)
         # stale, not failed: it passed, and no longer holds since its server was stopped
-        self.results[name] = replace(result, state=StepState.STALE, message=f"server stopped (pid {pid}); run the step to start it again")
+        self.results[name] = replace(result, state=StepState.STALE, message=f"server stopped (pid {server.pid}); run the step to start it again")
         self._changed()
-        return f"stopped pid {pid} on {spec.host}" if gone else f"pid {pid} on {spec.host} is still running after SIGKILL"
+        return f"stopped pid {server.pid} on {spec.host}" if gone else f"pid {server.pid} on {spec.host} is still running after SIGKILL"
 
     def set_override(self, name: str, argv: list[str], why: str) -> None:
         """Replace a launch step's command line (a fix applied from a diagnosis); kept until reset."""
@@ -367,21 +372,43 @@ class Runbook:
     # --- telemetry ------------------------------------------------------------------------------
 
     def observe(self, snapshot: HostSnapshot) -> list[str]:
-        """Invalidate passed gpu_clean steps of this host that a newer sample contradicts."""
-        invalidated = []
+        """The gates of this host that a sample newer than their pass contradicts: a pass turns stale
+        (recorded, told to subscribers once); a gate this sample already invalidated is named again.
+        Called for every snapshot the hub publishes (the runbook subscribes itself)."""
+        contradicted, invalidated = [], []
         if snapshot.sampled_at is None or not snapshot.state.reached:
-            return invalidated
-        for spec in self.spec.steps:
-            if spec.kind != "gpu_clean" or spec.host != snapshot.name:
+            return contradicted
+        for spec in self.gates():
+            if spec.host != snapshot.name:
                 continue
             result = self.results.get(spec.name)
-            if result is None or result.state is not StepState.PASSED or snapshot.sampled_at <= (result.finished_at or 0):
+            if result is None or result.state not in (StepState.PASSED, StepState.STALE) or snapshot.sampled_at <= (result.finished_at or 0):
                 continue
-            reasons = KINDS["gpu_clean"].still_clean(spec, snapshot)  # type: ignore[attr-defined]
-            if reasons:
+            if result.state is StepState.STALE and not result.message.startswith("invalidated by telemetry"):
+                continue
+            reasons = self.kind(spec).contradicted_by(spec, snapshot)
+            if not reasons:
+                continue
+            contradicted.append(spec.name)
+            if result.state is StepState.PASSED:
                 self.results[spec.name] = replace(result, state=StepState.STALE, message="invalidated by telemetry: " + "; ".join(reasons))
                 self.store.audit("invalidated", step=spec.name, host=spec.host, reasons=reasons)
                 invalidated.append(spec.name)
+                self.invalidations.publish((spec.name, reasons))
         if invalidated:
             self._changed()
-        return invalidated
+        return contradicted
+
+    async def recheck_gates(self, timeout: float | None = None) -> list[str]:
+        """One fresh sample of every host with a passed gate (what `plan show` and `plan run` do
+        first, when no collector streams): a pass that no longer holds turns stale.  A host that
+        cannot be sampled leaves its gates as they are (the launch re-verifies anyway)."""
+        hosts = {s.host for s in self.gates() if self._passed(s.name)}
+
+        async def sample(host: str) -> None:
+            with contextlib.suppress(TransportError, CockpitError, OSError, asyncio.TimeoutError):
+                snapshot = await self.hub.monitor_for(self.hub.config.host(host)).sample_once(timeout)
+                self.hub.publish(snapshot)  # observed through the subscription
+
+        await asyncio.gather(*(sample(h) for h in sorted(hosts)))
+        return [s.name for s in self.gates() if self.results.get(s.name) and self.results[s.name].state is StepState.STALE]

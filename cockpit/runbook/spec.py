@@ -5,14 +5,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cockpit.config import Config, locate
-from cockpit.errors import ConfigError
-import cockpit.bench.steps  # noqa: F401 - registers the bench_sweep kind
-import cockpit.drafter.steps  # noqa: F401 - registers the drafter_check kind
-import cockpit.sglang.steps  # noqa: F401 - registers the sglang_launch and sglang_ready kinds
-from cockpit.runbook.kinds import KINDS
+from cockpit.errors import CockpitError, ConfigError
+from cockpit.runbook.kind import Kinds, StepKind
 from cockpit.runbook.model import StepSpec
 
 STEP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -26,6 +23,10 @@ class RunbookSpec:
     name: str
     steps: tuple[StepSpec, ...]
     freshness_s: float = 30.0
+    kinds: Kinds = field(default_factory=dict, compare=False, repr=False)  # the kinds its steps were checked against
+
+    def kind(self, spec: StepSpec) -> StepKind:
+        return self.kinds[spec.kind]
 
     def step(self, name: str) -> StepSpec:
         for step in self.steps:
@@ -33,8 +34,6 @@ class RunbookSpec:
                 return step
         hint = difflib.get_close_matches(name, [s.name for s in self.steps], n=1)
         extra = f" (did you mean '{hint[0]}'?)" if hint else ""
-        from cockpit.errors import CockpitError
-
         raise CockpitError(f"no step named '{name}'{extra}; steps: {', '.join(s.name for s in self.steps) or 'none'}")
 
 
@@ -56,7 +55,9 @@ def _step_line(text: str, index: int, key: str | None) -> int | None:
     return None
 
 
-def parse_runbook(config: Config) -> RunbookSpec:
+def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
+    """The [runbook] of a config, each step checked against its kind (`kinds`: every kind the
+    composition root registered)."""
     path = str(config.path) if config.path else "<config>"
     raw = config.raw.get("runbook", {})
     text = config.text
@@ -104,11 +105,11 @@ def parse_runbook(config: Config) -> RunbookSpec:
         if step_name in seen:
             raise fail(f"two steps are named '{step_name}'", index, "name")
         seen.add(step_name)
-        kind = KINDS.get(kind_name)
+        kind = kinds.get(kind_name)
         if kind is None:
-            hint = difflib.get_close_matches(kind_name, sorted(KINDS), n=1)
+            hint = difflib.get_close_matches(kind_name, sorted(kinds), n=1)
             extra = f" (did you mean '{hint[0]}'?)" if hint else ""
-            raise fail(f"unknown step kind '{kind_name}'{extra}; kinds: {', '.join(sorted(KINDS))}", index, "kind")
+            raise fail(f"unknown step kind '{kind_name}'{extra}; kinds: {', '.join(sorted(kinds))}", index, "kind")
         if host not in hosts:
             hint = difflib.get_close_matches(host, sorted(hosts), n=1)
             extra = f" (did you mean '{hint[0]}'?)" if hint else ""
@@ -139,4 +140,4 @@ def parse_runbook(config: Config) -> RunbookSpec:
             raise fail(problem, index)
         steps.append(spec)
     digest = hashlib.sha1(str(config.path.resolve() if config.path else "<config>").encode()).hexdigest()[:8]
-    return RunbookSpec(id=f"{name}-{digest}", name=name, steps=tuple(steps), freshness_s=float(freshness))
+    return RunbookSpec(id=f"{name}-{digest}", name=name, steps=tuple(steps), freshness_s=float(freshness), kinds=kinds)

@@ -123,3 +123,52 @@ class StateStore:
             if isinstance(record, dict):
                 records.append(record)
         return records
+
+
+# --- two cockpits on one runbook ----------------------------------------------------------------------
+
+
+def _proc_stat(pid: int) -> tuple[bytes, int] | None:
+    """(state letter, start time in clock ticks) from Linux's /proc; None where there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return fields[0], int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_start(pid: int) -> int | None:
+    stat = _proc_stat(pid)
+    return stat[1] if stat else None
+
+
+def runner_alive(pid: int | None, started: int | None = None) -> bool:
+    """Is the cockpit process that ran a step still there?  A killed one that nobody reaped yet (a
+    zombie) will never finish the step, and a pid reused by another process is not it."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True  # no /proc here: kill -0 is all we know
+    state, start = stat
+    return state != b"Z" and (started is None or start == started)
+
+
+def merge(disk: dict, synced: dict, mine: dict) -> dict:
+    """disk, with every key `mine` changed (set, replaced or removed) since `synced` applied."""
+    merged = dict(disk)
+    for key in set(synced) | set(mine):
+        if mine.get(key) != synced.get(key):
+            if key in mine:
+                merged[key] = mine[key]
+            else:
+                merged.pop(key, None)
+    return merged

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.errors import CockpitError
+from cockpit.hosts.procs import LAUNCH_MARKER  # written by the cockpit before a launched server starts
 from cockpit.sglang.schema import FlagSchema, parse_argparse_text, reference_schema
 from cockpit.sglang.suggest import most_likely, numeric_guess, rank_values, suggest, type_words
 
 TAIL_BYTES = 8 * 1024 * 1024  # a log is read from its end: never more than this
 MAX_LINE = 64 * 1024
-LAUNCH_MARKER = "# cockpit: launch "  # written by the cockpit's launch step before the server starts
 READY_LINE = "The server is fired up and ready to roll!"
 
 
@@ -37,6 +37,29 @@ class Diagnosis:
         return {"kind": self.kind, "flag": self.flag, "value": self.value, "suggestions": list(self.suggestions),
                 "message": self.message, "line": self.line, "replacement": list(self.replacement) if self.replacement else None,
                 "severity": self.severity}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Diagnosis | None":
+        """A diagnosis read back from a step's evidence; None for a record of another shape."""
+        if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not isinstance(data.get("message"), str):
+            return None
+
+        def text(key):
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        def words(key):
+            value = data.get(key)
+            return tuple(str(v) for v in value) if isinstance(value, list) else None
+
+        line = data.get("line")
+        return cls(data["kind"], data["message"], text("flag"), text("value"), words("suggestions") or (),
+                   line if isinstance(line, int) and not isinstance(line, bool) else None, words("replacement"),
+                   text("severity") or "error")
+
+    @classmethod
+    def all_from_json(cls, items) -> list["Diagnosis"]:
+        return [d for d in (cls.from_json(i) for i in (items if isinstance(items, list) else [])) if d is not None]
 
 
 @dataclass
@@ -325,6 +348,27 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
         report.diagnoses = [d for d in report.diagnoses if d.kind == "draft_weights_not_loaded" or d.line is None
                             or d.line > max(n for m, n in report.milestones if m == "ready")]
     return report
+
+
+def render_diagnoses(diagnoses: list[Diagnosis]) -> str:
+    """Diagnoses as text: one line each with its kind and line, then up to three suggestions."""
+    marks = {"error": "error", "warning": "warning", "info": "note"}
+    lines = []
+    for d in diagnoses:
+        where = f"line {d.line}: " if d.line else ""
+        lines.append(f"{marks.get(d.severity, d.severity)}: {where}[{d.kind}] {d.message}")
+        for suggestion in d.suggestions[:3]:
+            if suggestion and suggestion not in d.message:
+                lines.append(f"    try: {suggestion}")
+    return "\n".join(lines)
+
+
+def render_log_report(report: LogReport) -> str:
+    lines = [render_diagnoses(report.diagnoses)] if report.diagnoses else []
+    if report.ready:
+        lines.append("ready: the server is up")
+    lines += [f"note: {note}" for note in report.notes]
+    return "\n".join(lines)
 
 
 def diagnose_file(path: str | Path, schema: FlagSchema | None = None) -> LogReport:

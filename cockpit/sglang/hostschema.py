@@ -7,9 +7,13 @@ import os
 import re
 from pathlib import Path
 
+from dataclasses import dataclass
+
 from cockpit.errors import CockpitError
 from cockpit.paths import APP, atomic_write
-from cockpit.sglang.schema import FlagSchema, parse_argparse_text
+from cockpit.sglang.diagnose import Diagnosis, diagnose_lines, render_diagnoses
+from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
+from cockpit.sglang.schema import FlagSchema, load_schema, parse_argparse_text
 
 VERSION_ARGV = ["-c", "import sglang; print(sglang.__version__)"]
 
@@ -50,3 +54,59 @@ async def dry_run(transport, args: list[str], python: str = "python3", timeout: 
     result = await transport.run([python, "-c", DRY_RUN, *args], timeout=timeout)
     lines = result.output.splitlines()
     return result.exit_status == 0 and "cockpit: parsed" in result.stdout, lines
+
+
+@dataclass
+class HostLint:
+    """A command line checked against a host's own SGLang: the lint, and with `deep` also SGLang's own
+    parser run there, its refusals merged into the lint as diagnoses."""
+
+    report: LintReport
+    schema: FlagSchema
+    host: str | None = None
+    deep_ok: bool | None = None
+    deep_lines: list[str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+    def to_json(self) -> dict:
+        return {**self.report.to_json(),
+                "deep": None if self.deep_lines is None else {"accepted": self.deep_ok, "output_tail": self.deep_lines[-20:]},
+                "schema": {"prog": self.schema.prog, "version": self.schema.version, "flags": len(self.schema.flags)}}
+
+    def render(self) -> str:
+        lines = [render_diagnoses(self.report.diagnoses)] if self.report.diagnoses else []
+        if self.deep_lines is not None:
+            lines.append(f"SGLang's own parser on {self.host}: {'accepted' if self.deep_ok else 'refused'}")
+        lines.append("OK: SGLang would accept this command line" if self.ok else "SGLang would refuse this command line")
+        return "\n".join(lines)
+
+
+def merge_dry_run(report: LintReport, lines: list[str], host: str) -> None:
+    """What SGLang's own parser refused that the lint did not already say, as diagnoses."""
+    found = diagnose_lines(lines).diagnoses
+    known = {(d.kind, d.flag) for d in report.diagnoses}
+    extra = [d for d in found if (d.kind, d.flag) not in known]
+    if not extra:
+        tail = lines[-1] if lines else "no output"
+        extra = [Diagnosis("dry_run_failed", f"SGLang's own parser refused the line on {host}: {tail[:300]}")]
+    report.diagnoses.extend(extra)
+
+
+async def lint_on_host(transport, words: list[str], python: str, deep: bool = False) -> HostLint:
+    """Lint against the host's SGLang (its --help, cached per version); with deep, its parser too."""
+    args = strip_launcher(words)
+    schema = await host_schema(transport, python)
+    outcome = HostLint(lint_args(args, schema), schema, transport.name)
+    if deep:
+        outcome.deep_ok, outcome.deep_lines = await dry_run(transport, args, python)
+        if not outcome.deep_ok:
+            merge_dry_run(outcome.report, outcome.deep_lines, transport.name)
+    return outcome
+
+
+def lint_with_file(words: list[str], help_text: str) -> HostLint:
+    schema = load_schema(help_text)
+    return HostLint(lint_args(strip_launcher(words), schema), schema)

@@ -211,3 +211,18 @@ class ServerWatcher:
         health = await probe_health(self.transport, self.port)
         alive = health == "ready" or await process_alive(self.transport, self.pid)
         return ServerStatus(health, alive, diagnose_lines(self.lines), new)
+
+
+async def watch_server(watcher: ServerWatcher, publish, interval: float = 1.0) -> None:
+    """Poll a launched server until it dies, publishing every status (a poll that fails is
+    published as an error status and tried again)."""
+    while True:
+        try:
+            status = await watcher.poll()
+        except Exception as exc:  # noqa: BLE001 - shown, and tried again
+            status = ServerStatus(f"error: {exc}", True, LogReport(), [])
+        publish(status)
+        if not status.alive:
+            return
+        await asyncio.sleep(interval)
+

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from cockpit.hosts.procs import LaunchedProcess
 from cockpit.hosts.transport import quote_argv
-from cockpit.runbook.kinds import Launch, Param, RunContext, StepKind, _now, register
+from cockpit.runbook.builtin import Launch
+from cockpit.runbook.kind import Param, RunContext, StepKind
+from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.sglang.diagnose import diagnose_lines
 from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
@@ -53,7 +56,6 @@ class _Refused:
         self.argv = argv
 
 
-@register
 class SglangLaunch(Launch):
     name = "sglang_launch"
     destructive = True
@@ -97,10 +99,11 @@ class SglangLaunch(Launch):
         return spec.params.get("log") or f"/tmp/sglang-{spec.name}.log"
 
     def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
-        if spec.params.get("_argv"):
-            return list(spec.params["_argv"])  # set for one run (a sweep's depth variant)
-        if ctx is not None and ctx.runbook is not None and spec.name in ctx.runbook.overrides:
-            return list(ctx.runbook.overrides[spec.name])
+        if ctx is not None and spec.name in ctx.runbook.overrides:
+            fixed = list(ctx.runbook.overrides[spec.name])  # a fix applied by hand: kept, only its depth varies
+            if any(k in ctx.variant for k in ("steps", "topk", "draft_tokens")):
+                return with_depth(fixed, depth_of(spec.params) or DepthConfig())
+            return fixed
         python = spec.params.get("python") or (ctx.hub.config.host(spec.host).python if ctx else "python3")
         return server_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params),
                            spec.params.get("algorithm", "EAGLE3"), spec.params.get("tp"), spec.params.get("port", DEFAULT_PORT),
@@ -121,8 +124,8 @@ class SglangLaunch(Launch):
             lint = lint_args(strip_launcher(argv), await self.schema(ctx, spec))
             if not lint.ok:
                 return None, _Refused(lint, argv)
-        previous = ctx.runbook.result(spec.name) if ctx.runbook else None
-        old_pid = (previous.evidence or {}).get("pid") if previous else None
+        old = self.previous(ctx, spec)
+        old_pid = old.pid if old else None
         lines = []
         if old_pid:
             lines.append(f"On {spec.host}, stop the server this step started before (pid {old_pid}) if it still runs.")
@@ -144,8 +147,8 @@ class SglangLaunch(Launch):
         if pid is None:
             return StepResult(StepState.FAILED, started, _now(), problem)
         log = self.log_path(spec)
-        evidence = {"pid": pid, "port": spec.params.get("port", DEFAULT_PORT), "log": log, "argv": argv, "host": spec.host,
-                    "lint": [d.to_json() for d in lint.diagnoses]}
+        server = LaunchedProcess(spec.host, pid, log, tuple(argv), spec.params.get("port", DEFAULT_PORT), started)
+        evidence = {**server.to_evidence(), "lint": [d.to_json() for d in lint.diagnoses]}
         if problem:
             follower = LogFollower(ctx.transport(spec.host), log, backlog_bytes=512 * 1024)
             lines = await follower.poll()
@@ -156,7 +159,6 @@ class SglangLaunch(Launch):
         return StepResult(StepState.PASSED, started, _now(), f"running as pid {pid} on port {evidence['port']}, log {log}", evidence)
 
 
-@register
 class SglangReady(StepKind):
     name = "sglang_ready"
     params = {
@@ -186,22 +188,42 @@ class SglangReady(StepKind):
         started = _now()
         launch = self._launch_spec(ctx, spec)
         result = ctx.runbook.result(launch.name)
-        if result is None or result.state is not StepState.PASSED or not result.evidence.get("pid"):
+        server = ctx.runbook.launched(launch.name)
+        if result is None or result.state is not StepState.PASSED or server is None or server.port is None:
             return StepResult(StepState.FAILED, started, _now(), f"'{launch.name}' has not started a server")
-        evidence = dict(result.evidence)
         transport = ctx.transport(launch.host)
-        outcome = await wait_ready(transport, int(evidence["pid"]), int(evidence["port"]), evidence["log"],
+        outcome = await wait_ready(transport, server.pid, server.port, server.log,
                                    float(spec.params.get("timeout_s", 1800.0)), float(spec.params.get("poll_s", 1.0)))
-        facts = {"pid": evidence["pid"], "port": evidence["port"], "log": evidence["log"], "health": outcome.health,
+        facts = {"pid": server.pid, "port": server.port, "log": server.log, "health": outcome.health,
                  "seconds": round(outcome.seconds, 1), "milestones": [m for m, _ in outcome.report.milestones],
                  "diagnoses": [d.to_json() for d in outcome.diagnoses]}
         tail = "\n".join(outcome.lines[-40:])
         if outcome.state == "ready":
             warnings = [d.message for d in outcome.diagnoses]
-            message = f"ready after {outcome.seconds:.0f} s on port {evidence['port']}" + (f"; but {warnings[0]}" if warnings else "")
+            message = f"ready after {outcome.seconds:.0f} s on port {server.port}" + (f"; but {warnings[0]}" if warnings else "")
             state = StepState.FAILED if any(d.kind == "draft_weights_not_loaded" for d in outcome.diagnoses) else StepState.PASSED
             return StepResult(state, started, _now(), message, facts, tail)
         if outcome.state == "dead":
             top = outcome.diagnoses[0].message if outcome.diagnoses else "no diagnosis in the log"
             return StepResult(StepState.FAILED, started, _now(), f"the server died: {top}", facts, tail)
         return StepResult(StepState.FAILED, started, _now(), f"not ready after {outcome.seconds:.0f} s (health: {outcome.health})", facts, tail)
+
+
+
+def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:
+    """Make a diagnosis's fix the launch step's command line (kept until `plan reset`); returns it.
+    Raises CockpitError when there is nothing to apply it to."""
+    from cockpit.errors import CockpitError
+    from cockpit.sglang.lint import apply_fix
+
+    server = runbook.launched(step)
+    result = runbook.result(step)
+    argv = list(server.argv) if server else (result.evidence or {}).get("argv") if result else None
+    if not argv:
+        raise CockpitError("the launch step recorded no command line")
+    fixed = apply_fix(argv, diagnosis)
+    runbook.set_override(step, fixed, f"applied fix for {diagnosis.kind} {diagnosis.flag}: {' '.join(diagnosis.replacement or ())}")
+    return fixed
+
+
+SGLANG_KINDS = (SglangLaunch, SglangReady)

@@ -1,5 +1,5 @@
 """The telemetry hub: one collector per host, the latest snapshot and a bounded history of each,
-and subscribers (the UI, `status --watch`) told of every new snapshot."""
+and a topic (`snapshots`) that tells subscribers (the runbook's gates, the UI) of every new one."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from cockpit.aio import cancel_and_wait
 from cockpit.config import Config, HostConfig
+from cockpit.events import Topic
 from cockpit.hosts.commandlog import CommandLog
 from cockpit.hosts.pool import TransportPool
 from cockpit.hosts.state import HostState
@@ -39,20 +40,18 @@ class TelemetryHub:
         self.history: dict[str, HostHistory] = {h.name: HostHistory(config.telemetry.history) for h in config.hosts}
         self.monitors: dict[str, _MonitorBase] = {}
         self._factory = monitor_factory
-        self._subscribers: list[Subscriber] = []
+        self.snapshots: Topic[HostSnapshot] = Topic()
         self._tasks: list[asyncio.Task] = []
         self.published = 0
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        self._subscribers.append(subscriber)
-        return lambda: self._subscribers.remove(subscriber) if subscriber in self._subscribers else None
+        return self.snapshots.subscribe(subscriber)
 
     def publish(self, snapshot: HostSnapshot) -> None:
         self.published += 1
         self.latest[snapshot.name] = snapshot
         self.history[snapshot.name].add(snapshot)
-        for subscriber in list(self._subscribers):
-            subscriber(snapshot)
+        self.snapshots.publish(snapshot)
 
     def monitor_for(self, host: HostConfig) -> _MonitorBase:
         monitor = self.monitors.get(host.name)
@@ -88,6 +87,19 @@ class TelemetryHub:
             return snapshot
 
         return list(await asyncio.gather(*(one(h) for h in self.config.hosts)))
+
+    async def ticks(self, stop: asyncio.Event):
+        """The latest snapshot of every host once per telemetry interval (ages grow on a host that
+        went quiet), until `stop` is set: what `status --watch` prints."""
+        interval = self.config.telemetry.interval_ms / 1000.0
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+            if stop.is_set():
+                return
+            yield [self.latest[h.name] for h in self.config.hosts]
 
     async def stop(self) -> None:
         for monitor in self.monitors.values():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.theme import BUILTIN_THEMES, Theme
 
-from cockpit.errors import ConfigError
+from cockpit.errors import CockpitError, ConfigError
 from cockpit.paths import config_dir
 
 COLOUR_KEYS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground", "background", "surface", "panel", "boost")
@@ -60,3 +60,29 @@ def available_themes() -> dict[str, Theme]:
         theme = load_theme_file(path)
         themes[theme.name] = theme
     return themes
+
+
+def check_theme_name(name: str | None) -> None:
+    """--theme NAME: a shipped or user theme file, or a Textual theme; else a clear error."""
+    if name and name not in set(available_themes()) | set(BUILTIN_THEMES):
+        names = sorted(set(available_themes()) | set(BUILTIN_THEMES))
+        raise CockpitError(f"--theme {name}: no such theme; themes: {', '.join(names)}")
+
+
+def check_ui_settings(config) -> None:
+    """[ui] and [keymap] of a config against what exists (theme files, action ids): the TUI and
+    `cockpit config check` both refuse the same mistakes, naming file, line and key."""
+    from cockpit.config import locate
+    from cockpit.ui.actions import ids
+
+    where = str(config.path or "the config")
+    theme = config.ui.theme
+    known = set(available_themes()) | set(BUILTIN_THEMES)
+    if theme and theme not in known:
+        raise ConfigError(where, f"no theme named '{theme}'; themes: {', '.join(sorted(known))}",
+                          line=locate(config.text, ("ui",), "theme"), key="theme")
+    for binding_id, _keys in config.ui.keymap:
+        if binding_id not in ids():
+            raise ConfigError(where, f"no binding with id '{binding_id}'; ids: {', '.join(sorted(ids()))}",
+                              line=locate(config.text, ("keymap",), binding_id), key=binding_id)
+

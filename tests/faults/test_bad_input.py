@@ -190,7 +190,7 @@ def test_draft_config_json(config):
 @SETTINGS
 @given(st.text(max_size=500))
 def test_ps_output(text):
-    from cockpit.runbook.kinds import parse_ps
+    from cockpit.hosts.procs import parse_ps
 
     counted("ps output")
     for row in parse_ps(text):
@@ -239,7 +239,7 @@ def test_any_http_reply(parts):
 def test_runbook_steps_of_any_shape(step):
     """[[runbook.steps]] tables with any keys and values: a ConfigError naming the file, or a runbook."""
     from cockpit.config import parse_config
-    from cockpit.runbook.spec import parse_runbook
+    from cockpit.context import parse_runbook
 
     counted("runbook and sweep tables")
     lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in step.items() if v is not None and not _has_nan(v))
@@ -256,7 +256,7 @@ def test_runbook_steps_of_any_shape(step):
 def test_sweep_tables_of_any_shape(sweep):
     from cockpit.bench.sweep import parse_sweep
     from cockpit.config import parse_config
-    from cockpit.runbook.spec import parse_runbook
+    from cockpit.context import parse_runbook
 
     counted("runbook and sweep tables")
     lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in sweep.items() if v is not None and not _has_nan(v))

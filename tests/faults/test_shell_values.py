@@ -19,7 +19,7 @@ import pytest
 from cockpit.config import parse_config
 from cockpit.runbook.engine import Runbook
 from cockpit.runbook.model import StepState
-from cockpit.runbook.spec import parse_runbook
+from cockpit.context import parse_runbook
 from cockpit.runbook.store import StateStore
 from cockpit.telemetry.hub import TelemetryHub
 from harness.faultreport import FaultRow, report

@@ -35,6 +35,20 @@ class HelpScreen(ModalScreen[None]):
         self.rows = bindings
         self.context = context
 
+    @classmethod
+    def for_widget(cls, focused) -> "HelpScreen":
+        """The keys of the app, those of the focused pane, and what that pane shows."""
+        from cockpit.ui import actions
+        from cockpit.ui.widgets.checklist import ChecklistPane
+        from cockpit.ui.widgets.command_log import CommandLogPane
+
+        rows = actions.help_rows("app") + [("tab / shift+tab", "move focus between panes", "")]
+        if isinstance(focused, CommandLogPane):
+            return cls(rows, actions.PANE_HELP["log"])
+        if isinstance(focused, ChecklistPane):
+            return cls(rows + actions.help_rows("checklist"), actions.PANE_HELP["checklist"])
+        return cls(rows, actions.PANE_HELP["host"])
+
     def compose(self) -> ComposeResult:
         table = Table(show_header=True, header_style="bold", box=None, expand=True)
         table.add_column("key", style="bold cyan", no_wrap=True)

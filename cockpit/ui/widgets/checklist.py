@@ -6,12 +6,12 @@ import json
 import time
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from cockpit.runbook.model import StepState, StepView
+from cockpit.ui.actions import bindings
 
 MARK = {
     StepState.PASSED: ("✔", "[x]", "bold green"),
@@ -99,11 +99,7 @@ class ChecklistPane(Widget, can_focus=True):
         border: round $accent;
     }
     """
-    BINDINGS = [
-        Binding("down,j", "move(1)", "next step", show=False, id="checklist.down"),
-        Binding("up,k", "move(-1)", "previous step", show=False, id="checklist.up"),
-        Binding("enter,r", "run_selected", "run step", id="checklist.run"),
-    ]
+    BINDINGS = bindings("checklist")
     selected: reactive[int] = reactive(0)
 
     def __init__(self, ascii_only: bool = False, **kwargs):

@@ -100,6 +100,14 @@ class ServerLogPane(Vertical):
         self.query_one("#server-status", Static).update(status_line(status, self.target))
         self.query_one("#server-diagnoses", Static).update(diagnosis_text(status.report.diagnoses))
 
+    def show_failed_launch(self, result, started: bool) -> None:
+        """A launch that was refused or whose server died: its diagnoses, read back from the step's evidence."""
+        from cockpit.sglang.diagnose import LogReport
+
+        diagnoses = Diagnosis.all_from_json((result.evidence or {}).get("diagnoses"))
+        self.show(ServerStatus("down" if started else "not started", False, LogReport(diagnoses=diagnoses),
+                               result.output.splitlines() if result.output else []))
+
     @property
     def top_fix(self) -> Diagnosis | None:
         if self.status is None:

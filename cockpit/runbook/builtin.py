@@ -1,89 +1,30 @@
-"""Step kinds.  Each kind is one class registered by name: adding a kind is adding a class here
-(or in the package that owns the work, e.g. sglang/ for launch) and nothing else.
-
-A kind declares its parameters (validated when the config loads), says in one line what it
-checks and why, may describe a plan that needs confirmation (destructive kinds), and runs.
-"""
+"""The built-in step kinds: gpu_clean, command, kill_stale and launch (one class each).  The kinds
+of SGLang, the drafter and the benchmarks live in their own packages; the composition root
+registers them all (cockpit/context.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import shlex
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from cockpit.hosts.procs import process_alive, start_detached, stop_process
-from cockpit.hosts.transport import Transport, TransportError
-from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, judge
+from cockpit.hosts.procs import (NEVER_KILL, LaunchedProcess, ProcessRow, ancestors, launch_marker, list_processes, process_alive,
+                                 start_detached, stop_process)
+from cockpit.hosts.transport import Transport, quote_argv
+from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, dirty_reasons, judge
+from cockpit.runbook.kind import Param, RunContext, StepKind
+from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
-
-Confirm = Callable[[str], Awaitable[bool]]
-
-
-@dataclass
-class RunContext:
-    hub: Any  # TelemetryHub: transports, monitors, command log
-    confirm: Confirm
-    audit: Callable[..., None]
-    runbook: Any = None
-
-    def transport(self, host: str) -> Transport:
-        return self.hub.pool.get(host)
-
-
-@dataclass(frozen=True)
-class Param:
-    kind: type | tuple[type, ...]
-    default: Any = None
-    required: bool = False
-    help: str = ""
-
-
-class StepKind:
-    name: ClassVar[str]
-    destructive: ClassVar[bool] = False
-    launch: ClassVar[bool] = False  # gated: re-verifies the gpu_clean steps of its host first
-    gate: ClassVar[bool] = False  # a verification other steps rely on
-    params: ClassVar[dict[str, Param]] = {}
-
-    def title(self, spec: StepSpec) -> str:
-        return spec.title or f"{self.name} on {spec.host}"
-
-    def why(self, spec: StepSpec) -> str:
-        return ""
-
-    def validate(self, spec: StepSpec) -> str | None:
-        """Cross-parameter checks; returns an error message or None."""
-        return None
-
-    async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
-        """What the step will do, for a confirmation (None: nothing to confirm), and data for run."""
-        return None, None
-
-    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
-        raise NotImplementedError
-
-
-KINDS: dict[str, StepKind] = {}
-
-
-def register(cls: type[StepKind]) -> type[StepKind]:
-    KINDS[cls.name] = cls()
-    return cls
-
-
-def _now() -> float:
-    return time.time()
+from cockpit.telemetry.model import HostSnapshot
 
 
 # --- gpu_clean ---------------------------------------------------------------------------------------
 
 
-@register
 class GpuClean(StepKind):
     name = "gpu_clean"
     gate = True
@@ -122,10 +63,8 @@ class GpuClean(StepKind):
                               evidence=report.evidence)
         return StepResult(StepState.FAILED, started, _now(), "; ".join(report.reasons), evidence=report.evidence)
 
-    def still_clean(self, spec: StepSpec, snapshot) -> list[str]:
+    def contradicted_by(self, spec: StepSpec, snapshot: HostSnapshot) -> list[str]:
         """Reasons a later telemetry snapshot contradicts a pass (empty: it still holds)."""
-        from cockpit.runbook.checks import dirty_reasons
-
         return dirty_reasons(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
                              spec.params.get("expect_gpus"))
 
@@ -133,7 +72,6 @@ class GpuClean(StepKind):
 # --- command -----------------------------------------------------------------------------------------
 
 
-@register
 class Command(StepKind):
     name = "command"
     params = {
@@ -180,39 +118,6 @@ class Command(StepKind):
 
 # --- kill_stale --------------------------------------------------------------------------------------
 
-PS_ARGV = ["ps", "-ww", "-eo", "pid=,ppid=,user=,args="]  # -ww: never cut command lines to COLUMNS
-NEVER_KILL = re.compile(r"^(sshd|/usr/sbin/sshd|sshd-session|/usr/lib/openssh/sshd-session|systemd|init|tmux|screen)(\s|:|$)")
-
-
-@dataclass(frozen=True)
-class ProcessRow:
-    pid: int
-    ppid: int
-    user: str
-    args: str
-    gpu_mib: int | None = None
-
-
-def parse_ps(text: str) -> list[ProcessRow]:
-    rows = []
-    for line in text.splitlines():
-        parts = line.split(None, 3)
-        if len(parts) < 3 or not parts[0].isdigit() or not parts[1].isdigit():
-            continue
-        rows.append(ProcessRow(int(parts[0]), int(parts[1]), parts[2], parts[3] if len(parts) > 3 else ""))
-    return rows
-
-
-def _ancestors(rows: list[ProcessRow], pid: int) -> set[int]:
-    parents = {r.pid: r.ppid for r in rows}
-    seen: set[int] = set()
-    while pid and pid not in seen:
-        seen.add(pid)
-        pid = parents.get(pid, 0)
-    return seen
-
-
-@register
 class KillStale(StepKind):
     name = "kill_stale"
     destructive = True
@@ -245,11 +150,7 @@ class KillStale(StepKind):
         return None
 
     async def find(self, ctx: RunContext, spec: StepSpec) -> list[ProcessRow]:
-        transport = ctx.transport(spec.host)
-        listing = await transport.run(PS_ARGV, timeout=30)
-        if listing.exit_status != 0:
-            raise TransportError(f"ps failed on {spec.host}: {listing.output.strip()[:200]}")
-        rows = parse_ps(listing.stdout)
+        rows = await list_processes(ctx.transport(spec.host))
         gpu_mib: dict[int, int | None] = {}
         if spec.params.get("gpu_processes"):
             snapshot = await ctx.hub.monitor_for(ctx.hub.config.host(spec.host)).sample_once()
@@ -260,9 +161,7 @@ class KillStale(StepKind):
         user = spec.params.get("user")
         protected = {1}
         if ctx.hub.config.host(spec.host).local:
-            import os
-
-            protected |= _ancestors(rows, os.getpid())
+            protected |= ancestors(rows, os.getpid())
         # the cockpit's own commands on that host (its telemetry stream), as ps shows them
         running_commands = set()
         for record in ctx.hub.log.records():
@@ -297,8 +196,7 @@ class KillStale(StepKind):
     async def _alive(self, transport: Transport, pids: list[int], found: list[ProcessRow]) -> list[int]:
         if not pids:
             return []
-        listing = await transport.run(PS_ARGV, timeout=30)
-        by_pid = {r.pid: r for r in parse_ps(listing.stdout)}
+        by_pid = {r.pid: r for r in await list_processes(transport)}
         wanted = {r.pid: r.args for r in found}
         # a PID counts as the same process only while its command line is the same
         return [pid for pid in pids if pid in by_pid and by_pid[pid].args == wanted.get(pid)]
@@ -306,7 +204,7 @@ class KillStale(StepKind):
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
         found: list[ProcessRow] = planned if planned is not None else await self.find(ctx, spec)
-        evidence: dict[str, Any] = {"host": spec.host, "found": [r.__dict__ for r in found], "signals": []}
+        evidence: dict[str, Any] = {"host": spec.host, "found": [r.to_json() for r in found], "signals": []}
         if not found:
             return StepResult(StepState.PASSED, started, _now(), f"no matching process on {spec.host}", evidence)
         transport = ctx.transport(spec.host)
@@ -329,13 +227,6 @@ class KillStale(StepKind):
 
 # --- launch ------------------------------------------------------------------------------------------
 
-def launch_marker(step: str, host: str) -> str:
-    from cockpit.sglang.diagnose import LAUNCH_MARKER
-
-    return f"{LAUNCH_MARKER}{time.strftime('%Y-%m-%dT%H:%M:%S')} step={step} host={host}"
-
-
-@register
 class Launch(StepKind):
     name = "launch"
     destructive = True
@@ -382,15 +273,17 @@ class Launch(StepKind):
         await asyncio.sleep(float(spec.params.get("settle_s", 2.0)))
         return pid, "" if await process_alive(transport, pid) else "exited"
 
-    async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
-        from cockpit.hosts.transport import quote_argv
+    def previous(self, ctx: RunContext, spec: StepSpec) -> LaunchedProcess | None:
+        """The process this step started the last time, as its evidence recorded it."""
+        result = ctx.runbook.result(spec.name)
+        return LaunchedProcess.from_evidence(result.evidence, spec.host) if result is not None else None
 
-        previous = ctx.runbook.result(spec.name) if ctx.runbook else None
-        old_pid = previous.evidence.get("pid") if previous and previous.evidence else None
+    async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
+        old = self.previous(ctx, spec)
         lines = [f"On {spec.host}, start (detached, output to {self.log_path(spec)}):", "  " + quote_argv(spec.params["argv"])]
-        if old_pid:
-            lines.insert(0, f"On {spec.host}, stop the server this step started before (pid {old_pid}) if it still runs.")
-        return "\n".join(lines), old_pid
+        if old:
+            lines.insert(0, f"On {spec.host}, stop the server this step started before (pid {old.pid}) if it still runs.")
+        return "\n".join(lines), old.pid if old else None
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
@@ -399,8 +292,12 @@ class Launch(StepKind):
             return StepResult(StepState.FAILED, started, _now(), problem)
         log = self.log_path(spec)
         tail = await ctx.transport(spec.host).run(["tail", "-n", "40", log], timeout=30)
-        evidence = {"pid": pid, "log": log, "argv": spec.params["argv"], "host": spec.host}
+        evidence = LaunchedProcess(spec.host, pid, log, tuple(spec.params["argv"]), started_at=started).to_evidence()
         if problem:
             return StepResult(StepState.FAILED, started, _now(), f"pid {pid} exited within {spec.params.get('settle_s', 2.0)} s; see {log}",
                               evidence, tail.stdout[-4000:])
         return StepResult(StepState.PASSED, started, _now(), f"running as pid {pid}, log {log}", evidence, tail.stdout[-4000:])
+
+
+BUILTIN_KINDS = (GpuClean, Command, KillStale, Launch)
+

@@ -1,0 +1,50 @@
+"""The one formatter of ages, durations and numbers for every text the cockpit prints or shows."""
+
+from __future__ import annotations
+
+import time
+
+
+def age(ts: float | None, now: float | None = None, long: bool = False) -> str:
+    """'12 s ago', '4 min ago', '3.2 h ago' (long=True: a date after 90 minutes); '' for None."""
+    if ts is None:
+        return ""
+    seconds = max(0.0, (time.time() if now is None else now) - ts)
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    if long:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def duration(seconds: float | None) -> str:
+    """'45 s', '12 min', '2 h 05 min', '3 d 4 h'; '-' for None."""
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    hours, rest = divmod(int(seconds), 3600)
+    if hours < 48:
+        return f"{hours} h {rest // 60:02d} min"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+def num(value, fmt: str = "{:.1f}", missing: str = "-") -> str:
+    """A number for a table cell; `missing` when there is none."""
+    return missing if value is None else fmt.format(value)
+
+
+def value(value, unit: str = "", width: int = 0, digits: int = 0) -> str:
+    """A reading with its unit, 'n/a' when the source gave none, right-aligned to width."""
+    if value is None:
+        text = "n/a"
+    elif isinstance(value, float):
+        text = f"{value:.{digits}f}{unit}"
+    else:
+        text = f"{value}{unit}"
+    return text.rjust(width)

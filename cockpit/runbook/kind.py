@@ -1,0 +1,109 @@
+"""The step-kind protocol.  A kind is one class: it declares its parameters (checked when the config
+loads), says in one line what it checks and why, may describe a plan that needs confirmation
+(destructive kinds), and runs.  The runbook knows kinds only through this protocol: the packages that
+implement them (runbook/builtin.py, sglang/, drafter/, bench/) are registered by the composition
+root (cockpit/context.py), never imported here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from cockpit.hosts.transport import Transport
+from cockpit.runbook.model import StepResult, StepSpec
+from cockpit.telemetry.hub import TelemetryHub
+from cockpit.telemetry.model import HostSnapshot
+
+if TYPE_CHECKING:
+    from cockpit.runbook.engine import Runbook
+
+Confirm = Callable[[str], Awaitable[bool]]
+
+
+@dataclass
+class RunContext:
+    """What a step gets to do its work: the telemetry hub (its transports, collectors and command
+    log), the question to ask before a destructive action, the audit log, and the runbook."""
+
+    hub: TelemetryHub
+    confirm: Confirm
+    audit: Callable[..., None]
+    runbook: "Runbook"
+    variant: Mapping[str, Any] = field(default_factory=dict)  # the parameters this run overrides (a sweep's depth)
+
+    step: str = ""  # the step running
+
+    def transport(self, host: str) -> Transport:
+        return self.hub.pool.get(host)
+
+    def progress(self, state: dict[str, Any]) -> None:
+        """Tell whoever watches (the TUI's panes, a CLI's stderr) how a long step is going."""
+        self.runbook.progress.publish(StepProgress(self.step, state))
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    step: str
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: type | tuple[type, ...]
+    default: Any = None
+    required: bool = False
+    help: str = ""
+
+
+class StepKind:
+    name: ClassVar[str]
+    destructive: ClassVar[bool] = False
+    launch: ClassVar[bool] = False  # gated: re-verifies the gate steps of its host(s) first
+    gate: ClassVar[bool] = False  # a verification launches rely on: re-run before each launch, invalidated by telemetry
+    params: ClassVar[dict[str, Param]] = {}
+
+    def title(self, spec: StepSpec) -> str:
+        return spec.title or f"{self.name} on {spec.host}"
+
+    def why(self, spec: StepSpec) -> str:
+        return ""
+
+    def validate(self, spec: StepSpec) -> str | None:
+        """Cross-parameter checks; returns an error message or None."""
+        return None
+
+    def hosts(self, spec: StepSpec) -> tuple[str, ...]:
+        """Every host the step acts on (a launch across several nodes names more than one)."""
+        return (spec.host,)
+
+    async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
+        """What the step will do, for a confirmation (None: nothing to confirm), and data for run."""
+        return None, None
+
+    async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+        raise NotImplementedError
+
+    def contradicted_by(self, spec: StepSpec, snapshot: HostSnapshot) -> list[str]:
+        """For a gate: why a later telemetry sample says its pass no longer holds (empty: it holds)."""
+        return []
+
+
+Kinds = Mapping[str, StepKind]
+
+
+def registry(kinds: Iterable[type[StepKind] | StepKind]) -> dict[str, StepKind]:
+    """Kinds by name, from their classes (or instances); a name given twice is a programming error."""
+    out: dict[str, StepKind] = {}
+    for kind in kinds:
+        instance = kind() if isinstance(kind, type) else kind
+        if instance.name in out:
+            raise ValueError(f"two step kinds are named '{instance.name}'")
+        out[instance.name] = instance
+    return out
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,87 @@
+"""Every action of the cockpit, described once: the key bindings, the `?` help and the command palette
+are all made from this table (as Harlequin's actions.py).  An action has an id users rebind in
+[keymap], its keys, what it does, and whether it changes anything (then it is left out in read-only
+mode)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str
+    keys: str
+    action: str
+    description: str
+    show: bool = True  # in the footer
+    key_display: str | None = None
+    palette: str | None = None  # the command palette's title (None: not in the palette)
+    palette_help: str = ""
+    writes: bool = False  # runs a step or changes a host: not in read-only mode
+    scope: str = "app"  # "app", or the pane whose bindings it is
+
+    def binding(self) -> Binding:
+        return Binding(self.keys, self.action, self.description, show=self.show, key_display=self.key_display, id=self.id)
+
+    @property
+    def shown_keys(self) -> str:
+        return self.key_display or self.keys.replace("question_mark", "?").replace(",", " / ")
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action("app.quit", "q", "quit", "quit"),
+    Action("app.help", "question_mark,f1", "help", "help", key_display="?", palette="Help", palette_help="the keys of the focused pane"),
+    Action("app.toggle_log", "l", "toggle_log", "command log", palette="Toggle command log",
+           palette_help="every command run on a host, with its exit status"),
+    Action("host.zoom", "z", "zoom", "zoom host", palette="Zoom the focused host", palette_help="show only this host (again to show all)"),
+    Action("host.reconnect", "R", "reconnect", "reconnect now", show=False, palette="Reconnect now",
+           palette_help="the focused host (or every host waiting to retry) without waiting for its backoff"),
+    Action("checklist.next", "n", "run_next", "run next step", palette="Run the next step",
+           palette_help="the first step of the runbook not yet passed", writes=True),
+    Action("checklist.focus", "c", "focus_checklist", "checklist", palette="Focus the checklist", palette_help="the runbook's steps"),
+    Action("server.toggle", "s", "toggle_server_log", "server log", palette="Toggle server log",
+           palette_help="the launched server's log, health and diagnoses"),
+    Action("server.apply_fix", "f", "apply_fix", "apply fix", show=False, palette="Apply the suggested fix",
+           palette_help="to the launch step, and relaunch (asks first)", writes=True),
+    Action("bench.toggle", "b", "toggle_bench", "benchmarks", palette="Toggle benchmark charts",
+           palette_help="throughput, acceptance and latency per depth config"),
+    Action("bench.next_chart", "right_square_bracket", "chart(1)", "next chart", show=False, key_display="]"),
+    Action("bench.previous_chart", "left_square_bracket", "chart(-1)", "previous chart", show=False, key_display="["),
+    *(Action(f"host.zoom_gpu_{n}", str(n), f"zoom_gpu({n})", f"zoom GPU {n} (in a zoomed host)", show=False) for n in range(10)),
+    Action("host.next", "j,down", "focus_next_host", "next host", show=False),
+    Action("host.previous", "k,up", "focus_previous_host", "previous host", show=False),
+    Action("checklist.down", "down,j", "move(1)", "next step", show=False, scope="checklist"),
+    Action("checklist.up", "up,k", "move(-1)", "previous step", show=False, scope="checklist"),
+    Action("checklist.run", "enter,r", "run_selected", "run step", scope="checklist", writes=True),
+)
+
+
+PANE_HELP = {
+    "host": "A host pane: one line per GPU (memory bar, used/total MiB, power draw/limit, utilisation, "
+    "temperature, power history), then the host's compute processes. The border shows the host state "
+    "and the age of its last sample.",
+    "log": "The command log: every command the cockpit ran on a host, with its exit status.",
+    "checklist": "The checklist: the runbook's steps in order. A step is blocked until every step before it "
+    "passed; the launch step stays locked until its gate opens and re-verifies the GPUs of its host right "
+    "before it starts. j/k select, enter runs the selected step, n runs the next one.",
+}
+
+
+def bindings(scope: str = "app") -> list[Binding]:
+    return [a.binding() for a in ACTIONS if a.scope == scope]
+
+
+def ids() -> set[str]:
+    return {a.id for a in ACTIONS}
+
+
+def help_rows(*scopes: str) -> list[tuple[str, str, str]]:
+    """(keys, what it does, id) for the `?` help of these scopes."""
+    return [(a.shown_keys, a.description, a.id) for a in ACTIONS if a.scope in scopes]
+
+
+def palette(read_only: bool) -> list[Action]:
+    return [a for a in ACTIONS if a.palette and not (read_only and a.writes)]

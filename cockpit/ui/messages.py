@@ -1,0 +1,51 @@
+"""Every message the cockpit's workers and subscriptions post to the app: small dataclasses (as
+toolong's messages.py).  Workers and core subscribers never touch widgets; they post one of these,
+and the app's handlers change the widgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.message import Message
+
+from cockpit.hosts.commandlog import CommandRecord
+from cockpit.telemetry.model import HostSnapshot
+
+
+@dataclass
+class HostUpdated(Message):
+    snapshot: HostSnapshot
+
+
+@dataclass
+class RunbookChanged(Message):
+    pass
+
+
+@dataclass
+class GateInvalidated(Message):
+    step: str
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StepRefused(Message):
+    step: str
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ServerPolled(Message):
+    target: str
+    status: Any  # sglang.server.ServerStatus
+
+
+@dataclass
+class SweepProgress(Message):
+    state: dict[str, Any]
+
+
+@dataclass
+class CommandLogged(Message):
+    record: CommandRecord

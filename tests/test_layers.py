@@ -1,0 +1,93 @@
+"""The shape of the code, kept true: data flows one way, from collectors to the shells.
+
+Every import of the cockpit's modules is read (module level and inside functions; `if TYPE_CHECKING:`
+blocks are types only and skipped): no package imports one above it, and there is no import cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "cockpit"
+
+# Lowest first.  A module may import its own layer's modules and any below it.
+LAYERS = [
+    {"errors", "paths", "aio", "resources", "events", "format", "config", "__init__"},
+    {"hosts"},
+    {"telemetry"},
+    {"runbook"},
+    {"sglang", "drafter"},
+    {"bench"},
+    {"demo", "context", "init"},
+    {"ui"},
+    {"cli", "__main__"},
+]
+
+
+def layer_of(module: str) -> int:
+    part = module.split(".")[1] if "." in module else "__init__"
+    for index, names in enumerate(LAYERS):
+        if part in names:
+            return index
+    raise AssertionError(f"{module}: not in any layer of tests/test_layers.py (add its package)")
+
+
+def module_name(path: Path) -> str:
+    parts = ("cockpit", *path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)
+
+
+def imports() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        name = module_name(path)
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                typing_only |= {id(n) for n in ast.walk(node)}
+        found = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("cockpit")}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cockpit") and node.level == 0:
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+        graph[name] = found
+    modules = set(graph)
+    return {name: {m for m in found if m in modules and m != name} for name, found in graph.items()}
+
+
+def test_no_package_imports_one_above_it():
+    wrong = [f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)})"
+             for a, targets in imports().items() for b in targets if layer_of(b) > layer_of(a)]
+    assert wrong == []
+
+
+def test_no_import_cycle():
+    graph = imports()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt):] + [nxt] if nxt in path else path + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert cycles == []
+
+
+def test_the_runbook_never_imports_the_packages_that_implement_kinds():
+    for name, targets in imports().items():
+        if name.startswith("cockpit.runbook"):
+            assert not {t for t in targets if t.startswith(("cockpit.sglang", "cockpit.drafter", "cockpit.bench"))}, name
