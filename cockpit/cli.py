@@ -131,11 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     brun.add_argument("--seed", type=int, default=None, help="shuffle the prompts with this seed (default: file order)")
     brun.add_argument("--label", default=None)
     brun.add_argument("--no-save", action="store_true")
-    report = _command(bench_sub, "report", "compare stored runs side by side (default: the latest runs)", json=True)
-    report.add_argument("runs", nargs="*", metavar="RUN")
-    report.add_argument("--last", type=int, default=10)
+    report = _command(bench_sub, "report", "the latest sweep's decision, or stored runs side by side", json=True)
+    report.add_argument("runs", nargs="*", metavar="RUN", help="runs to compare side by side (default: the latest sweep)")
+    report.add_argument("--last", type=int, default=10, help="without a sweep: this many latest runs")
+    report.add_argument("--sweep", metavar="ID", help="the sweep to report (default: the latest)")
+    report.add_argument("--format", choices=("text", "md", "csv", "json"), default=None, help="md: a shareable Markdown report")
+    report.add_argument("--out", metavar="FILE", help="write the report to FILE instead of printing it")
     _command(bench_sub, "sweep", "relaunch the server per depth config and benchmark each (see [bench] in the config)", config=True,
-             json=True, yes="relaunch without asking")
+             json=True, yes="relaunch without asking").add_argument(
+        "--after", choices=("recommended", "original", "stop"), help="what runs when it is done (default: [bench] after, recommended)")
 
     demo = _command(sub, "demo", "the whole deployment of the story on this machine: no GPU, no network beyond loopback")
     demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder)")
@@ -393,15 +397,7 @@ def cmd_lint_flags(args) -> int:
         ctx = context(args)
         host = ctx.config.host(args.host)
 
-        async def go(c):
-            try:
-                return await lint_on_host(c.pool.get(host), words, args.python or host.python, args.deep)
-            except CockpitError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - transport errors: could not check
-                raise CockpitError(str(exc)) from None
-
-        outcome = with_context(ctx, go)
+        outcome = with_context(ctx, lambda c: lint_on_host(c.pool.get(host), words, args.python or host.python, args.deep))
     elif args.help_text:
         outcome = lint_with_file(words, args.help_text)
     else:
@@ -465,7 +461,7 @@ def cmd_fix_keys(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from cockpit.bench import report as render, store
+    from cockpit.bench import report as render
 
     if args.bench_command == "run":
         from cockpit.bench.client import Workload
@@ -479,28 +475,33 @@ def cmd_bench(args) -> int:
         workload = Workload(load_prompts(args.prompts, args.seed), args.requests, args.concurrency, args.max_tokens,
                             args.temperature, args.warmup)
 
-        def progress(done: int, total: int) -> None:
-            if not args.json and sys.stderr.isatty():
-                print(f"\r{done}/{total} requests", end="", file=sys.stderr, flush=True)
-
+        shown = not args.json and sys.stderr.isatty()
+        progress = (lambda done, total: print(f"\r{done}/{total} requests", end="", file=sys.stderr, flush=True)) if shown else None
         record = asyncio.run(benchmark(endpoint, args.api, workload, args.label, not args.no_save, progress))
         emit(args, record, render.render_summary(record))
         return exit_code(record)
     if args.bench_command == "report":
-        paths = args.runs or [str(p) for p in store.list_runs()[-args.last:]]
-        if not paths:
-            raise CockpitError(f"no stored benchmark runs in {store.runs_dir()}")
-        rows = store.compare([store.load_run(p) for p in paths])
-        emit(args, {"runs": rows}, render.render_table(rows))
-        return EXIT_OK
+        return cmd_bench_report(args)
     if args.bench_command == "sweep":
         return cmd_bench_sweep(args)
     build_parser().parse_args(["bench", "--help"])
     return EXIT_UNREACHABLE
 
 
+def cmd_bench_report(args) -> int:
+    from cockpit.bench.sweep import stored_report
+    from cockpit.paths import atomic_write
+
+    text = stored_report(args.runs, args.sweep, args.format or ("json" if args.json else "text"), args.last)
+    if args.out:
+        atomic_write(Path(args.out).expanduser(), text.rstrip("\n") + "\n")
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        print(text)
+    return EXIT_OK
+
+
 def cmd_bench_sweep(args) -> int:
-    from cockpit.bench.report import render_sweep
     from cockpit.bench.sweep import run_sweep
 
     ctx = context(args, need_config=True)
@@ -510,10 +511,9 @@ def cmd_bench_sweep(args) -> int:
         eta = "" if state["eta_s"] is None else f", about {state['eta_s']:.0f} s left"
         print(f"[{state['done']}/{state['total']}{eta}] {state['text']}", file=sys.stderr, flush=True)
 
-    result = with_context(ctx, lambda c: run_sweep(runbook, sweep, confirmer(args.yes, "the sweep relaunches the server"), progress))
-    rows = result.table()
-    emit(args, {"rows": rows, "failures": result.failures, "runs": [r["file"] for r in result.runs]},
-         "\n".join([render_sweep(rows), *(f"failed: {f}" for f in result.failures)]))
+    result = with_context(ctx, lambda c: run_sweep(runbook, sweep, confirmer(args.yes, "the sweep relaunches the server"), progress,
+                                                   after=args.after))
+    print(result.render("json" if args.json else "text"))
     return EXIT_OK if not result.failures else EXIT_PROBLEM
 
 
@@ -542,14 +542,12 @@ def cmd_demo(args) -> int:
     import tempfile
 
     from cockpit.context import Context
-    from cockpit.demo.world import build
+    from cockpit.demo.world import build, isolate
     from cockpit.ui.app import CockpitApp
 
     root = Path(args.dir).expanduser() if args.dir else Path(tempfile.mkdtemp(prefix="cockpit-demo-"))
     print(f"cockpit DEMO: building the demo world in {root} ...", file=sys.stderr)
-    # the demo's runbook state, benchmark runs and caches live in its own world, never in the user's
-    for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
-        os.environ[var] = str((root / sub).resolve())
+    isolate(root)  # the demo's runbook state, benchmark runs and caches live in its own world, never in the user's
     world = build(root)
     try:
         CockpitApp(Context.of(world.config), theme=getattr(args, "theme", None), demo=True).run()

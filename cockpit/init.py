@@ -104,7 +104,8 @@ def questionnaire(ask: Ask = _ask_stdin) -> dict:
         answers["model"] = ask_until(ask, "Target model path on the serving host", "/models/Llama-3.1-8B-Instruct", word("a path"))
         answers["draft"] = ask_until(ask, "EAGLE-3 draft path on the serving host", "/ckpt/eagle3", word("a path"))
         answers["tp"] = ask_until(ask, "Tensor parallel size", "8", whole(1, 1024))
-        answers["depths"] = ask_until(ask, "Draft depths to benchmark (draft tokens, comma-separated)", "16,10,5", depth_list)
+        answers["depths"] = ask_until(ask, "Depths to benchmark (draft steps of a topk-1 chain, as vLLM's num_speculative_tokens; "
+                                      "comma-separated)", "16,10,5", depth_list)
     return answers
 
 
@@ -134,9 +135,9 @@ def render_config(answers: dict) -> str:
             f"host = {_toml_string(serving)}", f"path = {_toml_string(answers['draft'])}", "",
             "[[runbook.steps]]", 'name = "launch"', 'kind = "sglang_launch"    # flags checked against the host\'s own SGLang first',
             f"host = {_toml_string(serving)}", f"model_path = {_toml_string(answers['model'])}",
-            f"draft_path = {_toml_string(answers['draft'])}", f"draft_tokens = {first}", f"tp = {answers['tp']}", "",
+            f"draft_path = {_toml_string(answers['draft'])}", f"depth = {first}                 # steps of a topk-1 chain: {first + 1} draft tokens", f"tp = {answers['tp']}", "",
             "[[runbook.steps]]", 'name = "ready"', 'kind = "sglang_ready"', f"host = {_toml_string(serving)}", "",
-            "[bench]", 'launch_step = "launch"', f"depths = [{', '.join(map(str, depths))}]", "concurrency = [1, 8]", "repeats = 3", "",
+            "[bench]", 'launch_step = "launch"', f"depths = [{', '.join(map(str, depths))}]        # steps of topk-1 chains; a baseline is measured too", "concurrency = [1, 8]", "repeats = 3", "",
         ]
     return "\n".join(lines)
 

@@ -152,7 +152,7 @@ kind = "sglang_launch"
 host = "gpu-server"
 model_path = "/models/Llama-3.1-8B-Instruct"
 draft_path = "/ckpt/eagle3"
-draft_tokens = 16
+depth = 16
 port = {port}
 log = "{log}"
 settle_s = 0.3
@@ -165,21 +165,25 @@ concurrency = [2]
 requests = 6
 max_tokens = 24
 repeats = 1
+after = "stop"
 """)
     proc = subprocess.run([sys.executable, "-m", "cockpit", "bench", "sweep", "--yes", "--json", "--config", str(config)],
                           capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     rows = {r["config"]: r for r in data["rows"]}
-    assert set(rows) == {"baseline", "16 draft tokens (steps 15, topk 1)", "10 draft tokens (steps 9, topk 1)", "5 draft tokens (steps 4, topk 1)"}
+    # depth N = N steps of a topk-1 chain, N + 1 draft tokens (the launch step's own depth 16 is one of them)
+    deep, shallow = "depth 16 (steps 16, topk 1, draft tokens 17)", "depth 5 (steps 5, topk 1, draft tokens 6)"
+    assert set(rows) == {"baseline", deep, "depth 10 (steps 10, topk 1, draft tokens 11)", shallow}
     assert rows["baseline"]["accept_length"] is None and rows["baseline"]["speedup"] == 1.0
-    assert rows["16 draft tokens (steps 15, topk 1)"]["accept_length"] > 1.0
-    assert rows["5 draft tokens (steps 4, topk 1)"]["accept_length"] > 1.0
+    assert rows[deep]["accept_length"] > 1.0
+    assert rows[shallow]["accept_length"] > 1.0
     assert all(r["failed"] == 0 for r in rows.values())
     assert "[4/4" in proc.stderr and "left" in proc.stderr  # progress with what runs and how long is left
     runs = [json.loads(Path(f).read_text().splitlines()[0]) for f in data["runs"]]
-    assert [r["server_info"].get("speculative_num_draft_tokens") for r in runs] == [None, "16", "10", "5"]
-    # the server is stopped at the end, and every relaunch went through the gate
+    assert [r["server_info"].get("speculative_num_draft_tokens") for r in runs] == [None, "17", "11", "6"]
+    assert data["decisions"] and data["recommended"]["best"] in rows
+    # every relaunch went through the gate; `after = "stop"` stops the server at the end
     assert log.read_text().count("# cockpit: launch ") == 4
     audit = (Path(os.environ["XDG_STATE_HOME"]) / "cockpit" / "runbooks")
     events = [json.loads(line)["event"] for f in audit.glob("*.audit.jsonl") for line in f.read_text().splitlines()]

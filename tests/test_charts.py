@@ -4,21 +4,26 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
+from cockpit.sglang.depth import DepthConfig
 from cockpit.ui.widgets.bench_pane import VIEWS, BenchPane
 from cockpit.ui.widgets.chart import Chart
 
 
-def run(config: str, concurrency: int, tput: float, accept: float | None, ttft: float, itl: float) -> dict:
-    return {"config": config, "concurrency": concurrency, "output_throughput_tok_s": tput, "accept_length": accept,
-            "ttft_ms": {"p50": ttft, "p90": ttft * 1.2, "p99": ttft * 1.5}, "itl_ms": {"p50": itl, "p90": itl * 1.3, "p99": itl * 2}}
+def run(depth: int | None, concurrency: int, tput: float, accept: float | None, ttft: float, itl: float) -> dict:
+    config = DepthConfig.chain(depth) if depth else DepthConfig()
+    return {"config": config.label, **config.to_json(), "speculative": config.speculative, "concurrency": concurrency,
+            "output_throughput_tok_s": tput, "accept_length": accept, "failed": 0, "requests": 8,
+            "ttft_ms": {"p50": ttft, "p90": ttft * 1.2, "p99": ttft * 1.5}, "itl_ms": {"p50": itl, "p90": itl * 1.3, "p99": itl * 2},
+            "tpot_ms": {"p50": itl * 1.1, "p90": itl * 1.4, "p99": itl * 2}}
 
 
 RUNS = [
-    run("baseline", 1, 150.0, None, 40.0, 6.5), run("baseline", 8, 900.0, None, 60.0, 8.0),
-    run("16 draft tokens (steps 15, topk 1)", 1, 330.0, 2.95, 45.0, 3.1), run("16 draft tokens (steps 15, topk 1)", 8, 1500.0, 2.9, 70.0, 5.0),
-    run("10 draft tokens (steps 9, topk 1)", 1, 360.0, 2.8, 44.0, 2.9), run("10 draft tokens (steps 9, topk 1)", 8, 1650.0, 2.7, 66.0, 4.5),
-    run("5 draft tokens (steps 4, topk 1)", 1, 300.0, 2.4, 42.0, 3.3), run("5 draft tokens (steps 4, topk 1)", 8, 1600.0, 2.3, 63.0, 4.4),
+    run(None, 1, 150.0, None, 40.0, 6.5), run(None, 8, 900.0, None, 60.0, 8.0),
+    run(16, 1, 330.0, 2.95, 45.0, 3.1), run(16, 8, 1500.0, 2.9, 70.0, 5.0),
+    run(10, 1, 360.0, 2.8, 44.0, 2.9), run(10, 8, 1650.0, 2.7, 66.0, 4.5),
+    run(5, 1, 300.0, 2.4, 42.0, 3.3), run(5, 8, 1600.0, 2.3, 63.0, 4.4),
 ]
+CHARTS = [v for v in VIEWS if v != "decision"]
 
 
 class PaneApp(App):
@@ -26,7 +31,9 @@ class PaneApp(App):
         yield BenchPane(id="bench")
 
     def on_mount(self) -> None:
-        self.query_one(BenchPane).show_runs(RUNS)
+        pane = self.query_one(BenchPane)
+        pane.show_runs(RUNS)
+        pane.cycle()  # from the decision to the throughput chart
 
 
 async def test_every_chart_renders_at_80x24():
@@ -35,7 +42,7 @@ async def test_every_chart_renders_at_80x24():
         pane = app.query_one(BenchPane)
         chart = app.query_one(Chart)
         seen = []
-        for _ in VIEWS:
+        for _ in CHARTS:
             await pilot.pause()
             rendered = str(chart.render())
             assert chart.title and len(rendered) > 100
@@ -45,7 +52,7 @@ async def test_every_chart_renders_at_80x24():
         assert titles[0].startswith("output tok/s, median, concurrency 8")
         assert titles[1].startswith("acceptance length")
         assert seen[2][1] == ("TTFT p50", "TTFT p99", "ITL p50", "ITL p99")
-        assert seen[3][1] == ("baseline", "16 tok", "10 tok", "5 tok")
+        assert seen[3][1] == ("base", "d16", "d10", "d5")  # depth N: N steps of a topk-1 chain
 
 
 async def test_progress_updates_the_charts_live():
@@ -64,3 +71,15 @@ async def test_progress_updates_the_charts_live():
 
 def test_snapshot_of_the_throughput_chart(snap_compare):
     assert snap_compare(PaneApp(), terminal_size=(80, 24))
+
+
+async def test_the_decision_view_names_the_best_config_per_concurrency():
+    app = PaneApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(BenchPane)
+        pane.cycle(-1)
+        await pilot.pause()
+        text = str(pane.decision_text())
+        assert "concurrency 1: depth 10 (steps 10, topk 1, draft tokens 11), 360 tok/s, 2.40x the baseline" in text
+        assert "concurrency 8: depth 10" in text and "WITHIN NOISE of depth 5" in text  # 1650 vs 1600: 3 %
+

@@ -13,13 +13,18 @@ from helpers import eventually
 
 
 async def run_next(app, pilot, step: str, state=StepState.PASSED, confirm: bool = False, timeout: float = 20):
+    """Press n; confirm when asked; wait for the step's state.  Returns the plan that was confirmed."""
+    plan = None
     await pilot.press("n")
     if confirm:
         await eventually(lambda: isinstance(app.screen, ConfirmScreen), timeout=timeout,
                          what=f"{step} asks ({[n.message[:80] for n in app._notifications]}, {app.runbook.results.get(step)})")
+        plan = app.screen.plan
         await pilot.press("y")
     await eventually(lambda: app.runbook.result(step) and app.runbook.result(step).state is state, timeout=timeout,
-                     what=f"{step} {state.value}: {app.runbook.result(step) and app.runbook.result(step).message}")
+                     what=f"{step} {state.value}: {app.runbook.result(step) and app.runbook.result(step).message} "
+                     f"{[n.message[:200] for n in app._notifications][-3:]}")
+    return plan
 
 
 async def test_demo_walks_the_story_to_the_charts(tmp_path):
@@ -33,7 +38,9 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             assert server.state is HostState.UP and any(g.memory_used_mib == 30000 for g in server.gpus)
             launch_view = [v for v in app.runbook.views() if v.spec.name == "launch"][0]
             assert launch_view.locked
-            await run_next(app, pilot, "kill-trainer", confirm=True)
+            plan = await run_next(app, pilot, "kill-trainer", confirm=True)
+            # the stale trainer with its memory on each of the 4 GPUs; only the demo's own process is matched
+            assert "0:61234 1:61234 2:61234 3:61234" in plan and "244936" in plan and str(world.root) in plan
             await run_next(app, pilot, "kill-server-leftovers", confirm=True)
             await run_next(app, pilot, "server-gpus-clean")
             await run_next(app, pilot, "draft-ready", confirm=True)
@@ -48,12 +55,30 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             await pilot.press("y")
             await eventually(lambda: app.runbook.result("launch").state is StepState.PASSED, timeout=20, what="relaunched")
             await run_next(app, pilot, "ready", timeout=30)
+            # the launched server's memory on every GPU of its tensor parallelism, and its process
+            await eventually(lambda: [g.memory_used_mib for g in app.panes["gpu-server"].snapshot.gpus] == [126518] * 8,
+                             what="the server's memory on the 8 GPUs")
+            server_pid = app.runbook.launched("launch").pid
+            await eventually(lambda: {p.pid for p in app.panes["gpu-server"].snapshot.processes} == {server_pid},
+                             what="the server's process on the GPUs")
             await run_next(app, pilot, "sweep", confirm=True, timeout=120)
             bench = app.query_one(BenchPane)
-            assert not bench.has_class("hidden") and {r["config"] for r in bench.runs} >= {"baseline", "16 draft tokens (steps 15, topk 1)"}
+            deepest = "depth 16 (steps 16, topk 1, draft tokens 17)"  # the story's 16, and the configuration the fix produced
+            assert not bench.has_class("hidden") and {r["config"] for r in bench.runs} >= {"baseline", deepest}
             rows = app.runbook.result("sweep").evidence["rows"]
-            assert all(r["failed"] == 0 for r in rows)
-            deep = [r for r in rows if r["config"].startswith("16") and r["concurrency"] == 1][0]
+            assert all(r["failed"] == 0 for r in rows), [(r["config"], r["concurrency"], r["failed"]) for r in rows]
+            deep = [r for r in rows if r["config"] == deepest and r["concurrency"] == 1][0]
             assert deep["speedup"] > 1.0 and deep["accept_length"] > 2.0
+            # acceptance rises with depth; the best depth depends on concurrency, and the decision names it
+            accept = {r["steps"]: r["accept_length"] for r in rows if r["concurrency"] == 1 and r["steps"]}
+            assert accept[2] < min(accept[5], accept[10], accept[16])  # and saturates: the deep ones are close
+            decisions = {d["concurrency"]: d for d in app.runbook.result("sweep").evidence["decisions"]}
+            assert decisions[1]["best_depth"]["steps"] > decisions[8]["best_depth"]["steps"]
+            # the sweep leaves the recommended config running, and the checklist says everything passed
+            await eventually(lambda: all(v.state is StepState.PASSED for v in app.runbook.views()), what="every step passed")
+            server = app.runbook.launched("launch")
+            assert f"--speculative-num-steps {decisions[8]['best_depth']['steps']}" in " ".join(server.argv)
+            assert not [n for n in app._notifications if "died" in (n.title or "")], "a planned relaunch raised an error toast"
+            assert app.query_one(ServerLogPane).status.alive
     finally:
         world.close()

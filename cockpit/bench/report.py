@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cockpit.drafter.acceptance import FORMULA_WITH, FORMULA_WITHOUT
 from cockpit.format import num
 
 
@@ -32,12 +33,115 @@ def render_table(rows: list[dict]) -> str:
 
 
 def render_sweep(rows: list[dict[str, Any]]) -> str:
-    head = f"{'config':<40} {'conc':>4} {'tok/s median':>12} {'spread':>15} {'speedup':>8} {'accept':>7} {'ITL p50':>8}"
+    head = (f"{'config':<44} {'conc':>4} {'tok/s median':>12} {'spread':>15} {'speedup':>15} {'accept':>7} "
+            f"{'TPOT p50':>9} {'ITL p50':>8}")
     lines = [head]
     for r in rows:
         spread = f"{r['throughput_min']:.0f}-{r['throughput_max']:.0f}" + (" NOISY" if r["noisy"] else "")
-        speedup = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
-        accept = "-" if r["accept_length"] is None else f"{r['accept_length']:.2f}"
-        lines.append(f"{r['config'][:40]:<40} {r['concurrency']:>4} {r['throughput_median']:>12.1f} {spread:>15} {speedup:>8} {accept:>7} "
+        lines.append(f"{r['config'][:44]:<44} {r['concurrency']:>4} {r['throughput_median']:>12.1f} {spread:>15} "
+                     f"{_speedup(r):>15} {num(r['accept_length'], '{:.2f}'):>7} {num(r.get('tpot_p50_ms'), '{:.2f}'):>9} "
                      f"{r['itl_p50_ms']:>8.2f}")
     return "\n".join(lines)
+
+
+def _speedup(row: dict) -> str:
+    if row.get("speedup") is None:
+        return "-"
+    if row.get("speedup_min") is None or row["speedup_min"] == row["speedup_max"]:
+        return f"{row['speedup']:.2f}x"
+    return f"{row['speedup']:.2f}x ({row['speedup_min']:.2f}-{row['speedup_max']:.2f})"
+
+
+def render_decisions(decisions: list, recommended=None) -> str:
+    lines = ["Decision: the best config per concurrency, by output throughput"]
+    lines += [f"  {d.text()}" for d in decisions]
+    if recommended is not None:
+        lines.append(f"Recommended for serving (concurrency {recommended.concurrency}): {recommended.best['config']}")
+    return "\n".join(lines)
+
+
+def render_acceptance(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    lines = ["Acceptance length: the drafter's estimate at each depth (greedy topk-1 chain) next to what SGLang measured",
+             f"{'config':<44} {'estimate +bonus':>15} {'estimate':>9} {'measured':>9}"]
+    for r in rows:
+        lines.append(f"{r['config'][:44]:<44} {num(r['estimate_with_bonus'], '{:.2f}'):>15} {num(r['estimate_without_bonus'], '{:.2f}'):>9} "
+                     f"{num(r['measured'], '{:.2f}'):>9}")
+    if rows:
+        lines.append(f"estimate +bonus = {rows[0]['formula_with_bonus']} (what SGLang's accept len counts); "
+                     f"estimate = {rows[0]['formula_without_bonus']} (SpecForge's simulated_acc_len)")
+    return "\n".join(lines)
+
+
+def text_bars(rows: list[dict[str, Any]], width: int = 40) -> str:
+    """Output throughput per config, one block of bars per concurrency: a chart that needs no terminal."""
+    from cockpit.sglang.depth import DepthConfig
+
+    blocks = []
+    for concurrency in sorted({r["concurrency"] for r in rows}):
+        here = [r for r in rows if r["concurrency"] == concurrency]
+        top = max(r["throughput_median"] for r in here) or 1.0
+        lines = [f"concurrency {concurrency}: output tok/s (median)"]
+        for r in here:
+            name = DepthConfig(r["steps"], r["topk"], r["draft_tokens"]).short
+            bar = "#" * max(1, round(width * r["throughput_median"] / top))
+            lines.append(f"  {name:<10} {bar:<{width}} {r['throughput_median']:.0f}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def sweep_text(report: dict[str, Any], decisions: list, recommended) -> str:
+    parts = [render_sweep(report["rows"]), "", render_decisions(decisions, recommended)]
+    if report.get("acceptance"):
+        parts += ["", render_acceptance(report["acceptance"])]
+    if report.get("serving"):
+        parts += ["", f"Now: {report['serving']}"]
+    parts += [f"failed: {f}" for f in report.get("failures") or []]
+    return "\n".join(parts)
+
+
+def sweep_markdown(report: dict[str, Any], decisions: list, recommended) -> str:
+    rows = report["rows"]
+    out = [f"# Depth sweep {report.get('sweep') or ''}".rstrip(), "",
+           "Depth N is N steps of a topk-1 chain (N + 1 draft tokens). Median of the repeats; speedup over the baseline "
+           "at the same concurrency, with its spread over the repeats.", "",
+           "| config | steps | topk | draft tokens | concurrency | tok/s (median) | min | max | speedup | accept len | TPOT p50 ms | ITL p50 ms | failed |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['config']} | {num(r['steps'], '{}')} | {num(r['topk'], '{}')} | {num(r['draft_tokens'], '{}')} | "
+                   f"{r['concurrency']} | {r['throughput_median']:.1f} | {r['throughput_min']:.1f} | {r['throughput_max']:.1f} | "
+                   f"{_speedup(r)} | {num(r['accept_length'], '{:.2f}')} | {num(r.get('tpot_p50_ms'), '{:.2f}')} | "
+                   f"{r['itl_p50_ms']:.2f} | {r['failed']} |")
+    out += ["", "## Decision", "", "| concurrency | best by throughput | tok/s | speedup | within noise | best by latency |",
+            "|---:|---|---:|---:|---|---|"]
+    for d in decisions:
+        j = d.to_json()
+        out.append(f"| {d.concurrency} | {j['best']} | {j['throughput_median']:.1f} | {_speedup(d.best)} | "
+                   f"{'yes: ' + j['runner_up'] if d.within_noise else 'no'} | {j['best_by_latency'] or '-'} |")
+    if recommended is not None:
+        out += ["", f"**Recommended for serving** (concurrency {recommended.concurrency}): {recommended.best['config']}."]
+    if report.get("acceptance"):
+        out += ["", "## Predicted vs measured acceptance", "",
+                f"Estimate of a greedy topk-1 chain truncated at each depth: with the bonus token `{FORMULA_WITH}` "
+                f"(what SGLang's accept len counts), without it `{FORMULA_WITHOUT}`.", "",
+                "| config | estimate (+bonus) | estimate | measured |", "|---|---:|---:|---:|"]
+        for a in report["acceptance"]:
+            out.append(f"| {a['config']} | {num(a['estimate_with_bonus'], '{:.2f}')} | {num(a['estimate_without_bonus'], '{:.2f}')} | "
+                       f"{num(a['measured'], '{:.2f}')} |")
+    out += ["", "## Charts", "", "```", text_bars(rows), "```", ""]
+    return "\n".join(out)
+
+
+def sweep_csv(report: dict[str, Any]) -> str:
+    import csv
+    import io
+
+    keys = ["config", "steps", "topk", "draft_tokens", "concurrency", "repeats", "throughput_median", "throughput_min",
+            "throughput_max", "speedup", "speedup_min", "speedup_max", "noisy", "accept_length", "ttft_p50_ms", "tpot_p50_ms",
+            "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "failed"]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, keys, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(report["rows"])
+    return buffer.getvalue()

@@ -17,6 +17,8 @@ class BenchSweep(StepKind):
         "launch_step": Param(str, None), "depths": Param(list, None), "concurrency": Param(list, None),
         "requests": Param(int, None), "max_tokens": Param(int, None), "repeats": Param(int, None),
         "baseline": Param(bool, None), "prompts": Param(str, None), "api": Param(str, None),
+        "after": Param(str, None, help="what runs when the sweep is done: recommended (default), original or stop"),
+        "serve_concurrency": Param(int, None, help="the concurrency the recommendation is made for"),
     }
 
     def title(self, spec: StepSpec) -> str:
@@ -40,9 +42,13 @@ class BenchSweep(StepKind):
         sweep = parse_sweep(ctx.hub.config, ctx.runbook.spec)
         overrides = {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec.params.items() if v is not None}
         sweep = replace(sweep, **overrides)
-        configs = ", ".join(c.label for c in sweep.configs())
-        text = (f"Relaunch '{sweep.launch_step}' for each of: {configs}; at concurrency {', '.join(map(str, sweep.concurrency))}, "
-                f"{sweep.repeats} repeat(s) of {sweep.requests} requests each; then stop the server.")
+        from cockpit.sglang.steps import launch_depth
+
+        configs = "\n".join(f"  {c.label}" for c in sweep.configs(launch_depth(ctx.runbook, ctx.runbook.spec.step(sweep.launch_step))))
+        then = {"recommended": "then leave the recommended config running", "original": "then relaunch the launch step's own config",
+                "stop": "then stop the server"}[sweep.after]
+        text = (f"Relaunch '{sweep.launch_step}' for each of:\n{configs}\nat concurrency {', '.join(map(str, sweep.concurrency))}, "
+                f"{sweep.repeats} repeat(s) of {sweep.requests} requests each; {then}.")
         return text, sweep
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
@@ -54,14 +60,16 @@ class BenchSweep(StepKind):
             return True  # confirmed once, for the whole sweep, by the plan
 
         result = await run_sweep(ctx.runbook, planned, yes, progress=ctx.progress)
-        rows = result.table()
-        evidence = {"rows": rows, "failures": result.failures, "runs": [r["file"] for r in result.runs]}
-        if result.failures or not rows:
+        evidence = result.to_json()
+        if result.failures or not result.runs:
             return StepResult(StepState.FAILED, started, _now(), "; ".join(result.failures) or "no run completed", evidence)
-        best = max(rows, key=lambda r: r["speedup"] or 0)
-        return StepResult(StepState.PASSED, started, _now(), f"{len(result.runs)} runs; best {best['config']} at concurrency "
-                          f"{best['concurrency']}: {best['throughput_median']:.0f} tok/s"
-                          + (f", {best['speedup']:.2f}x the baseline" if best["speedup"] else ""), evidence)
+        rec = result.recommendation()
+        message = f"{len(result.runs)} runs; recommended at concurrency {rec.concurrency}: {rec.best['config']}"
+        if rec.best["speedup"]:
+            message += f", {rec.best['speedup']:.2f}x the baseline"
+        if rec.within_noise:
+            message += " (within noise of the next)"
+        return StepResult(StepState.PASSED, started, _now(), f"{message}; {result.serving}", evidence)
 
 
 BENCH_KINDS = (BenchSweep,)

@@ -72,11 +72,22 @@ def list_runs() -> list[Path]:
     return sorted(runs_dir().glob("*.jsonl"))
 
 
-def recent_sweep_runs(limit: int = 40) -> list[dict[str, Any]]:
+def sweep_runs(sweep_id: str | None = None) -> list[dict[str, Any]]:
+    """Every stored run of one sweep (None: the latest sweep), in the order they were measured."""
+    runs = recent_sweep_runs(limit=None)
+    if sweep_id is None:
+        ids = [r.get("sweep") for r in runs if r.get("sweep")]
+        if not ids:
+            return []
+        sweep_id = ids[-1]
+    return [r for r in runs if r.get("sweep") == sweep_id]
+
+
+def recent_sweep_runs(limit: int | None = 40) -> list[dict[str, Any]]:
     """The latest stored runs that belong to a depth sweep (they name their config); a run file this
     cockpit cannot read is skipped, not fatal."""
     runs = []
-    for path in list_runs()[-limit:]:
+    for path in list_runs()[-limit if limit else 0:]:
         try:
             run = load_run(path)
         except CockpitError:

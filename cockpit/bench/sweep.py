@@ -1,18 +1,25 @@
 """Depth sweeps: for each depth config, relaunch the server through the runbook's launch step (the
 gate re-verifies the GPUs each time), wait until ready, record the effective server config, warm up,
-measure each concurrency, repeat, and report the median with its spread; stop the server at the end.
+measure each concurrency, repeat, and report the median with its spread; then decide (the best
+config per concurrency) and leave the server running the recommended config, the original one, or
+none, as the user chose.
+
+Depth N is N steps of a topk-1 chain (N + 1 draft tokens; sglang/depth.py).  The configs are the
+baseline, the chains of `depths`, any `configs` given with all three numbers, and the launch step's
+own current config (the one a fix produced, say), each once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.bench.client import Workload, run_closed_loop
+from cockpit.bench.decision import Decision, decide, predicted_vs_measured, recommend, table
 from cockpit.bench.http import request
 from cockpit.bench.stats import summarize
 from cockpit.bench.store import save_run
@@ -20,16 +27,19 @@ from cockpit.bench.workload import load_prompts
 from cockpit.errors import CockpitError
 from cockpit.runbook.engine import GateClosed
 from cockpit.runbook.model import StepState
-from cockpit.sglang.server import DepthConfig, wait_ready
+from cockpit.sglang.depth import DepthConfig
+from cockpit.sglang.server import wait_ready
 
-NOISY_SPREAD = 0.10  # max-min over the median, above which a config is flagged noisy
+AFTER = ("recommended", "original", "stop")
 
 
 @dataclass(frozen=True)
 class SweepSpec:
     launch_step: str
-    depths: tuple[int, ...] = (16, 10, 5)
+    depths: tuple[int, ...] = (16, 10, 5)  # steps of topk-1 chains
+    configs_given: tuple[DepthConfig, ...] = ()  # [[bench.configs]] with steps, topk, draft_tokens
     baseline: bool = True
+    include_launch: bool = True  # also the launch step's own current config
     concurrency: tuple[int, ...] = (1, 8)
     requests: int = 64
     max_tokens: int = 256
@@ -39,12 +49,18 @@ class SweepSpec:
     temperature: float = 0.0
     ready_timeout_s: float = 1800.0
     seed: int | None = None
+    after: str = "recommended"  # what runs when the sweep is done: recommended, original, stop
+    serve_concurrency: int | None = None  # the concurrency the recommendation is made for (default: the highest)
+    drafter_accuracy: tuple[float, ...] = ()  # the drafter's per-position accuracies, for predicted acceptance
 
-    def configs(self) -> list[DepthConfig]:
-        return ([DepthConfig()] if self.baseline else []) + [DepthConfig.chain(n) for n in self.depths]
+    def configs(self, launch: DepthConfig | None = None) -> list[DepthConfig]:
+        found = ([DepthConfig()] if self.baseline else []) + [DepthConfig.chain(n) for n in self.depths] + list(self.configs_given)
+        if self.include_launch and launch is not None and launch.speculative:
+            found.append(launch)
+        return list(dict.fromkeys(found))
 
 
-SWEEP_KEYS = set(SweepSpec.__dataclass_fields__)
+SWEEP_KEYS = (set(SweepSpec.__dataclass_fields__) - {"configs_given"}) | {"configs"}
 
 
 def sweep_value_problem(key: str, value: Any) -> str | None:
@@ -58,9 +74,32 @@ def sweep_value_problem(key: str, value: Any) -> str | None:
     elif key == "api":
         if value not in ("sglang", "openai"):
             return f"api must be 'sglang' or 'openai', got {value!r}"
-    elif key == "baseline":
+    elif key == "after":
+        if value not in AFTER:
+            return f"after must be one of {', '.join(AFTER)} (what runs when the sweep is done), got {value!r}"
+    elif key in ("baseline", "include_launch"):
         if not isinstance(value, bool):
-            return f"baseline must be true or false, got {value!r}"
+            return f"{key} must be true or false, got {value!r}"
+    elif key == "serve_concurrency":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"serve_concurrency must be a positive integer, got {value!r}"
+    elif key == "drafter_accuracy":
+        if not isinstance(value, list) or not value or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in value):
+            return f"drafter_accuracy must be a list of per-position accuracies between 0 and 1, got {value!r}"
+    elif key == "configs":
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            return "configs must be tables with steps, topk and draft_tokens: configs = [{steps = 4, topk = 4, draft_tokens = 8}]"
+        for item in value:
+            extra = set(item) - {"steps", "topk", "draft_tokens"}
+            if extra:
+                return f"a config takes steps, topk and draft_tokens, not {', '.join(sorted(extra))}"
+            depth = DepthConfig.from_json(item)
+            if depth is None or not depth.speculative:
+                return f"a config needs steps, topk and draft_tokens as integers, got {item!r}"
+            problem = depth.problem()
+            if problem:
+                return f"config {item!r} is impossible: {problem}"
     elif key in ("temperature", "ready_timeout_s"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             return f"{key} must be a non-negative number, got {value!r}"
@@ -106,8 +145,12 @@ def parse_sweep(config, runbook_spec) -> SweepSpec:
                    f"launch_step {named} an sglang_launch step of the runbook{hint} (have: {', '.join(launches) or 'none'})")
     values: dict[str, Any] = {"launch_step": step}
     for key, value in raw.items():
-        if key != "launch_step":
+        if key == "configs":
+            values["configs_given"] = tuple(DepthConfig.from_json(v) for v in value)
+        elif key != "launch_step":
             values[key] = tuple(value) if isinstance(value, list) else value
+    if values.get("serve_concurrency") is not None and values["serve_concurrency"] not in values.get("concurrency", SweepSpec.concurrency):
+        raise fail("serve_concurrency", f"serve_concurrency {values['serve_concurrency']} is not one of the concurrencies measured")
     return SweepSpec(**values)
 
 
@@ -115,32 +158,45 @@ def parse_sweep(config, runbook_spec) -> SweepSpec:
 class SweepResult:
     runs: list[dict[str, Any]] = field(default_factory=list)  # one summary per (config, concurrency, repeat)
     failures: list[str] = field(default_factory=list)
+    sweep_id: str = ""
+    accuracies: tuple[float, ...] = ()
+    serve_concurrency: int | None = None
+    serving: str = ""  # what runs now, said in one line
+
+    @classmethod
+    def from_runs(cls, runs: list[dict[str, Any]]) -> "SweepResult":
+        """A sweep read back from its stored runs (what `bench report` shows)."""
+        accuracies = next((r.get("drafter_accuracy") for r in runs if r.get("drafter_accuracy")), None) or ()
+        return cls(runs=list(runs), sweep_id=str(runs[0].get("sweep") or "") if runs else "", accuracies=tuple(accuracies))
 
     def table(self) -> list[dict[str, Any]]:
-        """Median and spread per (config, concurrency), speedup over the baseline at that concurrency."""
-        groups: dict[tuple[str, int], list[dict]] = {}
-        for run in self.runs:
-            groups.setdefault((run["config"], run["concurrency"]), []).append(run)
-        rows = []
-        for (label, concurrency), runs in groups.items():
-            tput = [r["output_throughput_tok_s"] for r in runs]
-            median = statistics.median(tput)
-            accept = [r["accept_length"] for r in runs if r.get("accept_length")]
-            rows.append({
-                "config": label, "concurrency": concurrency, "repeats": len(runs),
-                "throughput_median": round(median, 2), "throughput_min": round(min(tput), 2), "throughput_max": round(max(tput), 2),
-                "noisy": median > 0 and (max(tput) - min(tput)) / median > NOISY_SPREAD,
-                "accept_length": round(statistics.median(accept), 3) if accept else None,
-                "ttft_p50_ms": statistics.median([r["ttft_ms"]["p50"] for r in runs if r["ttft_ms"]["p50"] is not None] or [0]),
-                "itl_p50_ms": statistics.median([r["itl_ms"]["p50"] for r in runs if r["itl_ms"]["p50"] is not None] or [0]),
-                "itl_p99_ms": statistics.median([r["itl_ms"]["p99"] for r in runs if r["itl_ms"]["p99"] is not None] or [0]),
-                "failed": sum(r["failed"] for r in runs),
-            })
-        base = {r["concurrency"]: r["throughput_median"] for r in rows if r["config"] == "baseline"}
-        for row in rows:
-            b = base.get(row["concurrency"])
-            row["speedup"] = round(row["throughput_median"] / b, 3) if b else None
-        return rows
+        return table(self.runs)
+
+    def render(self, fmt: str = "text") -> str:
+        from cockpit.bench import report
+
+        data = self.to_json()
+        if fmt == "json":
+            return json.dumps(data, indent=2)
+        if fmt == "csv":
+            return report.sweep_csv(data)
+        decisions = decide(data["rows"])
+        recommended = recommend(decisions, self.serve_concurrency)
+        return (report.sweep_markdown if fmt == "md" else report.sweep_text)(data, decisions, recommended)
+
+    def decisions(self) -> list[Decision]:
+        return decide(self.table())
+
+    def recommendation(self) -> Decision | None:
+        return recommend(self.decisions(), self.serve_concurrency)
+
+    def to_json(self) -> dict[str, Any]:
+        rows = self.table()
+        rec = self.recommendation()
+        return {"sweep": self.sweep_id, "rows": rows, "decisions": [d.to_json() for d in decide(rows)],
+                "recommended": rec.to_json() if rec else None, "serving": self.serving,
+                "acceptance": predicted_vs_measured(rows, list(self.accuracies)), "failures": self.failures,
+                "runs": [r.get("file") for r in self.runs]}
 
 
 def opener_for(transport):
@@ -165,16 +221,56 @@ async def server_info(transport, port: int) -> dict[str, Any]:
     return {}
 
 
-async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepResult:
-    """Relaunch per config through the runbook (its gates apply), measure, and stop at the end.
-    `progress` gets every progress state (the sweep topic of the context publishes it to the TUI)."""
+def variant_of(depth: DepthConfig) -> dict[str, Any]:
+    """The launch step's depth parameters for one run of this config (a fix applied by hand keeps the
+    rest of its command line; only the depth flags change)."""
+    if depth.speculative:
+        return {"depth": None, "steps": depth.steps, "topk": depth.topk, "draft_tokens": depth.draft_tokens}
+    return {"depth": None, "steps": None, "topk": None, "draft_tokens": None, "draft_path": None}
+
+
+async def _relaunch(runbook, launch, depth: DepthConfig, confirm, report) -> tuple[Any, str | None]:
+    """Stop what the launch step runs and start it with `depth` (None: its own config), through its
+    gate; the GPUs of a stopped server can take a moment to free.  (launched server, failure)."""
+    await runbook.stop_server(launch.name, confirm, planned=True)
+    label = depth.label if depth is not None else "the launch step's own config"
+    report(f"launching {label}")
+    hosts = runbook.kind(launch).hosts(launch)
+    before = runbook.spec.steps[: runbook.spec.steps.index(launch)]
+    for attempt in range(6):
+        # the stopped server's memory may have turned the launch host's gates stale: verified again, not an error
+        for gate in [g for g in runbook.gates() if g in before and g.host in hosts]:
+            if runbook.result(gate.name) is None or runbook.result(gate.name).state is not StepState.PASSED:
+                await runbook.run_step(gate.name, confirm)
+        try:
+            launched = await runbook.run_step(launch.name, confirm, variant=variant_of(depth) if depth is not None else None)
+        except GateClosed as exc:
+            if attempt == 5 or [s for s in before if s not in runbook.gates() and runbook.result(s.name) is not None
+                                and runbook.result(s.name).state is not StepState.PASSED]:
+                return None, f"{label}: {exc}"
+            report(f"{label}: gate closed ({'; '.join(exc.reasons)[:120]}); retrying in 2 s")
+            await asyncio.sleep(2)
+            continue
+        if launched.state is not StepState.PASSED:
+            return None, f"{label}: {launched.message}"
+        return runbook.launched(launch.name), None
+    return None, f"{label}: not launched"
+
+
+async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: str | None = None) -> SweepResult:
+    """Relaunch per config through the runbook (its gates apply), measure, decide, and leave the
+    server as `after` (default: the sweep's own setting) says.  `progress` gets every progress state."""
+    from cockpit.sglang.steps import launch_depth
+
     launch = runbook.spec.step(sweep.launch_step)
+    after = after or sweep.after
     prompts = load_prompts(sweep.prompts, sweep.seed)
-    configs = sweep.configs()
+    configs = sweep.configs(launch_depth(runbook, launch))
     total = len(configs) * len(sweep.concurrency) * sweep.repeats
     done = 0
     started = time.monotonic()
-    result = SweepResult()
+    result = SweepResult(sweep_id=time.strftime("%Y%m%d-%H%M%S"), accuracies=sweep.drafter_accuracy,
+                         serve_concurrency=sweep.serve_concurrency)
     transport = runbook.hub.pool.get(launch.host)
 
     def report(text: str) -> None:
@@ -204,39 +300,17 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
             if outcome.state is not StepState.PASSED:
                 result.failures.append(f"'{spec.name}' failed before the sweep: {outcome.message}")
                 return result
+    finished = False
     try:
         for depth in configs:
-            # the launch step's own depth parameters, varied for one run (a fix applied by hand keeps the rest of its line)
-            if depth.speculative:
-                variant: dict = {"draft_tokens": depth.draft_tokens, "steps": depth.steps, "topk": depth.topk}
-            else:
-                variant = {"draft_tokens": None, "steps": None, "topk": None, "draft_path": None}
-            await runbook.stop_server(launch.name, confirm_once)
-            report(f"launching {depth.label}")
-            launched = None
-            for attempt in range(6):  # GPU memory of the stopped server can take a moment to free
-                try:
-                    launched = await runbook.run_step(launch.name, confirm_once, variant=variant)
-                    break
-                except GateClosed as exc:
-                    if attempt == 5 or runbook.prerequisites(launch.name):
-                        result.failures.append(f"{depth.label}: {exc}")
-                        break
-                    report(f"{depth.label}: gate closed ({'; '.join(exc.reasons)[:120]}); retrying in 5 s")
-                    await asyncio.sleep(5)
-            if launched is None:
-                done += len(sweep.concurrency) * sweep.repeats
-                continue
-            if launched.state is not StepState.PASSED:
-                result.failures.append(f"{depth.label}: {launched.message}")
-                done += len(sweep.concurrency) * sweep.repeats
-                continue
-            server = runbook.launched(launch.name)
-            report(f"waiting for {depth.label} to be ready")
-            ready = await wait_ready(transport, server.pid, server.port, server.log, sweep.ready_timeout_s)
-            if ready.state != "ready":
-                top = ready.diagnoses[0].message if ready.diagnoses else ready.state
-                result.failures.append(f"{depth.label}: server not ready: {top}")
+            server, failure = await _relaunch(runbook, launch, depth, confirm_once, report)
+            if failure is None:
+                report(f"waiting for {depth.label} to be ready")
+                ready = await wait_ready(transport, server.pid, server.port, server.log, sweep.ready_timeout_s)
+                if ready.state != "ready":
+                    failure = f"{depth.label}: server not ready: {ready.diagnoses[0].message if ready.diagnoses else ready.state}"
+            if failure is not None:
+                result.failures.append(failure)
                 done += len(sweep.concurrency) * sweep.repeats
                 continue
             info = await server_info(transport, server.port)
@@ -247,9 +321,9 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
                     workload = Workload(prompts, sweep.requests, concurrency, sweep.max_tokens, sweep.temperature)
                     records, start, end = await run_closed_loop(endpoint, sweep.api, workload, opener=opener_for(transport))
                     summary = summarize(records, start, end)
-                    summary.update(config=depth.label, label=f"{depth.label} c{concurrency} r{repeat}", concurrency=concurrency,
-                                   repeat=repeat, speculative=depth.speculative, steps=depth.steps, topk=depth.topk,
-                                   draft_tokens=depth.draft_tokens, api=sweep.api, max_tokens=sweep.max_tokens,
+                    summary.update(config=depth.label, label=f"{depth.short} c{concurrency} r{repeat}", concurrency=concurrency,
+                                   repeat=repeat, speculative=depth.speculative, **depth.to_json(), api=sweep.api,
+                                   max_tokens=sweep.max_tokens, sweep=result.sweep_id, drafter_accuracy=list(sweep.drafter_accuracy),
                                    server_info={k: info.get(k) for k in ("speculative_algorithm", "speculative_num_steps",
                                                                           "speculative_eagle_topk", "speculative_num_draft_tokens",
                                                                           "max_running_requests", "tp_size", "model_path") if k in info},
@@ -259,14 +333,59 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None) -> SweepR
                     done += 1
                     report(f"{depth.label}: concurrency {concurrency}, run {repeat} done: "
                            f"{summary['output_throughput_tok_s']:.1f} tok/s")
+        finished = True
     finally:
-        try:
-            await runbook.stop_server(launch.name, _yes)
-        except CockpitError:
-            pass
-    report("sweep done")
+        if not finished:
+            with contextlib.suppress(CockpitError):
+                await runbook.stop_server(launch.name, _yes, planned=True)
+    result.serving = await _leave_serving(runbook, launch, result, after, report)
+    report(f"sweep done; {result.serving}")
     return result
+
+
+async def _leave_serving(runbook, launch, result: SweepResult, after: str, report) -> str:
+    """What runs when the sweep is done: the recommended config (kept as the launch step's command
+    line), the launch step's own, or nothing; the readiness steps after the launch follow the server."""
+    recommended = result.recommendation()
+    if after == "stop" or (after == "recommended" and recommended is None):
+        await runbook.stop_server(launch.name, _yes, planned=True)
+        return "the server is stopped" + (" (nothing to recommend)" if after == "recommended" else "")
+    depth = None
+    if after == "recommended":
+        depth = DepthConfig.from_json(recommended.best) or DepthConfig()
+    server, failure = await _relaunch(runbook, launch, depth, _yes, report)
+    if failure is not None:
+        result.failures.append(f"after the sweep: {failure}")
+        return f"the server could not be relaunched: {failure}"
+    if depth is not None:
+        runbook.set_override(launch.name, list(server.argv), f"the sweep's recommendation: {depth.label}")
+    for spec in runbook.spec.steps[runbook.spec.steps.index(launch) + 1:]:
+        kind = runbook.kind(spec)
+        if spec.kind == "sglang_ready" and kind.launch_of(runbook, spec) == launch.name:
+            report(f"waiting for '{spec.name}'")
+            await runbook.run_step(spec.name, _yes)
+    what = depth.label if depth is not None else "the launch step's own config"
+    return f"serving {what} (pid {server.pid})"
 
 
 async def _yes(_text: str) -> bool:
     return True  # stopping what the sweep itself started needs no question
+
+
+def stored_report(runs: list[str], sweep_id: str | None, fmt: str, last: int = 10) -> str:
+    """`bench report`: the named runs side by side; else a sweep's report (the latest, or the one
+    named), else the latest runs side by side."""
+    from cockpit.bench import store
+    from cockpit.bench.report import render_table
+
+    sweep = [] if runs else store.sweep_runs(sweep_id)
+    if sweep_id and not sweep:
+        raise CockpitError(f"no stored runs of sweep '{sweep_id}' in {store.runs_dir()}")
+    if sweep:
+        return SweepResult.from_runs(sweep).render(fmt)
+    paths = runs or [str(p) for p in store.list_runs()[-last:]]
+    if not paths:
+        raise CockpitError(f"no stored benchmark runs in {store.runs_dir()}")
+    rows = store.compare([store.load_run(p) for p in paths])
+    return json.dumps({"runs": rows}, indent=2) if fmt == "json" else render_table(rows)
+

@@ -1,17 +1,25 @@
 """DEMO SGLang server: `python -m sglang.launch_server` inside the demo runs this.  It replays the
 recorded SGLang 0.5.23 `--help` and argparse's crash for a bad flag (the real usage text), prints
 SGLang's start-up lines, then answers /health (503, then 200), /server_info and a streaming
-/generate whose chunks carry several tokens per verify step, more for deeper drafts."""
+/generate.  Speculative decoding is modelled (demo/specmodel.py): acceptance grows with depth and
+saturates, each draft step costs time, and a verify pass slows as the batch grows, so the best depth
+depends on concurrency.  It logs SGLang's `Decode batch` lines, and registers its GPU memory with the
+demo's nvidia-smi (every GPU of its tensor parallelism) while it runs."""
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import json
 import os
 import re
+import signal
 import sys
 import time
 from importlib import resources
+
+from cockpit.demo.specmodel import SpecModel
 
 HELP = resources.files("cockpit.sglang").joinpath("data", "help_0.5.23.txt")  # the real 0.5.23 --help
 PROG = "sglang serve"
@@ -46,14 +54,29 @@ def parse(argv: list[str], text: str) -> tuple[dict, list[str]]:
     return values, unknown
 
 
+MEMORY_PER_GPU_MIB = 126518  # mem-fraction-static 0.88 of an H200's 143771 MiB
+
+
+def _int(value, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
 class DemoServer:
     def __init__(self, args: dict):
         self.args = args
         self.ready = False
-        draft = int(args.get("--speculative-num-draft-tokens") or 0)
-        # deeper drafts accept more tokens per step, with diminishing returns (2.95 was the story's estimate)
-        self.pattern = [1] if not draft else [max(1, min(draft, n)) for n in (3, 2, 4, 3, 2, 5, 3, 2)]
-        self.step_s = 0.012 + 0.0008 * draft  # a deeper draft costs a longer verify step
+        steps = _int(args.get("--speculative-num-steps")) if args.get("--speculative-algorithm") else 0
+        topk = _int(args.get("--speculative-eagle-topk"), 1)
+        draft = _int(args.get("--speculative-num-draft-tokens"), steps + 1)
+        if topk == 1 and steps:
+            draft = steps + 1  # as SGLang does for a chain
+        self.model = SpecModel(steps, topk, draft, seed=steps * 1000 + topk)
+        self.active = 0
+        self.steps = self.tokens = self.window_tokens = self.window_steps = 0
+        self.window_started = time.monotonic()
 
     async def handle(self, reader, writer) -> None:
         try:
@@ -88,9 +111,25 @@ class DemoServer:
         writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
                      f"Connection: close\r\n\r\n".encode() + payload)
 
+    def _decode_step(self, tokens: int) -> None:
+        """SGLang logs a `Decode batch` line every 40 decode steps (0.5.x wording)."""
+        self.steps += 1
+        self.window_steps += 1
+        self.window_tokens += tokens
+        if self.steps % 40 == 0:
+            elapsed = max(1e-6, time.monotonic() - self.window_started)
+            accept = self.window_tokens / self.window_steps
+            spec = f"accept len: {accept:.2f}, accept rate: {min(1.0, (accept - 1) / max(1, self.model.steps)):.2f}, " \
+                if self.model.speculative else ""
+            stamp(f"Decode batch, #running-req: {self.active}, #token: {self.active * 600}, token usage: "
+                  f"{min(0.99, self.active * 0.004):.2f}, {spec}cuda graph: True, gen throughput (token/s): "
+                  f"{self.window_tokens / elapsed:.2f}, #queue-req: 0")
+            self.window_tokens = self.window_steps = 0
+            self.window_started = time.monotonic()
+
     async def generate(self, body: dict, writer) -> None:
         max_tokens = int((body.get("sampling_params") or {}).get("max_new_tokens", 32))
-        speculative = bool(self.args.get("--speculative-algorithm"))
+        speculative = self.model.speculative
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
 
         def send(data: str) -> None:
@@ -98,11 +137,20 @@ class DemoServer:
             writer.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
 
         start = time.perf_counter()
+        self.active += 1
+        try:
+            await self._stream(max_tokens, speculative, start, writer, send)
+        finally:
+            self.active -= 1
+
+    async def _stream(self, max_tokens: int, speculative: bool, start: float, writer, send) -> None:
         await asyncio.sleep(0.04)  # prefill
         produced = steps = 0
         text = ""
         while produced < max_tokens:
-            step = min(self.pattern[steps % len(self.pattern)] if speculative else 1, max_tokens - produced)
+            await asyncio.sleep(self.model.step_seconds(self.active))
+            step = min(self.model.tokens_per_step(), max_tokens - produced)
+            self._decode_step(step)
             produced += step
             steps += 1
             text += " ".join(WORDS[(produced + i) % len(WORDS)] for i in range(step)) + " "
@@ -113,10 +161,29 @@ class DemoServer:
                 meta["spec_accept_length"] = produced / steps
             send(json.dumps({"text": text, "meta_info": meta, "index": 0}))
             await writer.drain()
-            if produced < max_tokens:
-                await asyncio.sleep(self.step_s)
         send("[DONE]")
         writer.write(b"0\r\n\r\n")
+
+
+def register_gpus(tp: int) -> None:
+    """Tell the demo's nvidia-smi this process holds memory on GPUs 0..tp-1 (gone with the process)."""
+    live = os.environ.get("COCKPIT_DEMO_LIVE_DIR")
+    if not live:
+        return
+    os.makedirs(live, exist_ok=True)
+    path = os.path.join(live, f"{os.getpid()}.json")
+    with open(path + ".tmp", "w") as handle:
+        json.dump({"pid": os.getpid(), "gpus": list(range(tp)), "used_memory": MEMORY_PER_GPU_MIB, "name": "sglang::scheduler",
+                   "busy": True}, handle)
+    os.replace(path + ".tmp", path)
+
+    def forget(*_args) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, forget)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,13 +202,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     port = int(values.get("--port", 30000))
     stamp(f"server_args=ServerArgs(model_path={values['--model-path']!r}, port={port}) [cockpit DEMO]")
+    tp = max(1, _int(values.get("--tp-size"), 1))
     stamp("Load weight begin. avail mem=139.10 GB")
     time.sleep(0.8)
-    stamp("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=123.40 GB, mem usage=15.70 GB.")
-    stamp("KV Cache is allocated. #tokens: 1048576, KV size: 64.00 GB")
-    stamp("Capture cuda graph begin. This can take up to several minutes. avail mem=59.40 GB")
+    register_gpus(tp)
+    stamp(f"Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=121.60 GB, mem usage={140 / tp:.2f} GB.")
+    stamp("KV Cache is allocated. #tokens: 1048576, KV size: 100.00 GB")
+    stamp("Capture cuda graph begin. This can take up to several minutes. avail mem=21.60 GB")
     time.sleep(0.6)
-    stamp("Capture cuda graph end. Time elapsed: 0.60 s. mem usage=1.20 GB. avail mem=58.20 GB.")
+    stamp("Capture cuda graph end. Time elapsed: 0.60 s. mem usage=1.20 GB. avail mem=20.40 GB.")
     server = DemoServer(values)
 
     async def watch_parent() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.config import Config, parse_config
+from cockpit.demo.specmodel import DRAFTER_ACCURACY
 from cockpit.drafter.header import encode_header
 
 # Holds nothing; its command line is what kill_stale matches.  It ends when the demo does, even
@@ -100,6 +102,13 @@ def write_draft(folder: Path) -> None:
         "tie_word_embeddings": False}, indent=2))
 
 
+def isolate(root: Path) -> None:
+    """The demo's runbook state, benchmark runs and caches go under its own folder, never into the
+    user's (so `bench report` shows only the user's runs).  For the demo's process only."""
+    for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
+        os.environ[var] = str((root / sub).resolve())
+
+
 def build(root: Path) -> DemoWorld:
     root.mkdir(parents=True, exist_ok=True)
     python = sys.executable
@@ -110,10 +119,12 @@ def build(root: Path) -> DemoWorld:
     trainer_stale = subprocess.Popen([python, str(root / "train_eagle3.py"), "--demo"], start_new_session=True)
     server_stale = subprocess.Popen([python, str(root / "old_sglang_server.py"), "--demo"], start_new_session=True)
     processes += [trainer_stale, server_stale]
+    live = root / "gpu-server-processes"  # a server the demo launches registers its GPU memory here
     scenarios = {
         "trainer": {"gpus": 4, "processes": [{"pid": trainer_stale.pid, "gpu": g, "used_memory": 61234, "name": "python3", "busy": True}
                                               for g in range(4)]},
-        "gpu-server": {"gpus": 8, "processes": [{"pid": server_stale.pid, "gpu": 5, "used_memory": 30000, "name": "python3"}]},
+        "gpu-server": {"gpus": 8, "processes": [{"pid": server_stale.pid, "gpu": 5, "used_memory": 30000, "name": "python3"}],
+                       "live_dir": str(live)},
     }
     smi = {}
     for host, scenario in scenarios.items():
@@ -157,7 +168,7 @@ name = "demo-{os.getpid()}"
 name = "kill-trainer"
 kind = "kill_stale"
 host = "trainer"
-pattern = "train_eagle3"
+pattern = {json.dumps(re.escape(str(root / 'train_eagle3.py')))}   # only the demo's own stale trainer, never a real run
 grace_s = 2
 
 [[runbook.steps]]
@@ -184,12 +195,13 @@ sglang = "0.5.2"
 name = "launch"
 kind = "sglang_launch"
 host = "gpu-server"
-model_path = {json.dumps(str(root / 'models' / 'Llama-3.1-8B-Instruct'))}
+model_path = {json.dumps(str(root / 'models' / 'Llama-3.3-70B-Instruct'))}
 draft_path = {json.dumps(str(root / 'draft'))}
+tp = 8
 port = {port}
 log = {json.dumps(str(root / 'sglang.log'))}
 settle_s = 1.0
-env = {{ COCKPIT_DEMO_PARENT = "{os.getpid()}" }}
+env = {{ COCKPIT_DEMO_PARENT = "{os.getpid()}", COCKPIT_DEMO_LIVE_DIR = {json.dumps(str(live))} }}
 extra_args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", {json.dumps(str(root / 'draft'))}, "--num-speculative-tokens", "16"]
 
 [[runbook.steps]]
@@ -204,13 +216,17 @@ name = "sweep"
 kind = "bench_sweep"
 host = "gpu-server"
 
+# Depth N = N steps of a topk-1 chain (N + 1 draft tokens): the story's 16, 10 and 5, and 2; the
+# configuration the crash's fix produced (steps 16) is depth 16.
 [bench]
 launch_step = "launch"
-depths = [16, 10, 5]
-concurrency = [1, 4]
+depths = [16, 10, 5, 2]
+concurrency = [1, 8]
 requests = 8
 max_tokens = 64
 repeats = 1
+after = "recommended"                 # leave the best config for concurrency 8 running
+drafter_accuracy = {json.dumps(list(DRAFTER_ACCURACY))}   # the drafter's per-position accuracies at the end of training
 """
     (root / "demo.toml").write_text(text)
     config = parse_config(text, str(root / "demo.toml"))

@@ -116,6 +116,21 @@ def descendants(rows: list[ProcessRow], pids: set[int]) -> set[int]:
 NEVER_KILL = re.compile(r"^(sshd|/usr/sbin/sshd|sshd-session|/usr/lib/openssh/sshd-session|systemd|init|tmux|screen)(\s|:|$)")
 
 
+async def acting_user(transport: Transport) -> str:
+    """The user the cockpit acts as on the host (`id -un` there, asked once per connection)."""
+    cached = getattr(transport, "_acting_user", None)
+    if cached:
+        return cached
+    from cockpit.hosts.transport import TransportError
+
+    result = await transport.run(["id", "-un"], timeout=30)
+    name = result.stdout.strip()
+    if result.exit_status != 0 or not name:
+        raise TransportError(f"cannot tell which user the cockpit is on {transport.name}: {result.output.strip()[:200]}")
+    transport._acting_user = name  # type: ignore[attr-defined]
+    return name
+
+
 async def list_processes(transport: Transport) -> list[ProcessRow]:
     from cockpit.hosts.transport import TransportError
 

@@ -12,9 +12,9 @@ import shlex
 import time
 from typing import Any
 
-from cockpit.hosts.procs import (NEVER_KILL, LaunchedProcess, ProcessRow, ancestors, launch_marker, list_processes, process_alive,
-                                 start_detached, stop_process)
-from cockpit.hosts.transport import Transport, quote_argv
+from cockpit.hosts.procs import (NEVER_KILL, LaunchedProcess, ProcessRow, acting_user, ancestors, launch_marker, list_processes,
+                                 process_alive, start_detached, stop_process)
+from cockpit.hosts.transport import Transport, TransportError, quote_argv
 from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, dirty_reasons, judge
 from cockpit.runbook.kind import Param, RunContext, StepKind
 from cockpit.runbook.kind import now as _now
@@ -124,7 +124,8 @@ class KillStale(StepKind):
     params = {
         "pattern": Param(str, None, help="regular expression matched against full command lines"),
         "gpu_processes": Param(bool, False, help="also every compute process on the host's GPUs"),
-        "user": Param(str, None, help="only processes of this user"),
+        "user": Param(str, None, help="only processes of this user (default: the user the cockpit acts as on the host)"),
+        "any_user": Param(bool, False, help="also other users' processes (shown as such in the confirmation)"),
         "grace_s": Param((int, float), 10.0, help="seconds between SIGTERM and SIGKILL"),
     }
 
@@ -147,18 +148,29 @@ class KillStale(StepKind):
                 re.compile(spec.params["pattern"])
             except re.error as exc:
                 return f"pattern is not a valid regular expression: {exc}"
+        if spec.params.get("user") and spec.params.get("any_user"):
+            return "give 'user' (only that user's processes) or 'any_user = true', not both"
         return None
 
-    async def find(self, ctx: RunContext, spec: StepSpec) -> list[ProcessRow]:
+    async def scope(self, ctx: RunContext, spec: StepSpec) -> str | None:
+        """Whose processes may be killed: the `user` given, else the user the cockpit acts as on the
+        host; None with `any_user` (everyone's)."""
+        if spec.params.get("any_user"):
+            return None
+        return spec.params.get("user") or await acting_user(ctx.transport(spec.host))
+
+    async def find(self, ctx: RunContext, spec: StepSpec) -> tuple[list[ProcessRow], list[ProcessRow]]:
+        """(the processes to kill, the matching ones of other users that are left alone).  Every
+        process is shown with its memory on each GPU (the host's compute processes, sampled now)."""
         rows = await list_processes(ctx.transport(spec.host))
-        gpu_mib: dict[int, int | None] = {}
-        if spec.params.get("gpu_processes"):
+        held: dict[int, list[tuple[int | None, int | None]]] = {}
+        with contextlib.suppress(TransportError, OSError, asyncio.TimeoutError):
             snapshot = await ctx.hub.monitor_for(ctx.hub.config.host(spec.host)).sample_once()
             ctx.hub.publish(snapshot)
             for proc in snapshot.processes:
-                gpu_mib[proc.pid] = (gpu_mib.get(proc.pid) or 0) + (proc.used_memory_mib or 0)
+                held.setdefault(proc.pid, []).append((proc.gpu_index, proc.used_memory_mib))
         pattern = re.compile(spec.params["pattern"]) if spec.params.get("pattern") else None
-        user = spec.params.get("user")
+        user = await self.scope(ctx, spec)
         protected = {1}
         if ctx.hub.config.host(spec.host).local:
             protected |= ancestors(rows, os.getpid())
@@ -168,30 +180,38 @@ class KillStale(StepKind):
             if record.running and record.host == spec.host:
                 with contextlib.suppress(ValueError):
                     running_commands.add(" ".join(shlex.split(record.command)))
-        chosen = []
+        chosen, others = [], []
         for row in rows:
-            if row.pid in protected or NEVER_KILL.match(row.args) or row.args.startswith("ps -eo pid="):
+            if row.pid in protected or NEVER_KILL.match(row.args) or row.args.startswith("ps -") or row.args in running_commands:
                 continue
-            if row.args in running_commands:
+            gpus = tuple(sorted(held.get(row.pid, ()), key=lambda g: (g[0] is None, g[0] or 0)))
+            hit = (pattern is not None and pattern.search(row.args)) or (spec.params.get("gpu_processes") and row.pid in held)
+            if not hit:
                 continue
-            if user and row.user != user:
-                continue
-            hit = (pattern is not None and pattern.search(row.args)) or row.pid in gpu_mib
-            if hit:
-                chosen.append(ProcessRow(row.pid, row.ppid, row.user, row.args, gpu_mib.get(row.pid)))
-        return chosen
+            mib = sum(m or 0 for _, m in gpus) if gpus else None
+            found = ProcessRow(row.pid, row.ppid, row.user, row.args, mib, gpus)
+            (chosen if user is None or row.user == user else others).append(found)
+        return chosen, others
 
     async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
-        found = await self.find(ctx, spec)
+        found, others = await self.find(ctx, spec)
         if not found:
-            return None, found
+            return None, (found, others)
         grace = spec.params.get("grace_s", 10.0)
-        lines = [f"On {spec.host}, send SIGTERM, wait up to {grace:g} s, then SIGKILL what is left:"]
-        lines.append(f"  {'PID':>8}  {'USER':<10} {'GPU MiB':>8}  COMMAND")
+        me = await self.scope(ctx, spec)
+        acting = await acting_user(ctx.transport(spec.host))
+        lines = [f"On {spec.host}, send SIGTERM, wait up to {grace:g} s, then SIGKILL what is left"
+                 + (f" (processes of {me} only):" if me else " (ANY user's processes):")]
+        lines.append(f"  {'PID':>8}  {'USER':<10} {'GPU MiB':>8}  {'ON GPUS':<24}  COMMAND")
         for row in found:
             mib = "-" if row.gpu_mib is None else str(row.gpu_mib)
-            lines.append(f"  {row.pid:>8}  {row.user[:10]:<10} {mib:>8}  {row.args[:500]}")
-        return "\n".join(lines), found
+            where = " ".join(f"{'?' if i is None else i}:{'?' if m is None else m}" for i, m in row.gpus) or "-"
+            mark = "  <- another user" if row.user != acting else ""
+            lines.append(f"  {row.pid:>8}  {row.user[:10]:<10} {mib:>8}  {where:<24}  {row.args[:500]}{mark}")
+        for row in others:
+            lines.append(f"  left alone: pid {row.pid} of user {row.user} also matches ({row.args[:120]}); "
+                         "any_user = true would include it")
+        return "\n".join(lines), (found, others)
 
     async def _alive(self, transport: Transport, pids: list[int], found: list[ProcessRow]) -> list[int]:
         if not pids:
@@ -203,10 +223,12 @@ class KillStale(StepKind):
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
-        found: list[ProcessRow] = planned if planned is not None else await self.find(ctx, spec)
-        evidence: dict[str, Any] = {"host": spec.host, "found": [r.to_json() for r in found], "signals": []}
+        found, others = planned if planned is not None else await self.find(ctx, spec)
+        evidence: dict[str, Any] = {"host": spec.host, "found": [r.to_json() for r in found],
+                                    "left_alone": [r.to_json() for r in others], "signals": []}
         if not found:
-            return StepResult(StepState.PASSED, started, _now(), f"no matching process on {spec.host}", evidence)
+            extra = f"; {len(others)} of other users left alone" if others else ""
+            return StepResult(StepState.PASSED, started, _now(), f"no matching process on {spec.host}{extra}", evidence)
         transport = ctx.transport(spec.host)
         pids = await self._alive(transport, [r.pid for r in found], found)
         grace = float(spec.params.get("grace_s", 10.0))

@@ -166,6 +166,19 @@ class Runbook:
     def gates(self) -> list[StepSpec]:
         return [s for s in self.spec.steps if self.kind(s).gate]
 
+    def consumed(self, gate: StepSpec) -> bool:
+        """Has a launch on the gate's host started since the gate passed (and still runs)?  Then the
+        GPU memory telemetry shows is that server's: the gate did its job, and is not invalidated by it."""
+        passed = self.results.get(gate.name)
+        if passed is None or passed.finished_at is None:
+            return False
+        for spec in self.spec.steps:
+            result = self.results.get(spec.name)
+            if (self.kind(spec).launch and gate.host in self.kind(spec).hosts(spec) and result is not None
+                    and result.state in (StepState.PASSED, StepState.RUNNING) and (result.started_at or 0) >= passed.finished_at):
+                return True
+        return False
+
     def launch_warnings(self, spec: StepSpec) -> list[str]:
         warnings = []
         launch_hosts = self.kind(spec).hosts(spec)
@@ -328,12 +341,13 @@ class Runbook:
         result = self.results.get(name)
         return LaunchedProcess.from_evidence(result.evidence, spec.host) if result is not None else None
 
-    async def stop_server(self, name: str, confirm: Confirm = deny) -> str:
-        """Stop the process a launch step started (asks first).  Returns what happened."""
+    async def stop_server(self, name: str, confirm: Confirm = deny, planned: bool = False) -> str:
+        """Stop the process a launch step started (asks first).  The step turns stale before the
+        process is signalled, so whoever watches the server knows its end was asked for (a sweep's
+        relaunch is `planned`: said so in the step's message).  Returns what happened."""
         spec = self.spec.step(name)
         if not self.kind(spec).launch:
             raise CockpitError(f"'{name}' is a {spec.kind} step: it starts no server")
-        result = self.results.get(name)
         server = self.launched(name)
         if server is None:
             return f"'{name}' has started no server"
@@ -343,11 +357,13 @@ class Runbook:
         if not await confirm(f"On {spec.host}, stop the server of step '{name}': SIGTERM pid {server.pid}, then SIGKILL after 10 s"):
             self.store.audit("declined", step=name, host=spec.host, plan=f"stop pid {server.pid}")
             return "not confirmed: nothing was done"
-        gone = await stop_process(transport, server.pid)
-        self.store.audit("kill", step=name, host=spec.host, pids=[server.pid], why="stop", gone=gone)
+        why = "relaunched by the sweep" if planned else "stopped"
         # stale, not failed: it passed, and no longer holds since its server was stopped
-        self.results[name] = replace(result, state=StepState.STALE, message=f"server stopped (pid {server.pid}); run the step to start it again")
+        self.results[name] = replace(self.results[name], state=StepState.STALE,
+                                     message=f"server {why} (pid {server.pid}); run the step to start it again")
         self._changed()
+        gone = await stop_process(transport, server.pid)
+        self.store.audit("kill", step=name, host=spec.host, pids=[server.pid], why="sweep" if planned else "stop", gone=gone)
         return f"stopped pid {server.pid} on {spec.host}" if gone else f"pid {server.pid} on {spec.host} is still running after SIGKILL"
 
     def set_override(self, name: str, argv: list[str], why: str) -> None:
@@ -379,7 +395,7 @@ class Runbook:
         if snapshot.sampled_at is None or not snapshot.state.reached:
             return contradicted
         for spec in self.gates():
-            if spec.host != snapshot.name:
+            if spec.host != snapshot.name or self.consumed(spec):
                 continue
             result = self.results.get(spec.name)
             if result is None or result.state not in (StepState.PASSED, StepState.STALE) or snapshot.sampled_at <= (result.finished_at or 0):

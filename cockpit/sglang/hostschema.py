@@ -98,12 +98,17 @@ def merge_dry_run(report: LintReport, lines: list[str], host: str) -> None:
 async def lint_on_host(transport, words: list[str], python: str, deep: bool = False) -> HostLint:
     """Lint against the host's SGLang (its --help, cached per version); with deep, its parser too."""
     args = strip_launcher(words)
-    schema = await host_schema(transport, python)
-    outcome = HostLint(lint_args(args, schema), schema, transport.name)
-    if deep:
-        outcome.deep_ok, outcome.deep_lines = await dry_run(transport, args, python)
-        if not outcome.deep_ok:
-            merge_dry_run(outcome.report, outcome.deep_lines, transport.name)
+    try:
+        schema = await host_schema(transport, python)
+        outcome = HostLint(lint_args(args, schema), schema, transport.name)
+        if deep:
+            outcome.deep_ok, outcome.deep_lines = await dry_run(transport, args, python)
+    except CockpitError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the host could not be asked: could not check
+        raise CockpitError(f"{transport.name}: {exc}") from None
+    if deep and not outcome.deep_ok:
+        merge_dry_run(outcome.report, outcome.deep_lines, transport.name)
     return outcome
 
 

@@ -13,37 +13,10 @@ from dataclasses import dataclass, field
 
 from cockpit.hosts.procs import process_alive
 from cockpit.hosts.transport import Transport, TransportError
+from cockpit.sglang.depth import DepthConfig
 from cockpit.sglang.diagnose import MAX_LINE, Diagnosis, LogReport, diagnose_lines
 
 DEFAULT_PORT = 30000
-
-
-@dataclass(frozen=True)
-class DepthConfig:
-    """One speculative depth: SGLang's three flags, or none for the baseline without speculation."""
-
-    steps: int | None = None
-    topk: int | None = None
-    draft_tokens: int | None = None
-
-    @classmethod
-    def chain(cls, draft_tokens: int) -> "DepthConfig":
-        """A topk-1 chain of N draft tokens: N-1 steps (SGLang rewrites draft tokens to steps + 1)."""
-        return cls(steps=max(1, draft_tokens - 1), topk=1, draft_tokens=draft_tokens)
-
-    @property
-    def speculative(self) -> bool:
-        return self.steps is not None
-
-    def args(self) -> list[str]:
-        if not self.speculative:
-            return []
-        return ["--speculative-num-steps", str(self.steps), "--speculative-eagle-topk", str(self.topk),
-                "--speculative-num-draft-tokens", str(self.draft_tokens)]
-
-    @property
-    def label(self) -> str:
-        return "baseline" if not self.speculative else f"{self.draft_tokens} draft tokens (steps {self.steps}, topk {self.topk})"
 
 
 def server_argv(python: str, model_path: str, draft_path: str | None = None, depth: DepthConfig | None = None,

@@ -14,39 +14,21 @@ from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.sglang.diagnose import diagnose_lines
 from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
 from cockpit.sglang.schema import load_schema
-from cockpit.sglang.server import DEFAULT_PORT, DepthConfig, LogFollower, server_argv, wait_ready
-
-
-DEPTH_FLAGS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
-
-
-def with_depth(argv: list[str], depth: DepthConfig, algorithm: str = "EAGLE3") -> list[str]:
-    """A command line with its depth flags replaced by `depth` (all speculative flags gone for a baseline)."""
-    out: list[str] = []
-    skip = False
-    for index, word in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        name = word.split("=", 1)[0]
-        drop = name in DEPTH_FLAGS or (not depth.speculative and name.startswith("--speculative-"))
-        if drop:
-            takes_value = "=" not in word and index + 1 < len(argv) and not argv[index + 1].startswith("--")
-            skip = takes_value
-            continue
-        out.append(word)
-    if depth.speculative:
-        if "--speculative-algorithm" not in out:
-            out += ["--speculative-algorithm", algorithm]
-        out += depth.args()
-    return out
+from cockpit.sglang.depth import DepthConfig, with_depth
+from cockpit.sglang.server import DEFAULT_PORT, LogFollower, server_argv, wait_ready
 
 
 def depth_of(params: dict[str, Any]) -> DepthConfig | None:
+    """The configuration a launch step's parameters ask for: `depth` N (steps of a topk-1 chain),
+    or SGLang's own `steps`/`topk`/`draft_tokens`; `draft_tokens` alone is a topk-1 chain of that many
+    draft tokens (N - 1 steps).  None: no depth given (the command line's own flags, if any, rule)."""
+    if params.get("depth") is not None:
+        return DepthConfig.chain(params["depth"])
     if params.get("steps") is not None:
-        return DepthConfig(params["steps"], params.get("topk", 1), params.get("draft_tokens", params["steps"] + 1))
+        topk = params.get("topk") or 1
+        return DepthConfig(params["steps"], topk, params.get("draft_tokens") or (params["steps"] + 1 if topk == 1 else None))
     if params.get("draft_tokens") is not None:
-        return DepthConfig.chain(params["draft_tokens"])
+        return DepthConfig.of_draft_tokens(params["draft_tokens"])
     return None
 
 
@@ -64,9 +46,10 @@ class SglangLaunch(Launch):
         "model_path": Param(str, None, required=True, help="the target model on the host"),
         "draft_path": Param(str, None, help="the EAGLE-3 draft directory on the host"),
         "algorithm": Param(str, "EAGLE3"),
-        "draft_tokens": Param(int, None, help="a topk-1 chain of this many draft tokens (steps = N - 1)"),
-        "steps": Param(int, None),
-        "topk": Param(int, None),
+        "depth": Param(int, None, help="a topk-1 chain of N steps, N + 1 draft tokens (vLLM's num_speculative_tokens N)"),
+        "draft_tokens": Param(int, None, help="SGLang's --speculative-num-draft-tokens (alone: a topk-1 chain, steps N - 1)"),
+        "steps": Param(int, None, help="SGLang's --speculative-num-steps"),
+        "topk": Param(int, None, help="SGLang's --speculative-eagle-topk"),
         "tp": Param(int, None, help="tensor parallel size"),
         "port": Param(int, DEFAULT_PORT),
         "bind": Param(str, None, help="--host for the server (default SGLang's 127.0.0.1)"),
@@ -88,8 +71,13 @@ class SglangLaunch(Launch):
         return "flags checked against the host's own SGLang first; runs only with fresh clean-GPU evidence"
 
     def validate(self, spec: StepSpec) -> str | None:
-        if spec.params.get("steps") is not None and spec.params.get("topk") is None:
-            return "with 'steps', give 'topk' too (and 'draft_tokens' unless topk is 1)"
+        if spec.params.get("depth") is not None and any(spec.params.get(k) is not None for k in ("steps", "topk", "draft_tokens")):
+            return "give 'depth' (a topk-1 chain) or SGLang's 'steps'/'topk'/'draft_tokens', not both"
+        if spec.params.get("steps") is not None and (spec.params.get("topk") or 1) > 1 and spec.params.get("draft_tokens") is None:
+            return "with topk > 1, give 'draft_tokens' too (how many tokens of the tree are verified)"
+        depth = depth_of(spec.params)
+        if depth is not None and depth.problem():
+            return depth.problem()
         extra = spec.params.get("extra_args") or []
         if not all(isinstance(w, str) for w in extra):
             return "extra_args must be a list of strings"
@@ -98,16 +86,21 @@ class SglangLaunch(Launch):
     def log_path(self, spec: StepSpec) -> str:
         return spec.params.get("log") or f"/tmp/sglang-{spec.name}.log"
 
-    def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
-        if ctx is not None and spec.name in ctx.runbook.overrides:
-            fixed = list(ctx.runbook.overrides[spec.name])  # a fix applied by hand: kept, only its depth varies
-            if any(k in ctx.variant for k in ("steps", "topk", "draft_tokens")):
-                return with_depth(fixed, depth_of(spec.params) or DepthConfig())
-            return fixed
-        python = spec.params.get("python") or (ctx.hub.config.host(spec.host).python if ctx else "python3")
+    def base_argv(self, runbook, spec: StepSpec, python: str | None = None) -> list[str]:
+        """The command line the step runs without a variant: a fix applied by hand (kept until reset),
+        else the one its parameters build."""
+        if runbook is not None and spec.name in runbook.overrides:
+            return list(runbook.overrides[spec.name])
+        python = spec.params.get("python") or python or "python3"
         return server_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params),
                            spec.params.get("algorithm", "EAGLE3"), spec.params.get("tp"), spec.params.get("port", DEFAULT_PORT),
                            spec.params.get("bind"), spec.params.get("extra_args"))
+
+    def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
+        base = self.base_argv(ctx.runbook if ctx else None, spec, ctx.hub.config.host(spec.host).python if ctx else None)
+        if ctx is not None and any(k in ctx.variant for k in ("depth", "steps", "topk", "draft_tokens")):
+            return with_depth(base, depth_of(spec.params) or DepthConfig())  # one run of a sweep: only the depth varies
+        return base
 
     async def schema(self, ctx: RunContext, spec: StepSpec):
         if spec.params.get("help_text"):
@@ -173,16 +166,20 @@ class SglangReady(StepKind):
     def why(self, spec: StepSpec) -> str:
         return "waits for /health 200 (refused = loading, 503 = warming up); a dead server is diagnosed from its log"
 
-    def _launch_spec(self, ctx: RunContext, spec: StepSpec) -> StepSpec:
-        steps = ctx.runbook.spec.steps
+    def launch_of(self, runbook, spec: StepSpec) -> str:
+        """The sglang_launch step this one waits for: named, or the last one before it."""
         if spec.params.get("launch_step"):
-            return ctx.runbook.spec.step(spec.params["launch_step"])
-        before = [s for s in steps[: [s.name for s in steps].index(spec.name)] if s.kind == "sglang_launch"]
+            return runbook.spec.step(spec.params["launch_step"]).name
+        steps = runbook.spec.steps
+        before = [s for s in steps[: steps.index(spec)] if s.kind == "sglang_launch"]
         if not before:
             from cockpit.errors import CockpitError
 
             raise CockpitError("no sglang_launch step before this one")
-        return before[-1]
+        return before[-1].name
+
+    def _launch_spec(self, ctx: RunContext, spec: StepSpec) -> StepSpec:
+        return ctx.runbook.spec.step(self.launch_of(ctx.runbook, spec))
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
@@ -208,6 +205,15 @@ class SglangReady(StepKind):
             return StepResult(StepState.FAILED, started, _now(), f"the server died: {top}", facts, tail)
         return StepResult(StepState.FAILED, started, _now(), f"not ready after {outcome.seconds:.0f} s (health: {outcome.health})", facts, tail)
 
+
+
+def launch_depth(runbook, spec: StepSpec) -> DepthConfig | None:
+    """The configuration a launch step runs now (the one a fix produced, say); None when its command
+    line does not say."""
+    kind = runbook.kind(spec)
+    if not isinstance(kind, SglangLaunch):
+        return None
+    return DepthConfig.from_argv(kind.base_argv(runbook, spec))
 
 
 def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:

@@ -215,12 +215,12 @@ class CockpitApp(App[int]):
                         name="server watch", group="server-watch", exclusive=True, exit_on_error=False)
 
     def on_server_polled(self, message: ServerPolled) -> None:
-        panes = self.query(ServerLogPane)
-        if panes and message.target == str(self._watching):
-            pane = panes.first()
+        if self.query(ServerLogPane) and message.target == str(self._watching):
+            pane = self.query(ServerLogPane).first()
             was_alive = pane.status.alive if pane.status else True
             pane.show(message.status)
-            if was_alive and not message.status.alive:
+            result = self.runbook.latest_launch("sglang_launch")[1]  # a stop that was asked for (a sweep) is no crash
+            if was_alive and not message.status.alive and result is not None and result.state is StepState.PASSED:
                 errors = [d for d in message.status.report.diagnoses if d.severity == "error"]
                 self.notify(errors[0].message if errors else "no diagnosis in its log", title="the server died",
                             severity="error", timeout=15)
@@ -256,11 +256,11 @@ class CockpitApp(App[int]):
     # --- benchmarks, the command log ----------------------------------------------------------------
 
     def action_toggle_bench(self) -> None:
-        from cockpit.bench.store import recent_sweep_runs
+        from cockpit.bench.store import sweep_runs
 
         pane = self.query_one(BenchPane)
         if pane.has_class("hidden") and not pane.runs:
-            pane.show_runs(recent_sweep_runs())
+            pane.show_runs(sweep_runs())
         pane.set_class(not pane.has_class("hidden"), "hidden")
 
     def action_chart(self, step: int) -> None:

@@ -11,12 +11,14 @@ from textual.widgets import ProgressBar, Static
 
 from cockpit.ui.widgets.chart import Chart
 
-VIEWS = ("throughput", "acceptance", "latency", "concurrency")
+VIEWS = ("decision", "throughput", "acceptance", "latency", "concurrency")
 
 
-def short(label: str) -> str:
-    """'16 draft tokens (steps 15, topk 1)' -> '16 tok'; 'baseline' stays."""
-    return label.split(" draft tokens")[0] + " tok" if "draft tokens" in label else label
+def short(run: dict) -> str:
+    """A config as a chart axis shows it: 'd16' is depth 16 (steps 16, topk 1, 17 draft tokens); 'base'."""
+    from cockpit.bench.decision import depth_of_run
+
+    return depth_of_run(run).short if "steps" in run else str(run.get("config") or run.get("label") or "?")
 
 
 def by_config(runs: list[dict]) -> dict[str, list[dict]]:
@@ -44,12 +46,13 @@ class BenchPane(Vertical):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.runs: list[dict] = []
-        self.view = 0
+        self.view = 1  # throughput while a sweep runs; the decision when it is done
         self.border_title = "benchmarks"
 
     def compose(self):
         yield Static(Text("no sweep yet: run the bench_sweep step, or `cockpit bench sweep`", style="dim"), id="bench-progress-line")
         yield ProgressBar(total=1, show_eta=False, id="bench-progress")
+        yield Static("", id="bench-decision")
         yield Chart(id="bench-chart")
 
     def on_mount(self) -> None:
@@ -64,13 +67,33 @@ class BenchPane(Vertical):
         if state.get("runs") is not None and len(state["runs"]) != len(self.runs):
             self.runs = list(state["runs"])
             self.draw()
+        if str(state.get("text", "")).startswith("sweep done") and self.view != 0:
+            self.view = 0
+            self.draw()
 
     def show_runs(self, runs: list[dict]) -> None:
         self.runs = list(runs)
+        self.view = 0 if runs else 1
         if runs:
             configs = len(by_config(self.runs))
             self.query_one("#bench-progress-line", Static).update(Text(f"{len(runs)} stored run(s) of {configs} config(s)", style="dim"))
         self.draw()
+
+    def decision_text(self) -> Text:
+        from cockpit.bench.report import render_acceptance, render_decisions
+        from cockpit.bench.sweep import SweepResult
+
+        if not self.runs:
+            return Text("no runs yet: the decision comes when a sweep has measured its configs", style="dim")
+        result = SweepResult.from_runs(self.runs)
+        decisions = result.decisions()
+        data = result.to_json()
+        text = Text(render_decisions(decisions, result.recommendation()) + "\n", style="bold")
+        if data["acceptance"]:
+            text.append("\n" + render_acceptance(data["acceptance"]) + "\n")
+        text.append("\nd16 = depth 16: 16 steps of a topk-1 chain, 17 draft tokens.  `cockpit bench report --format md` writes it.",
+                    style="dim")
+        return text
 
     def cycle(self, step: int = 1) -> None:
         self.view = (self.view + step) % len(VIEWS)
@@ -78,27 +101,43 @@ class BenchPane(Vertical):
 
     def draw(self) -> None:
         chart = self.query_one(Chart)
+        decision = self.query_one("#bench-decision", Static)
         name = VIEWS[self.view]
-        self.border_title = f"benchmarks · {name}  ([ ] other charts)"
+        self.border_title = f"benchmarks · {name}  ([ ] other views)"
         groups = by_config(self.runs)
+        chart.display = name != "decision"
+        decision.display = name == "decision"
+        if name == "decision":
+            decision.update(self.decision_text())
+            return
         if not groups:
             chart.empty(name, "no runs yet")
             return
         labels = list(groups)
+        names = {label: short(runs[0]) for label, runs in groups.items()}
         top_concurrency = max(r.get("concurrency") or 0 for r in self.runs)
         at_top = {k: [r for r in v if (r.get("concurrency") or 0) == top_concurrency] or v for k, v in groups.items()}
         if name == "throughput":
-            chart.bars(f"output tok/s, median, concurrency {top_concurrency}", [short(l) for l in labels],
+            chart.bars(f"output tok/s, median, concurrency {top_concurrency}", [names[l] for l in labels],
                        [statistics.median([r["output_throughput_tok_s"] for r in at_top[l]]) for l in labels])
         elif name == "acceptance":
-            chart.bars("acceptance length (tokens per verify step)", [short(l) for l in labels],
-                       [statistics.median([r.get("accept_length") or 1.0 for r in at_top[l]]) for l in labels])
+            measured = [statistics.median([r.get("accept_length") or 1.0 for r in at_top[l]]) for l in labels]
+            accuracies = next((r.get("drafter_accuracy") for r in self.runs if r.get("drafter_accuracy")), None)
+            if accuracies:
+                from cockpit.drafter.acceptance import estimate
+
+                predicted = [(estimate(accuracies, groups[l][0].get("steps")).with_bonus if groups[l][0].get("steps") else 1.0)
+                             for l in labels]
+                chart.grouped_bars("acceptance length: measured vs estimated (+bonus, topk-1 chain)", [names[l] for l in labels],
+                                   {"measured": measured, "estimated": predicted})
+            else:
+                chart.bars("acceptance length (tokens per verify step)", [names[l] for l in labels], measured)
         elif name == "latency":
             series = {}
             for key in ("ttft_ms", "itl_ms"):
                 for q in ("p50", "p99"):
                     series[f"{key[:-3].upper()} {q}"] = [statistics.median([(r[key][q] or 0) for r in at_top[l]]) for l in labels]
-            chart.grouped_bars("latency percentiles, ms", [short(l) for l in labels], series)
+            chart.grouped_bars("latency percentiles, ms", [names[l] for l in labels], series)
         else:
             series = {}
             for label, runs in groups.items():
@@ -106,5 +145,5 @@ class BenchPane(Vertical):
                 for run in runs:
                     points.setdefault(run.get("concurrency") or 0, []).append(run["output_throughput_tok_s"])
                 xs = sorted(points)
-                series[short(label)] = (xs, [statistics.median(points[x]) for x in xs])
+                series[names[label]] = (xs, [statistics.median(points[x]) for x in xs])
             chart.lines("output tok/s against concurrency", series, "concurrency", "tok/s")

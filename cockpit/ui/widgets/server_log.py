@@ -86,6 +86,8 @@ class ServerLogPane(Vertical):
         self.query_one("#server-diagnoses", Static).update("")
 
     def show(self, status: ServerStatus) -> None:
+        if not self.query("#server-status"):
+            return  # the pane is being taken down (the app exits): nothing to show it in
         self.status = status
         lines_log = self.query_one(BoundedRichLog)
         bad_lines = {d.line for d in status.report.diagnoses if d.line}

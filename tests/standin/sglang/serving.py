@@ -9,7 +9,9 @@ chunk when stream_options.continuous_usage_stats, a usage-only chunk at the end 
 
 Scenario (JSON, from SGLANG_STANDIN or the request): ttft_ms, itl_ms (per chunk), chunk_tokens (a
 list cycled: tokens per chunk; under speculation each chunk is one verify step), error_after
-(chunks before an in-stream error), abort_after (chunks before the connection is cut).
+(chunks before an in-stream error), abort_after (chunks before the connection is cut), model (true:
+acceptance and step time from the demo's model of speculative decoding, cockpit/demo/specmodel.py,
+so acceptance grows with depth and the best depth depends on concurrency).
 """
 
 from __future__ import annotations
@@ -32,12 +34,23 @@ def _tokens_per_chunk(scenario: dict, args: dict) -> list[int]:
     return [1]
 
 
+def _model(args: dict):
+    from cockpit.demo.specmodel import SpecModel
+
+    steps = int(args.get("--speculative-num-steps") or 0) if args.get("--speculative-algorithm") else 0
+    topk = int(args.get("--speculative-eagle-topk") or 1)
+    draft = int(args.get("--speculative-num-draft-tokens") or steps + 1)
+    return SpecModel(steps, topk, steps + 1 if topk == 1 and steps else draft, seed=steps * 100 + topk)
+
+
 class Serving:
     def __init__(self, scenario: dict, args: dict):
         self.scenario = scenario
         self.args = args
         self.ready = False
         self.requests = 0
+        self.active = 0
+        self.model = _model(args) if scenario.get("model") else None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -86,6 +99,13 @@ class Serving:
 
     async def stream(self, request: dict, writer, openai: bool) -> None:
         self.requests += 1
+        self.active += 1
+        try:
+            await self._stream(request, writer, openai)
+        finally:
+            self.active -= 1
+
+    async def _stream(self, request: dict, writer, openai: bool) -> None:
         scenario = {**self.scenario, **(request.get("standin") or {})}
         if openai:
             max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 16)
@@ -122,7 +142,11 @@ class Serving:
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
                 return
-            step = min(pattern[chunk % len(pattern)], max_tokens - produced)
+            if self.model is not None:
+                await asyncio.sleep(self.model.step_seconds(self.active))
+                step = min(self.model.tokens_per_step(), max_tokens - produced)
+            else:
+                step = min(pattern[chunk % len(pattern)], max_tokens - produced)
             produced += step
             verify += 1
             piece = " ".join(WORDS[(produced - step + i) % len(WORDS)] for i in range(step)) + " "
@@ -144,7 +168,7 @@ class Serving:
                 send({"text": text, "meta_info": meta, "index": 0})
             await writer.drain()
             chunk += 1
-            if not finished:
+            if not finished and self.model is None:
                 await asyncio.sleep(float(scenario.get("itl_ms", 10)) / 1000.0)
         if openai and options.get("include_usage"):
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": produced, "total_tokens": prompt_tokens + produced}
