@@ -111,9 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--rule", action="append", metavar="OLD=NEW", help="a prefix rename (repeatable); default layers.0.=midlayer.")
     fix.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
     fix.add_argument("--host", metavar="H", help="PATH is on host H: fixed over SFTP, header bytes only")
-    conv = _command(drafter_sub, "convert", "a training checkpoint (.bin/.pt or a directory) to SGLang-ready safetensors", json=True)
+    conv = _command(drafter_sub, "convert", "a training checkpoint (.bin/.pt) to SGLang-ready safetensors; a vLLM speculators "
+                    "draft to SGLang's layout in place", json=True, yes="convert in place without asking")
     conv.add_argument("src", metavar="SRC")
-    conv.add_argument("dst", metavar="DST")
+    conv.add_argument("dst", metavar="DST", nargs="?")
     conv.add_argument("--dtype", help="cast floating tensors: bf16, fp16, fp32 (default: keep)")
     conv.add_argument("--rule", action="append", metavar="OLD=NEW", help="key prefix renames (default: strip draft_model. and module., layers.0. to midlayer.)")
     conv.add_argument("--overwrite", action="store_true")
@@ -419,11 +420,14 @@ def cmd_drafter(args) -> int:
     if args.drafter_command == "fix-keys":
         return cmd_fix_keys(args)
     if args.drafter_command == "convert":
-        from cockpit.drafter.convert import convert
-        from cockpit.drafter.fixkeys import parse_rules
+        from cockpit.drafter.convert import converter
 
-        rules = parse_rules(args.rule) if args.rule else None
-        result = convert(args.src, args.dst, args.dtype, **({"rules": rules} if rules else {}), overwrite=args.overwrite)
+        plan, run = converter(args.src, args.dst, args.dtype, args.rule, args.overwrite)
+        if plan is not None:  # in place: asks first
+            print(plan, file=sys.stderr)
+            if not ask("Convert in place?", args.yes, "this rewrites the draft's config and headers"):
+                return EXIT_PROBLEM
+        result = run()
         emit(args, result, f"{result['dst']}: {result['tensors']} tensors ({result['renamed']} renamed); {result['config']}")
         return EXIT_OK
     build_parser().parse_args(["drafter", "--help"])

@@ -142,3 +142,72 @@ def needs_torch():
 def to_torch(torch, t: T):
     dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "I64": torch.int64, "BOOL": torch.bool}
     return torch.frombuffer(bytearray(t.data), dtype=dtypes[t.dtype]).reshape(t.shape).clone()
+
+
+# --- drafts laid out as each trainer (or exporter) writes them --------------------------------------
+
+def speculators_config() -> dict:
+    """vLLM speculators' config.json (speculators/models/eagle3/config.py, config.py): no model_type at the
+    top, the decoder layer's settings in transformer_layer_config."""
+    return {
+        "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.3.0",
+        "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                               "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+                               "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct", "architectures": ["LlamaForCausalLM"]}},
+        "transformer_layer_config": {"model_type": "llama", "hidden_size": HIDDEN, "intermediate_size": INTER,
+                                     "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HIDDEN // HEADS,
+                                     "num_hidden_layers": 1, "vocab_size": VOCAB, "rms_norm_eps": 1e-05,
+                                     "max_position_embeddings": 2048, "rope_theta": 500000.0, "hidden_act": "silu"},
+        "draft_vocab_size": DRAFT_VOCAB, "norm_before_residual": False, "target_hidden_size": None,
+        "eagle_aux_hidden_state_layer_ids": [1, 2, 3], "torch_dtype": "bfloat16", "transformers_version": "4.56.0",
+    }
+
+
+MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8}
+
+
+def kimi_mla_tensors(seed: int = 3) -> dict[str, T]:
+    """The layout of published Kimi-K2.5 EAGLE-3 drafts (SGLang's kimi_k25_eagle3.py loads it): an MLA
+    attention in layers.0.*, the target's embedding included."""
+    heads, q, kv, nope, rope, v = HEADS, MLA["q_lora_rank"], MLA["kv_lora_rank"], MLA["qk_nope_head_dim"], MLA["qk_rope_head_dim"], MLA["v_head_dim"]
+    counter = iter(range(seed * 1000, seed * 1000 + 1000))
+
+    def rand(*shape):
+        return T.of("BF16", shape, seed=next(counter))
+
+    return {
+        "layers.0.self_attn.q_a_proj.weight": rand(q, 2 * HIDDEN), "layers.0.self_attn.q_a_layernorm.weight": rand(q),
+        "layers.0.self_attn.q_b_proj.weight": rand(heads * (nope + rope), q),
+        "layers.0.self_attn.kv_a_proj_with_mqa.weight": rand(kv + rope, 2 * HIDDEN),
+        "layers.0.self_attn.kv_a_layernorm.weight": rand(kv), "layers.0.self_attn.kv_b_proj.weight": rand(heads * (nope + v), kv),
+        "layers.0.self_attn.o_proj.weight": rand(HIDDEN, heads * v),
+        "layers.0.mlp.gate_proj.weight": rand(INTER, HIDDEN), "layers.0.mlp.up_proj.weight": rand(INTER, HIDDEN),
+        "layers.0.mlp.down_proj.weight": rand(HIDDEN, INTER), "layers.0.input_layernorm.weight": rand(HIDDEN),
+        "layers.0.hidden_norm.weight": rand(HIDDEN), "layers.0.post_attention_layernorm.weight": rand(HIDDEN),
+        "embed_tokens.weight": rand(VOCAB, HIDDEN), "fc.weight": rand(HIDDEN, 3 * HIDDEN), "norm.weight": rand(HIDDEN),
+        "lm_head.weight": rand(DRAFT_VOCAB, HIDDEN), "d2t": T.of("I64", (DRAFT_VOCAB,), int64s(range(DRAFT_VOCAB))),
+        "t2d": T.of("BOOL", (VOCAB,), bytes(VOCAB)),
+    }
+
+
+def write_layout(folder: Path, layout: str) -> Path:
+    """A small draft as a trainer writes it: specforge, modelopt (its HF export), speculators (vLLM), vllm_export
+    (layers.0.* with an SGLang config, as TorchSpec's vLLM export or a trained checkpoint), kimi_mla."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if layout in ("specforge", "modelopt"):
+        config = eagle3_config() if layout == "specforge" else eagle3_config(
+            eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "use_aux_hidden_state": True}, transformers_version="4.55.0")
+        return write_draft(folder, "midlayer", config=config)
+    if layout in ("speculators", "vllm_export"):
+        tensors = {**eagle3_tensors("layers0"), "embed_tokens.weight": T.of("BF16", (VOCAB, HIDDEN), seed=99)}
+        config = speculators_config() if layout == "speculators" else eagle3_config()
+    elif layout == "kimi_mla":
+        tensors = kimi_mla_tensors()
+        config = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2", "hidden_size": HIDDEN,
+                  "intermediate_size": INTER, "num_attention_heads": HEADS, "num_hidden_layers": 1, "vocab_size": VOCAB,
+                  "draft_vocab_size": DRAFT_VOCAB, "tie_word_embeddings": False, **MLA}
+    else:
+        raise ValueError(layout)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder

@@ -121,3 +121,90 @@ def _copy_config(src: Path, dst: Path) -> str:
     if data.get("draft_vocab_size") is None:
         problems.append("draft_vocab_size is missing")
     return "config.json copied" + (f"; check it: {'; '.join(problems)}" if problems else "; it looks right")
+
+
+# --- vLLM speculators format -> SGLang ------------------------------------------------------------
+
+SPECULATORS_BACKUP = "config.speculators.json"
+LAYER_SETTINGS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps",
+                  "max_position_embeddings", "rope_theta", "rope_scaling", "hidden_act", "attention_bias", "mlp_bias",
+                  "pretraining_tp", "bos_token_id", "eos_token_id")
+
+
+def sglang_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A speculators config.json as SGLang's EAGLE-3 loader reads one: architectures and model_type at the
+    top, the layer's settings flattened out of transformer_layer_config, the target's vocabulary."""
+    layer = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
+    out: dict[str, Any] = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}
+    out.update({k: layer[k] for k in LAYER_SETTINGS if k in layer})
+    out["num_hidden_layers"] = 1
+    out["vocab_size"] = layer.get("vocab_size", config.get("vocab_size"))
+    out["draft_vocab_size"] = config.get("draft_vocab_size")
+    if config.get("target_hidden_size"):
+        out["target_hidden_size"] = config["target_hidden_size"]
+    if config.get("eagle_aux_hidden_state_layer_ids"):
+        out["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": config["eagle_aux_hidden_state_layer_ids"]}
+    out["tie_word_embeddings"] = False
+    dtype = config.get("torch_dtype") or config.get("dtype") or layer.get("torch_dtype")
+    if dtype:
+        out["torch_dtype"] = dtype
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def speculators_plan(folder: Path) -> tuple[dict[str, Any], Any] | None:
+    """(the SGLang config, the key fix's dry run) for a speculators-format draft; None when it is not one."""
+    from cockpit.drafter.fixkeys import fix_keys
+    from cockpit.drafter.inspect import is_speculators
+
+    config_path = folder / "config.json"
+    backup = folder / SPECULATORS_BACKUP
+    source = backup if backup.exists() else config_path
+    try:
+        config = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise CockpitError(f"{source}: not readable JSON ({exc})") from None
+    if not is_speculators(config):
+        return None
+    return sglang_config(config), fix_keys(folder, (("layers.0.", "midlayer."),), dry_run=True)
+
+
+def convert_speculators(folder: str | Path) -> dict[str, Any]:
+    """Make a speculators-format draft one SGLang loads, in place: the original config.json kept as
+    config.speculators.json, the keys renamed layers.0. -> midlayer. in the headers only (journaled,
+    tensors untouched: fix-keys), then config.json rewritten atomically.  Killed at any point, running
+    it again finishes the job."""
+    from cockpit.drafter.fixkeys import fix_keys
+    from cockpit.paths import atomic_write
+
+    folder = Path(folder)
+    planned = speculators_plan(folder)
+    if planned is None:
+        raise CockpitError(f"{folder}: not a vLLM speculators draft (its config.json has no speculators settings)")
+    config, _plan = planned
+    backup = folder / SPECULATORS_BACKUP
+    if not backup.exists():
+        atomic_write(backup, (folder / "config.json").read_bytes())
+    fixed = fix_keys(folder, (("layers.0.", "midlayer."),))
+    atomic_write(folder / "config.json", json.dumps(config, indent=2) + "\n")
+    from cockpit.drafter.inspect import read_headers
+
+    tensors = sum(len(h.tensors) for h in read_headers(folder))
+    return {"src": str(folder), "dst": str(folder), "format": "speculators", "tensors": tensors, "renamed": fixed.changed,
+            "config": f"config.json rewritten for SGLang (the original kept as {SPECULATORS_BACKUP})"}
+
+
+def converter(src: str, dst: str | None, dtype: str | None = None, rule_texts: list[str] | None = None, overwrite: bool = False):
+    """(what an in-place conversion will do, to confirm; None when nothing is changed in place) and
+    the function that converts: a vLLM speculators draft in place, a .bin/.pt checkpoint to DST."""
+    from cockpit.drafter.fixkeys import describe, parse_rules
+
+    planned = speculators_plan(Path(src)) if Path(src).is_dir() and not dst else None
+    if planned is not None:
+        return (f"will rewrite {src}/config.json for SGLang and rename:\n{describe(planned[1])}", lambda: convert_speculators(src))
+    if not dst:
+        raise CockpitError("convert needs DST for a .bin/.pt checkpoint (a speculators draft is converted in place)")
+    rules = parse_rules(rule_texts) if rule_texts else CONVERT_RULES
+    return None, lambda: convert(src, dst, dtype, rules, overwrite)
+

@@ -16,13 +16,14 @@ from cockpit.drafter.files import JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, HeaderError, read_header
 
 RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")
-EAGLE3_ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"}
-MIDLAYER_KEYS = (
-    "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight", "midlayer.self_attn.v_proj.weight",
-    "midlayer.self_attn.o_proj.weight", "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight",
-    "midlayer.mlp.down_proj.weight", "midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
-    "midlayer.post_attention_layernorm.weight",
-)
+MLA_ARCHITECTURES = {"Eagle3DeepseekV2ForCausalLM"}  # Kimi-K2.5 / DeepSeek targets: SGLang 0.5.12 on (kimi_k25_eagle3.py)
+EAGLE3_ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM"} | MLA_ARCHITECTURES
+LAYER_KEYS = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "input_layernorm.weight",
+              "hidden_norm.weight", "post_attention_layernorm.weight")
+GQA_ATTENTION = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight")
+MLA_ATTENTION = ("self_attn.q_a_proj.weight", "self_attn.q_b_proj.weight", "self_attn.kv_a_proj_with_mqa.weight",
+                 "self_attn.kv_b_proj.weight", "self_attn.o_proj.weight")
+MIDLAYER_KEYS = tuple("midlayer." + k for k in GQA_ATTENTION + LAYER_KEYS)
 TOP_KEYS = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
 
 
@@ -50,6 +51,7 @@ class Problem:
 @dataclass
 class DraftReport:
     path: str
+    layout: str = ""  # which trainer's (or exporter's) layout the keys and config.json follow
     files: list[str] = field(default_factory=list)
     tensors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {dtype, shape, file}
     total_bytes: int = 0
@@ -67,7 +69,7 @@ class DraftReport:
     def to_json(self, version: str | None = None) -> dict:
         return {
             "path": self.path, "files": self.files, "total_bytes": self.total_bytes, "tensor_count": len(self.tensors),
-            "tensors": self.tensors, "config": self.config, "ready": self.ready(version), "sglang": version,
+            "tensors": self.tensors, "config": self.config, "layout": self.layout, "ready": self.ready(version), "sglang": version,
             "verdicts": {r: {"ready": not ps, "problems": [p.to_json() for p in ps]} for r, ps in self.verdicts(version).items()},
             "problems": [p.to_json() for p in self.problems], "notes": self.notes,
         }
@@ -116,27 +118,59 @@ def build_report(path: str, headers: list[Header], config_text: str | None, conf
             report.problems.append(Problem("config_unreadable", f"{config_name}: not valid JSON ({exc})", RANGES))
     else:
         report.problems.append(Problem("config_missing", f"{config_name} is missing: SGLang reads the draft's architecture from it", RANGES))
+    _check_config(report)  # the config first: SGLang reads it before a single weight
     _check_keys(report)
-    _check_config(report)
     _check_shapes(report)
+    report.layout = layout_of(report)
     return report
+
+
+def is_speculators(config) -> bool:
+    """vLLM speculators' config.json (the format vLLM and TorchSpec's vLLM export use): no model_type,
+    the layer's settings nested in transformer_layer_config."""
+    return isinstance(config, dict) and ("speculators_model_type" in config or "transformer_layer_config" in config)
+
+
+def effective_config(config) -> dict:
+    """The settings SGLang would read, wherever the format keeps them (nested for speculators)."""
+    if not isinstance(config, dict):
+        return {}
+    if is_speculators(config):
+        nested = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
+        return {**nested, **{k: v for k, v in config.items() if k not in ("transformer_layer_config",) and k not in nested}}
+    return config
+
+
+def layout_of(report: DraftReport) -> str:
+    names = set(report.tensors)
+    architectures = (effective_config(report.config).get("architectures") or []) if isinstance(report.config, dict) else []
+    old = any(n.startswith("layers.0.") for n in names)
+    if any(a in MLA_ARCHITECTURES for a in architectures):
+        return "MLA draft for DeepSeek / Kimi-K2.5 targets (Eagle3DeepseekV2ForCausalLM" + (", layers.0.* keys)" if old else ")")
+    if is_speculators(report.config):
+        return "vLLM speculators format (layers.0.* keys, speculators config.json: vLLM, TorchSpec's vLLM export)"
+    if old:
+        return "layers.0.* keys with an EAGLE-3 config.json (a vLLM-style export, or a trainer that names the layer so)"
+    if any(n.startswith("midlayer.") for n in names):
+        return "SGLang layout, midlayer.* (SpecForge, the EAGLE repo's trainer, ModelOpt's HF export)"
+    return "unrecognised"
 
 
 def _check_keys(report: DraftReport) -> None:
     names = set(report.tensors)
+    config = effective_config(report.config)
+    mla = any(a in MLA_ARCHITECTURES for a in (config.get("architectures") or []))
     old = sorted(n for n in names if n.startswith("layers.0."))
-    if old:
+    if old and not mla:  # an MLA draft maps layers.0. to midlayer. itself (SGLang 0.5.12 on; older ones refuse its config)
         report.problems.append(Problem(
             "layers0_keys", f"{len(old)} keys are named layers.0.* (e.g. {old[0]}): SGLang up to 0.4.8 crashes on them, "
             "0.4.9-0.5.11 silently skip them (acceptance length 1.00)", RANGES[:2],
             fix="cockpit drafter fix-keys PATH   (renames layers.0. to midlayer., header only)"))
-    midlayer_names = names | {"midlayer." + n[len("layers.0."):] for n in old}
-    for key in MIDLAYER_KEYS:
-        if key not in names:
-            ranges = RANGES[:2] if key in midlayer_names else RANGES
-            if key in midlayer_names and old:
-                continue  # reported as layers0_keys: the same fix
-            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", ranges))
+    layer = tuple("midlayer." + k for k in (MLA_ATTENTION if mla else GQA_ATTENTION) + LAYER_KEYS)
+    present = names | {"midlayer." + n[len("layers.0."):] for n in old}
+    for key in layer:
+        if key not in present:
+            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", RANGES))
     for key in TOP_KEYS:
         if key not in names:
             report.problems.append(Problem("missing_key", f"required key '{key}' is missing", RANGES))
@@ -146,14 +180,25 @@ def _check_keys(report: DraftReport) -> None:
                                        "expects them unprefixed", RANGES, fix="cockpit drafter fix-keys PATH --rule draft_model.="))
     if "embed_tokens.weight" not in names:
         report.notes.append("no embed_tokens.weight: fine, SGLang uses the target's embedding")
+    elif not mla:
+        report.notes.append("embed_tokens.weight is in the checkpoint: SGLang replaces it with the target's embedding")
 
 
 def _check_config(report: DraftReport) -> None:
-    config = report.config
-    if not isinstance(config, dict):
+    if not isinstance(report.config, dict):
         return
+    if is_speculators(report.config):
+        report.problems.append(Problem(
+            "speculators_config", "config.json is in vLLM speculators format (no model_type; the layer's settings nested in "
+            "transformer_layer_config): SGLang stops on it with `Unrecognized model ... Should have a model_type key`", RANGES,
+            fix="cockpit drafter convert PATH   (rewrites config.json for SGLang and renames the keys, header only)"))
+    config = effective_config(report.config)
     architectures = config.get("architectures") or []
-    if not any(a in EAGLE3_ARCHITECTURES for a in architectures):
+    if any(a in MLA_ARCHITECTURES for a in architectures):
+        report.problems.append(Problem("architecture_unsupported", f"{architectures[0]} (an MLA draft for DeepSeek / Kimi-K2.5 "
+                                       "targets) is served from SGLang 0.5.12 on: older versions do not know the architecture",
+                                       RANGES[:2]))
+    elif not is_speculators(report.config) and not any(a in EAGLE3_ARCHITECTURES for a in architectures):
         report.problems.append(Problem("wrong_architecture", f"architectures is {architectures}, not an EAGLE-3 draft class "
                                        f"({', '.join(sorted(EAGLE3_ARCHITECTURES))}): SGLang fails with KeyError "
                                        "'midlayer.self_attn.qkv_proj.weight'", RANGES))
@@ -166,7 +211,7 @@ def _check_config(report: DraftReport) -> None:
 
 
 def _check_shapes(report: DraftReport) -> None:
-    config = report.config if isinstance(report.config, dict) else {}
+    config = effective_config(report.config)
     tensors = report.tensors
     hidden = config.get("hidden_size")
     target_hidden = config.get("target_hidden_size") or hidden
@@ -194,16 +239,20 @@ def _check_shapes(report: DraftReport) -> None:
 
 
 def render_report(report: DraftReport, version: str | None = None, keys: bool = False) -> str:
-    lines = [f"{report.path}: {len(report.tensors)} tensors in {len(report.files)} file(s), {report.total_bytes / 2**20:.1f} MiB"]
+    lines = [f"{report.path}: {len(report.tensors)} tensors in {len(report.files)} file(s), {report.total_bytes / 2**20:.1f} MiB",
+             f"layout: {report.layout}"]
     if keys:
         for name, info in sorted(report.tensors.items()):
             lines.append(f"  {name:<50} {info['dtype']:<5} {info['shape']}")
-    for sglang_range, problems in report.verdicts(version).items():
-        lines.append(f"SGLang {sglang_range}: " + ("ready" if not problems else f"{len(problems)} problem(s)"))
-        for problem in problems:
-            lines.append(f"  - {problem.message}")
-            if problem.fix:
-                lines.append(f"    fix: {problem.fix}")
+    verdicts = report.verdicts(version)
+    lines.append("SGLang " + ";  ".join(f"{r}: " + ("ready" if not ps else f"{len(ps)} problem(s)") for r, ps in verdicts.items()))
+    shown = [p for p in report.problems if any(r in verdicts for r in p.ranges)]
+    for problem in shown:  # each problem once, with the versions it breaks
+        ranges = [r for r in problem.ranges if r in verdicts]
+        where = "" if len(ranges) == len(verdicts) else f"[SGLang {', '.join(ranges)}] "
+        lines.append(f"  - {where}{problem.message}")
+        if problem.fix:
+            lines.append(f"    fix: {problem.fix}")
     for note in report.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)

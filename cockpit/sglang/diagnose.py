@@ -176,48 +176,60 @@ def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None)
 class Signature:
     kind: str
     pattern: re.Pattern[str]
-    hint: str
+    hint: str  # may name groups of the match ({port}) and facts of the log ({mem_fraction})
     flag: str | None = None
+    cause: bool = True  # a root cause; False: a consequence of one (a scheduler died, a child failed)
 
 
-def _sig(kind: str, pattern: str, hint: str, flag: str | None = None) -> Signature:
-    return Signature(kind, re.compile(pattern), hint, flag)
+def _sig(kind: str, pattern: str, hint: str, flag: str | None = None, cause: bool = True) -> Signature:
+    return Signature(kind, re.compile(pattern), hint, flag, cause)
 
 
+# Every wording of every SGLang version from 0.4.6 to 0.5.23 (read from each version's source:
+# cockpit/sglang/data/versions.json, tests/fixtures/record/sglang_versions.py), matched by meaning.
 SIGNATURES = (
     _sig("gpus_not_clean", r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes",
          "GPUs of the launch host hold memory of other processes: run the gpu_clean (and kill_stale) steps, then relaunch"),
-    _sig("not_enough_memory", r"RuntimeError: Not enough memory\. Please try to increase --mem-fraction-static",
-         "no room for the KV cache after the weights: raise --mem-fraction-static or use more GPUs (--tp-size)", "--mem-fraction-static"),
-    _sig("cuda_oom", r"(torch\.(cuda\.)?OutOfMemoryError|CUDA out of memory)",
-         "CUDA out of memory: lower --mem-fraction-static, or check that the GPUs were clean", "--mem-fraction-static"),
-    _sig("cuda_graph_capture_failed", r"Capture cuda graph failed",
+    _sig("not_enough_memory", r"Not enough memory\. Please try to increase --mem-fraction-static",
+         "no room for the KV cache after the weights{at_fraction}: raise --mem-fraction-static or use more GPUs (--tp-size)",
+         "--mem-fraction-static"),
+    _sig("cuda_oom", r"(torch\.(cuda\.)?OutOfMemoryError|CUDA out of memory)(?:.*?Tried to allocate (?P<need>[\d.]+ [KMGT]iB))?"
+         r"(?:.*?GPU (?P<gpu>\d+) has a total capacity of (?P<total>[\d.]+ [KMGT]iB) of which (?P<free>[\d.]+ [KMGT]iB) is free)?",
+         "CUDA out of memory{on_gpu}{wanted}{at_fraction}: lower --mem-fraction-static, or check that the GPUs were clean",
+         "--mem-fraction-static"),
+    _sig("cuda_graph_capture_failed", r"Capture (?:piecewise )?cuda graph failed",
          "CUDA graph capture failed (often memory): lower --cuda-graph-max-bs or --mem-fraction-static", "--cuda-graph-max-bs"),
-    _sig("nccl_error", r"NCCL error", "NCCL could not start: check shared memory (--shm-size / ipc=host), InfiniBand and NCCL_* settings"),
-    _sig("scheduler_died", r"(Scheduler hit an exception|Rank \d+ scheduler is dead)",
-         "a scheduler process died: read the traceback above it (the OOM killer leaves none: check dmesg)"),
-    _sig("port_in_use", r"(address already in use|\[Errno 98\]|metrics_port at \d+ is not available)",
-         "the port is taken (an old server still running?): stop it, or choose another --port", "--port"),
+    _sig("nccl_error", r"NCCL error|NCCL WARN|ncclInternalError|ncclUnhandledCudaError|ncclSystemError",
+         "NCCL could not start: check shared memory (--shm-size / ipc=host), InfiniBand and NCCL_* settings"),
+    _sig("port_in_use", r"(?:(?:\[Errno 98\] )?error while attempting to bind on address \('(?P<bind>[^']*)', (?P<port>\d+)\)|"
+         r"metrics_port at (?P<mport>\d+) is not available|Port is already in use\. dist_init_port=(?P<dport>\d+)|"
+         r"engine_info_bootstrap_port (?P<bport>\d+) is already in use|address already in use|\[Errno 98\])",
+         "port {port} is taken (an old server still running?): stop it, or choose another --port", "--port"),
     _sig("draft_wrong_architecture", r"KeyError: 'midlayer\.self_attn\.qkv_proj\.weight'",
          "the draft's config.json names a normal model: set architectures to [\"LlamaForCausalLMEagle3\"]"),
     _sig("draft_layers_keys", r"(KeyError: 'model\.layers\.0|Parameter \S+ not found in params_dict)",
          "the draft's weights are named layers.0.*: rename them to midlayer.* (cockpit drafter fix-keys)"),
+    _sig("draft_unrecognized_config", r"Unrecognized model in \S+\. Should have a `model_type` key",
+         "the draft's config.json has no model_type (a vLLM speculators export): `cockpit drafter convert` rewrites it for SGLang"),
     _sig("draft_too_many_layers", r"EAGLE3 currently only supports 1 layer",
          "this SGLang needs num_hidden_layers = 1 in the draft's config.json"),
     _sig("vocab_mismatch", r"index out of bounds",
          "draft and target vocabularies disagree (d2t/t2d): the draft was trained for another target"),
     _sig("illegal_memory_access", r"CUDA error: an illegal memory access was encountered",
          "a kernel or CUDA graph bug: try --disable-cuda-graph to isolate it", "--disable-cuda-graph"),
-    _sig("warmup_failed", r"Initialization failed\. warmup error:", "the first generation failed: read the error after it"),
     _sig("trust_remote_code", r"(requires you to execute the configuration file|trust_remote_code=True)",
          "the model ships its own code: add --trust-remote-code", "--trust-remote-code"),
-    _sig("no_accelerator", r"No accelerator \(CUDA, XPU, HPU\) is available",
+    _sig("no_accelerator", r"No accelerators? (?:\([^)]*\) )?(?:or platform plugin )?(?:is |are )?available",
          "no GPU is visible to the server process: check CUDA_VISIBLE_DEVICES and the driver on the launch host"),
-    _sig("unknown_speculative_algorithm", r"Unknown speculative algorithm name: (?P<value>\S+)",
-         "--speculative-algorithm takes EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM", "--speculative-algorithm"),
+    _sig("unknown_speculative_algorithm", r"Unknown speculative algorithm(?: name:| id)? '?(?P<value>[^'\s]+)'?",
+         "--speculative-algorithm {value} is not one this SGLang knows; it takes {algorithms}", "--speculative-algorithm"),
     _sig("partial_depth_flags", r"TypeError: '>' not supported between instances of 'NoneType' and 'int'",
          "give all three depth flags: --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens"),
+    _sig("warmup_failed", r"Initialization failed\. warmup error:", "the first generation failed: its error is above", cause=False),
+    _sig("scheduler_died", r"(Scheduler hit an exception|(?:Rank \d+ )?scheduler is dead)",
+         "a scheduler process died: read the traceback above it (the OOM killer leaves none: check dmesg)", cause=False),
 )
+CONSEQUENCES = {s.kind for s in SIGNATURES if not s.cause} | {"child_failed", "python_exception"}
 ANY_SIGNATURE = re.compile("|".join(f"(?:{sig.pattern.pattern})" for sig in SIGNATURES))
 SIGQUIT = re.compile(r"Received sigquit from a child process")
 EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|AssertionError|KeyError|Exception)(?::.*)?$")
@@ -297,6 +309,8 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
             schema = schema.enriched(reference_schema())
     seen_kinds: set[str] = set()
     decode_lens: list[float] = []
+    facts = _facts(run)
+    quoted = _quoted_source(run)
     for offset, line in enumerate(run):
         number = report.run_start_line + offset
         error = ERROR_LINE.match(line)
@@ -312,26 +326,23 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
                     report.milestones.append((name, number))
         if READY_LINE in line:
             report.ready = True
-        if not ANY_SIGNATURE.search(line):
-            signatures = ()
-        else:
-            signatures = SIGNATURES
-        for signature in signatures:
-            match = signature.pattern.search(line)
-            if match and signature.kind not in seen_kinds:
-                seen_kinds.add(signature.kind)
-                value = match.groupdict().get("value")
-                report.diagnoses.append(Diagnosis(signature.kind, f"{signature.hint}", signature.flag, value,
-                                                  (signature.hint,), number))
+        if offset not in quoted and ANY_SIGNATURE.search(line):
+            for signature in SIGNATURES:
+                match = signature.pattern.search(line)
+                if match and signature.kind not in seen_kinds:
+                    seen_kinds.add(signature.kind)
+                    report.diagnoses.append(_from_signature(signature, match, facts, number, schema))
         if SIGQUIT.search(line) and "child_failed" not in seen_kinds:
             seen_kinds.add("child_failed")
-            cause = _traceback_cause(run, offset)
-            if cause is not None and not report.diagnoses:
-                text, index = cause
-                report.diagnoses.append(Diagnosis("child_failed", f"a server process failed: {text}", None, None, (),
-                                                  report.run_start_line + index))
-            elif not report.diagnoses:
-                report.diagnoses.append(Diagnosis("child_failed", "a server process failed; no traceback before it", None, None, (), number))
+            if not any(d.kind not in CONSEQUENCES for d in report.diagnoses):
+                cause = _traceback_cause(run, offset)
+                if cause is not None:
+                    text, index = cause
+                    report.diagnoses.append(Diagnosis("child_failed", f"a server process failed: {text}", None, None, (),
+                                                      report.run_start_line + index))
+                else:
+                    report.diagnoses.append(Diagnosis("child_failed", "a server process failed; no traceback before it",
+                                                      None, None, (), number))
     if len(decode_lens) >= 3 and all(abs(v - 1.0) < 1e-9 for v in decode_lens):
         report.diagnoses.append(Diagnosis(
             "draft_weights_not_loaded",
@@ -347,7 +358,68 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
         # errors before the ready line belong to start-up noise only when the server still came up
         report.diagnoses = [d for d in report.diagnoses if d.kind == "draft_weights_not_loaded" or d.line is None
                             or d.line > max(n for m, n in report.milestones if m == "ready")]
+    report.diagnoses.sort(key=lambda d: d.kind in CONSEQUENCES)  # the root cause first, what followed from it after
     return report
+
+
+SERVER_ARGS_FACTS = {"port": r"\bport=(\d+)", "mem_fraction": r"\bmem_fraction_static=([\d.]+)", "tp": r"\btp_size=(\d+)"}
+TRACEBACK_FILE = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def _facts(run: list[str]) -> dict[str, str]:
+    """What the log says of the server's settings (its ServerArgs line): the port, the memory fraction."""
+    facts: dict[str, str] = {}
+    for line in run:
+        if "ServerArgs(" in line:
+            for name, pattern in SERVER_ARGS_FACTS.items():
+                match = re.search(pattern, line)
+                if match:
+                    facts[name] = match.group(1)
+    return facts
+
+
+def _quoted_source(run: list[str]) -> set[int]:
+    """Lines a traceback quotes from the source (`raise ValueError(f"... {name}")`), and its caret
+    lines: never an error, and never where a value is read from."""
+    quoted = set()
+    for index, line in enumerate(run):
+        if TRACEBACK_FILE.match(line):
+            for after in range(index + 1, min(index + 6, len(run))):
+                text = run[after]
+                if TRACEBACK_FILE.match(text) or not text.startswith("    ") and not re.match(r"^\s*[\^~]+\s*$", text):
+                    break
+                quoted.add(after)
+    return quoted
+
+
+def _from_signature(signature: Signature, match: re.Match, facts: dict[str, str], line: int, schema: FlagSchema | None) -> Diagnosis:
+    """The diagnosis of a signature, with the concrete values the log names (the port, the GPU, the
+    memory fraction, the algorithm and what this version accepts)."""
+    from cockpit.sglang import versions
+
+    groups = {k: v for k, v in match.groupdict().items() if v}
+    port = next((groups[k] for k in ("port", "mport", "dport", "bport") if k in groups), facts.get("port", "(see the log)"))
+    fraction = facts.get("mem_fraction")
+    algorithms = versions.algorithms(schema.version if schema is not None else None)
+    value = groups.get("value")
+    words = {
+        "port": port, "value": value or "", "algorithms": ", ".join(algorithms),
+        "at_fraction": f" at --mem-fraction-static {fraction}" if fraction else "",
+        "on_gpu": f" on GPU {groups['gpu']}" if "gpu" in groups else "",
+        "wanted": (f" (tried to allocate {groups['need']}" + (f"; {groups['free']} free of {groups['total']}" if "free" in groups else "")
+                   + ")") if "need" in groups else "",
+    }
+    message = signature.hint.format(**words)
+    replacement = None
+    flag_value = value
+    if signature.kind == "unknown_speculative_algorithm" and value:
+        meant = most_likely(value, tuple(algorithms))
+        if meant:
+            message += f"; did you mean {meant}?"
+            replacement = ("--speculative-algorithm", meant)
+    elif signature.kind == "port_in_use":
+        flag_value = port if port.isdigit() else None
+    return Diagnosis(signature.kind, message, signature.flag, flag_value, (message,), line, replacement)
 
 
 def render_diagnoses(diagnoses: list[Diagnosis]) -> str:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from cockpit.sglang.diagnose import Diagnosis, invalid_choice
 from cockpit.sglang.schema import FlagSchema
-from cockpit.sglang.suggest import numeric_guess, rank_values, suggest, type_words
+from cockpit.sglang import versions
+from cockpit.sglang.suggest import most_likely, numeric_guess, rank_values, suggest, type_words
 
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
 DEPTH_FLAGS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
 TOPK_PAGE_BACKENDS = {"flashinfer", "fa3", "triton"}
 
@@ -133,9 +133,13 @@ def eagle_rules(values: dict, schema: FlagSchema) -> list[Diagnosis]:
     algorithm = values.get("--speculative-algorithm")
     if isinstance(algorithm, str) and algorithm:
         algo_flag = schema.get("--speculative-algorithm")
-        if algo_flag is not None and not algo_flag.choices and algorithm.upper() not in SPEC_ALGORITHMS:
-            out.append(Diagnosis("invalid_choice", f"SGLang will stop with 'Unknown speculative algorithm name: {algorithm}'",
-                                 "--speculative-algorithm", algorithm, rank_values(algorithm, SPEC_ALGORITHMS)))
+        known = tuple(versions.algorithms(schema.version))  # this version's own list (its source), not a fixed one
+        if algo_flag is not None and not algo_flag.choices and algorithm.upper() not in known:
+            meant = most_likely(algorithm, known)
+            hint = f"; did you mean {meant}?" if meant else ""
+            out.append(Diagnosis("invalid_choice", f"SGLang will stop with 'Unknown speculative algorithm name: {algorithm}'"
+                                 f"{hint} (it takes {', '.join(known)})", "--speculative-algorithm", algorithm,
+                                 tuple(rank_values(algorithm, known)), replacement=("--speculative-algorithm", meant) if meant else None))
     speculative = bool(algorithm)
     given = [f for f in DEPTH_FLAGS if f in values]
     if given and not speculative:
