@@ -155,3 +155,32 @@ def test_garbage_is_never_a_sample():
 def test_query_argv_is_a_list_not_a_shell_string():
     argv = gpu_query_argv("/opt/nv smi/nvidia-smi", 500)
     assert argv[0] == "/opt/nv smi/nvidia-smi" and argv[-2:] == ["-lms", "500"]
+
+
+def test_gpu_rows_drawn_from_segments_match_the_text_form():
+    """The TUI draws GPU rows straight from segments (its hot path); they hold the same cells and
+    styles as the Rich Text form, for every width, state and dimming."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    from cockpit.telemetry.history import GpuHistory
+    from cockpit.telemetry.model import GpuSample
+    from cockpit.ui.render import gpu_row, gpu_row_segments
+
+    console = Console(width=200, color_system="truecolor")
+    history = GpuHistory(30)
+    samples = [GpuSample(index=3, name="NVIDIA H200", memory_used_mib=61234, memory_total_mib=143771, power_w=693.4,
+                         power_limit_w=700.0, utilization_pct=97, temperature_c=88, problems=("ECC",)),
+               GpuSample(index=0, memory_used_mib=2, memory_total_mib=143771, power_w=None, power_limit_w=700.0,
+                         utilization_pct=None, temperature_c=39),
+               GpuSample(index=1)]
+    for gpu in samples:
+        for value in (100.0, 350.0, 690.0):
+            history.power_w.append(value)
+        for width in (60, 90, 160):
+            for ascii_only in (False, True):
+                for dim in (False, True):
+                    text = gpu_row(gpu, history, width, ascii_only, dim)
+                    a = list(Segment.simplify(text.render(console, end="")))
+                    b = list(Segment.simplify(gpu_row_segments(gpu, history, width, ascii_only, dim)))
+                    assert [(s.text, s.style) for s in a] == [(s.text, s.style) for s in b], (gpu.index, width, ascii_only, dim)

@@ -11,12 +11,14 @@ from cockpit.telemetry.model import HostSnapshot
 class Ring:
     """A fixed-capacity series of floats; the oldest value falls off when full."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_values", "appended", "memo")
 
     def __init__(self, capacity: int):
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self._values: deque[float] = deque(maxlen=capacity)
+        self.appended = 0  # values ever appended: tells a reader what is new since it last looked
+        self.memo: object = None  # a reader's derived state (the UI's sparkline characters)
 
     @property
     def capacity(self) -> int:
@@ -25,6 +27,7 @@ class Ring:
     def append(self, value: float | None) -> None:
         # A missing reading is kept as 0 so the time axis stays aligned across metrics.
         self._values.append(0.0 if value is None else float(value))
+        self.appended += 1
 
     def extend(self, values: Iterable[float | None]) -> None:
         for value in values:

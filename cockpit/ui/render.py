@@ -1,7 +1,13 @@
-"""Pure functions that turn snapshots into Rich text: no widgets, easy to test, cheap to call."""
+"""Pure functions that turn snapshots into Rich text (or, for the lines that change every second,
+straight into segments): no widgets, easy to test, cheap to call."""
 
 from __future__ import annotations
 
+from collections import deque
+from functools import lru_cache
+
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 
 from cockpit.hosts.state import HostState
@@ -34,6 +40,25 @@ def sparkline(values: list[float], width: int, top: float | None = None, ascii_o
     else:
         line = "".join(chars[min(len(chars) - 1, max(0, int(v / high * (len(chars) - 1) + 0.5)))] for v in values)
     return line.rjust(width)
+
+
+def ring_sparkline(ring, width: int, top: float | None, ascii_only: bool = False) -> str:
+    """sparkline of a history ring's last `width` values, kept up to date incrementally: each value's
+    character is computed once, when it arrives (a fixed top, such as a GPU's power limit), instead
+    of every value of the window on every repaint."""
+    if not top:
+        return sparkline(ring.values(width), width, top, ascii_only)
+    memo = ring.memo
+    if not isinstance(memo, list) or memo[0] != (top, ascii_only) or ring.appended - memo[1] > len(memo[2]):
+        chars = deque(maxlen=ring.capacity)
+        chars.extend(sparkline([v], 1, top, ascii_only) for v in ring.values())
+        memo = ring.memo = [(top, ascii_only), ring.appended, chars]
+    elif ring.appended != memo[1]:
+        memo[2].extend(sparkline([v], 1, top, ascii_only) for v in ring.values(ring.appended - memo[1]))
+        memo[1] = ring.appended
+    chars = memo[2]
+    tail = "".join(chars[i] for i in range(max(0, len(chars) - width), len(chars)))
+    return tail.rjust(width)
 
 
 def usage_style(fraction: float) -> str:
@@ -85,13 +110,65 @@ def gpu_row(gpu: GpuSample, history: GpuHistory | None, width: int, ascii_only: 
     used = len(line.plain)
     room = width - used - 1
     if history is not None and room >= 4:
-        spark = sparkline(history.power_w.values(), min(room, 40 if wide else 12), top=gpu.power_limit_w, ascii_only=ascii_only)
+        spark = sparkline(history.power_w.values(min(room, 40 if wide else 12)), min(room, 40 if wide else 12), top=gpu.power_limit_w, ascii_only=ascii_only)
         line.append(" " + spark, style="cyan")
     if gpu.problems:
         line.append(" !", style="bold red")
     if dim:
         line.stylize("dim")
     return line
+
+
+@lru_cache(maxsize=64)
+def _style(name: str, dim: bool = False) -> Style:
+    style = Style.parse(name) if name else Style()
+    return style + Style(dim=True) if dim else style
+
+
+def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, ascii_only: bool = False,
+                     dim: bool = False) -> tuple[Segment, ...] | None:
+    """gpu_row as segments, built directly: every GPU line of every host changes each second, and
+    going through Rich Text (spans, style resolution) was the TUI's largest cost.  The same cells and
+    styles as gpu_row (a test holds them equal).  None for a lost GPU (rare: gpu_row renders it)."""
+    if gpu.lost:
+        return None
+    out: list[Segment] = []
+    used = 0
+
+    def add(text: str, style: str = "") -> None:
+        nonlocal used
+        if text:
+            out.append(Segment(text, _style(style, dim)))
+            used += len(text)
+
+    add(f"GPU{gpu.index:>2} ", "bold")
+    wide = width >= 110
+    bar_width = 16 if wide else 10
+    if wide:
+        add(f"{(gpu.name or '?')[:14]:<14} ", "dim")
+    full, empty = ("#", ".") if ascii_only else ("█", "░")
+    if gpu.memory_used_mib is None or not gpu.memory_total_mib:
+        add("?" * bar_width, "dim")
+    else:
+        fraction = max(0.0, min(1.0, gpu.memory_used_mib / gpu.memory_total_mib))
+        filled = int(round(fraction * bar_width))
+        if gpu.memory_used_mib > 0 and filled == 0:
+            filled = 1
+        add(full * filled, usage_style(fraction))
+        add(empty * (bar_width - filled), usage_style(fraction) + " dim")  # memory_bar's Text style runs under it
+    add(f" {_num(gpu.memory_used_mib):>6}/{_num(gpu.memory_total_mib):<6}M")
+    power = f"{_num(gpu.power_w, '{:.0f}')}/{_num(gpu.power_limit_w, '{:.0f}')}W"
+    add(f" {power:>8}")
+    util = gpu.utilization_pct
+    add(f" {_num(util, '{}%'):>4}", usage_style((util or 0) / 100) if util is not None else "dim")
+    temp = gpu.temperature_c
+    add(f" {_num(temp, '{}C'):>4}", "red" if temp is not None and temp >= 85 else "")
+    room = width - used - 1
+    if history is not None and room >= 4:
+        add(" " + ring_sparkline(history.power_w, min(room, 40 if wide else 12), gpu.power_limit_w, ascii_only), "cyan")
+    if gpu.problems:
+        add(" !", "bold red")
+    return tuple(out)
 
 
 def host_title(snapshot: HostSnapshot, label: str, now: float, ascii_only: bool = False) -> Text:
@@ -113,27 +190,41 @@ def host_title(snapshot: HostSnapshot, label: str, now: float, ascii_only: bool 
     return title
 
 
-def host_body(snapshot: HostSnapshot, histories: dict[int, GpuHistory], width: int, ascii_only: bool = False) -> Text:
-    body = Text(no_wrap=True, overflow="ellipsis")
+def host_body(snapshot: HostSnapshot, histories: dict[int, GpuHistory], width: int, ascii_only: bool = False,
+              rows: bool = True):
+    """The pane's text: the error, a line per GPU, the compute processes.  With rows=False the GPU
+    rows are left out and (the lines before them, the lines after them) are returned: the pane
+    draws the rows itself from gpu_row_segments."""
+    head = Text(no_wrap=True, overflow="ellipsis")
+    tail = Text(no_wrap=True, overflow="ellipsis")
     dim = snapshot.state is HostState.STALE
     if snapshot.error:
         style = "yellow" if snapshot.state in (HostState.STALE, HostState.CONNECTING, HostState.UP) else "red"
-        body.append(snapshot.error + "\n", style=style)
+        head.append(snapshot.error + "\n", style=style)
     if not snapshot.gpus:
         if snapshot.state is HostState.CONNECTING:
-            body.append("connecting…" if not ascii_only else "connecting...", style="dim")
+            head.append("connecting…" if not ascii_only else "connecting...", style="dim")
         elif not snapshot.error:
-            body.append("no GPUs reported", style="dim")
-        return body.rstrip() or body
-    for gpu in snapshot.gpus:
-        body.append_text(gpu_row(gpu, histories.get(gpu.index), width, ascii_only, dim))
-        body.append("\n")
+            head.append("no GPUs reported", style="dim")
+        head.rstrip()
+        return head if rows else (head, tail)
     if snapshot.processes:
         for proc in snapshot.processes:
             where = f"GPU{proc.gpu_index}" if proc.gpu_index is not None else "GPU?"
-            body.append(f"  {where:<5} pid {proc.pid:<8} {_num(proc.used_memory_mib, '{} MiB'):>10}  {(proc.name or '?')[:40]}\n", style="yellow")
+            tail.append(f"  {where:<5} pid {proc.pid:<8} {_num(proc.used_memory_mib, '{} MiB'):>10}  {(proc.name or '?')[:40]}\n", style="yellow")
     elif snapshot.state.reached:
-        body.append("  no compute processes\n", style="dim")
+        tail.append("  no compute processes\n", style="dim")
+    head.rstrip()
+    tail.rstrip()
+    if not rows:
+        return head, tail
+    body = head.copy()
+    if body.plain:
+        body.append("\n")
+    for gpu in snapshot.gpus:
+        body.append_text(gpu_row(gpu, histories.get(gpu.index), width, ascii_only, dim))
+        body.append("\n")
+    body.append_text(tail)
     body.rstrip()
     return body
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from rich.segment import Segment
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
@@ -13,7 +14,7 @@ from cockpit.config import HostConfig
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.history import HostHistory
 from cockpit.telemetry.model import HostSnapshot
-from cockpit.ui.render import gpu_detail, host_body, host_title
+from cockpit.ui.render import gpu_detail, gpu_row, gpu_row_segments, host_body, host_title
 
 
 class HostPane(Widget, can_focus=True):
@@ -42,8 +43,8 @@ class HostPane(Widget, can_focus=True):
 
     def __init__(self, host: HostConfig, ascii_only: bool = False):
         super().__init__(id=f"host-{host.name}", classes="host-pane")
-        self.body = Text("")
         self.host = host
+        self._base_style = None
         self.ascii_only = ascii_only
         self.snapshot = HostSnapshot(name=host.name, state=HostState.CONNECTING, roles=host.roles)
         self.history: HostHistory | None = None
@@ -97,41 +98,57 @@ class HostPane(Widget, can_focus=True):
             self._rendered_title = signature
             self.border_title = title
 
+    def _lines_for(self, width: int) -> list[tuple[Segment, ...] | Text]:
+        """The pane's lines: GPU rows as segments (they change every second), the rest as Text."""
+        gpus = {g.index: g for g in self.snapshot.gpus}
+        histories = self.history.gpus if self.history else {}
+        if self.zoomed_gpu is not None and self.zoomed_gpu in gpus:
+            body = gpu_detail(gpus[self.zoomed_gpu], histories.get(self.zoomed_gpu), width, self.snapshot.processes, self.ascii_only)
+            return body.split("\n", allow_blank=True) if body.plain else [Text("")]
+        dim = self.snapshot.state is HostState.STALE
+        lines: list[tuple[Segment, ...] | Text] = []
+        rest = host_body(self.snapshot, histories, width, self.ascii_only, rows=False)
+        rows = [gpu_row_segments(g, histories.get(g.index), width, self.ascii_only, dim) for g in self.snapshot.gpus]
+        head, tail = rest
+        lines += head.split("\n", allow_blank=True) if head.plain else []
+        for gpu, row in zip(self.snapshot.gpus, rows):
+            lines.append(row if row is not None else gpu_row(gpu, histories.get(gpu.index), width, self.ascii_only, dim))
+        lines += tail.split("\n", allow_blank=True) if tail.plain else []
+        return lines or [Text("")]
+
     def _refresh_body(self, force: bool = False) -> None:
         width = max(40, self.content_region.width or self.size.width or 80)
-        gpus = {g.index: g for g in self.snapshot.gpus}
-        if self.zoomed_gpu is not None and self.zoomed_gpu in gpus:
-            history = self.history.gpus.get(self.zoomed_gpu) if self.history else None
-            body: Text = gpu_detail(gpus[self.zoomed_gpu], history, width, self.snapshot.processes, self.ascii_only)
-        else:
-            body = host_body(self.snapshot, self.history.gpus if self.history else {}, width, self.ascii_only)
-        self.body = body
-        lines = body.split("\n", allow_blank=True) if body.plain else [Text("")]
-        signatures = [(line.plain, tuple((s.start, s.end, str(s.style)) for s in line.spans)) for line in lines]
+        lines = self._lines_for(width)
+        # a line's signature: its segments as built (cheap: cached styles), or a Text's plain text and spans
+        signatures = [line if isinstance(line, tuple) else (line.plain, tuple((s.start, s.end, str(s.style)) for s in line.spans))
+                      for line in lines]
         height = len(lines) + 2  # lines plus the border
         if force or width != self._rendered_width or len(signatures) != len(self._signatures):
             self._signatures = signatures
             self._lines = lines
             self._strips = [None] * len(lines)
             self._rendered_width = width
+            self._base_style = None
             self.renders += 1
             if self.styles.height is None or self.styles.height.value != height:
                 self.styles.height = height  # only a change of line count costs a layout
             self.refresh()
             return
-        # Same shape: repaint only the lines that changed (an idle GPU's line rarely does).
-        for y, (old, new) in enumerate(zip(self._signatures, signatures)):
-            if old != new:
-                self._strips[y] = None
-                self.refresh(Region(0, y, width, 1))
-                self.lines_repainted += 1
+        # Same shape: repaint only the lines that changed (an idle GPU's line rarely does), in one region.
+        changed = [y for y, (old, new) in enumerate(zip(self._signatures, signatures)) if old != new]
+        for y in changed:
+            self._strips[y] = None
+        if changed:
+            self.refresh(Region(0, changed[0], width, changed[-1] - changed[0] + 1))
+            self.lines_repainted += len(changed)
         self._lines = lines
         self._signatures = signatures
 
-    def _strip(self, line: Text, width: int) -> Strip:
-        segments = list(line.render(self.app.console, end=""))
-        # the widget's own colours under the line's, as Textual's Log widget does
-        return Strip(segments).crop_extend(0, width, None).apply_style(self.rich_style)
+    def _strip(self, line: tuple[Segment, ...] | Text, width: int) -> Strip:
+        segments = list(line) if isinstance(line, tuple) else list(line.render(self.app.console, end=""))
+        if self._base_style is None:
+            self._base_style = self.rich_style  # the widget's own colours under the line's, as Textual's Log does
+        return Strip(segments).crop_extend(0, width, None).apply_style(self._base_style)
 
     def render_line(self, y: int) -> Strip:
         width = self.content_region.width or self._rendered_width
@@ -144,4 +161,6 @@ class HostPane(Widget, can_focus=True):
 
     @property
     def content(self) -> Text:
-        return self.body
+        """The pane's text (for tests and screenshots; the screen is drawn from segments)."""
+        parts = [line if isinstance(line, Text) else Text.assemble(*((s.text, s.style) for s in line)) for line in self._lines]
+        return Text("\n").join(parts) if parts else Text("")
