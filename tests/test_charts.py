@@ -79,7 +79,13 @@ async def test_the_decision_view_names_the_best_config_per_concurrency():
         pane = app.query_one(BenchPane)
         pane.cycle(-1)
         await pilot.pause()
-        text = str(pane.decision_text())
+        import io
+
+        from rich.console import Console
+
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(pane.decision_text())
+        text = console.export_text()
         assert "concurrency 1: depth 10 (steps 10, topk 1, draft tokens 11), 360 tok/s, 2.40x the baseline" in text
         assert "concurrency 8: depth 10" in text and "WITHIN NOISE of depth 5" in text  # 1650 vs 1600: 3 %
 

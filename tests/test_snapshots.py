@@ -40,7 +40,7 @@ argv = ["python3", "-m", "sglang.launch_server"]
 
 def fixed_hub(config) -> TelemetryHub:
     hub = TelemetryHub(config)  # never started: no collector runs, only these snapshots
-    future = time.time() + 10**6  # ages read "live" whenever the snapshot is taken
+    future = 4102444800.0  # 2100-01-01: ages read "live" whenever the snapshot is taken, and the raw evidence is the same
     for tick in range(12):
         gpus = tuple(GpuSample(index=i, uuid=f"GPU-{i}", name="NVIDIA H200", memory_used_mib=30000 if i == 5 else 0,
                                memory_total_mib=143771, power_w=80.0 + ((tick + i) % 4) * 9, power_limit_w=700.0,
@@ -61,3 +61,111 @@ def test_cockpit_snapshot(snap_compare, tmp_path, size, theme):
     app.runbook.store.path = tmp_path / "state.json"
     app.runbook.store.audit_path = tmp_path / "audit.jsonl"
     assert snap_compare(app, terminal_size=size)
+
+
+# --- every pane, at both sizes ------------------------------------------------------------------------
+
+PANES_CONFIG = CONFIG + """
+[[runbook.steps]]
+name = "serve"
+kind = "sglang_launch"
+host = "gpu-server"
+model_path = "/models/Llama-3.3-70B-Instruct"
+draft_path = "/ckpt/eagle3"
+depth = 16
+tp = 8
+log = "/tmp/sglang-eagle3.log"
+"""
+HOURS_AGO = 3 * 3600  # ages read "3.0 h ago" for the whole hour a snapshot may take
+
+
+def recorded_results(app, fixtures) -> None:
+    """What a deployment left: the clean check refused (GPU 5 holds 30000 MiB), the launch of a
+    server that crashed on the flag of the story, read from the real SGLang 0.5.23 crash text."""
+    from cockpit.hosts.commandlog import CommandRecord
+    from cockpit.runbook.checks import judge
+    from cockpit.runbook.model import StepResult, StepState
+    from cockpit.sglang.diagnose import diagnose_file
+
+    then = time.time() - HOURS_AGO
+    report = judge(app.hub.latest["gpu-server"])
+    crash = fixtures / "sglang" / "unrecognized_0.5.23.log"
+    diagnoses = diagnose_file(crash).diagnoses
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Llama-3.3-70B-Instruct", "--tp-size", "8",
+            "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/ckpt/eagle3",
+            "--num-speculative-tokens", "16", "--port", "30000"]
+    app.runbook.results.update({
+        "clean": StepResult(StepState.FAILED, then, then + 2, "; ".join(report.reasons), evidence=report.evidence),
+        "serve": StepResult(StepState.FAILED, then + 10, then + 40, "the server died: --num-speculative-tokens is not an SGLang flag",
+                            evidence={"pid": 4242, "host": "gpu-server", "port": 30000, "log": "/tmp/sglang-eagle3.log",
+                                      "argv": argv, "started_at": then + 10, "diagnoses": [d.to_json() for d in diagnoses]},
+                            output=crash.read_text()),
+    })
+    app.runbook._changed()
+    for n, (command, status) in enumerate([("nvidia-smi --query-gpu=index,uuid,name,memory.used --format=csv", 0),
+                                           ("ps -eo pid,user,args", 0), ("kill -TERM 4242", 1)]):
+        at = 1796299200 + n  # a fixed time (TZ=UTC): the log shows clock times
+        app.hub.log.events.publish(CommandRecord(n, "gpu-server", command, "run", at, at + 0.2, status))
+
+
+async def _keys(pilot, *keys: str) -> None:
+    for key in keys:
+        await pilot.press(key)
+        await pilot.pause()
+
+
+async def _confirm(pilot) -> None:
+    from cockpit.ui.screens.confirm import ConfirmScreen
+
+    pilot.app.push_screen(ConfirmScreen("This step changes things on a host:", "On gpu-server, send SIGTERM to pid 4242 "
+                                        "(python3 -m sglang.launch_server ...), wait up to 10 s, then SIGKILL what is left"))
+    await pilot.pause()
+
+
+async def _force(pilot) -> None:
+    pilot.app.action_force_step("serve")
+    await pilot.pause()
+
+
+async def _bench(pilot) -> None:
+    from test_charts import RUNS
+
+    from cockpit.ui.widgets.bench_pane import BenchPane
+
+    pilot.app.query_one(BenchPane).show_runs(RUNS)
+    await _keys(pilot, "b")
+
+
+PANES = {
+    "hosts": lambda pilot: _keys(pilot),
+    "zoomed-host": lambda pilot: _keys(pilot, "z"),
+    "one-gpu": lambda pilot: _keys(pilot, "z", "5"),
+    "checklist": lambda pilot: _keys(pilot, "c"),
+    "checklist-raw": lambda pilot: _keys(pilot, "c", "x"),
+    "server-log": lambda pilot: _keys(pilot, "h", "s") if not pilot.app.layout_state.shown("server") else _keys(pilot),
+    "command-log": lambda pilot: _keys(pilot, "l"),
+    "benchmarks": _bench,
+    "help": lambda pilot: _keys(pilot, "c", "question_mark"),
+    "confirm": _confirm,
+    "force-reason": _force,
+}
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("pane", list(PANES))
+def test_every_pane_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size, pane):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    config = parse_config(PANES_CONFIG)
+    app = CockpitApp(config, hub=fixed_hub(config))
+    app.runbook.store.path = tmp_path / "state.json"
+    app.runbook.store.audit_path = tmp_path / "audit.jsonl"
+
+    async def run_before(pilot) -> None:
+        recorded_results(app, fixtures)
+        await pilot.pause()
+        app.clear_notifications()
+        await PANES[pane](pilot)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

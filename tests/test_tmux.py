@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,12 @@ def tmux(*args: str) -> str:
 
 def screen(session: str) -> str:
     return tmux("capture-pane", "-p", "-t", session)
+
+
+def joined(shown: str) -> str:
+    """The screen's lines joined, borders stripped: text a narrow terminal wrapped reads whole again."""
+    lines = [line.strip(" │┃║|█╭╮╰╯┏┓┗┛━─▌") for line in shown.splitlines()]
+    return " ".join(lines) + "\n" + "".join(lines)
 
 
 def wait_screen(session: str, text: str, timeout: float = 20.0) -> str:
@@ -90,20 +97,34 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
                        + [*cockpit, "demo", "--dir", str(demo_dir)])
     tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), command)
     wait_screen(session, "30000/143771M", timeout=30)  # the old server's memory on GPU 5
-    shown = wait_screen(session, "locked")  # the launch step, locked until its gate opens
-    assert "cockpit DEMO" in shown and "GPU 7" in shown
+    compact = size[0] < 100 or size[1] < 28
+    shown = wait_screen(session, "0/7 passed")
+    assert "cockpit DEMO" in shown and "GPU 7" in shown and "nothing real is deployed" in shown  # the title is whole
 
     def key(*keys: str) -> None:
         tmux("send-keys", "-t", session, *keys)
 
+    if compact:  # one pane at a time: the checklist is one key away
+        assert "locked" not in shown
+        key("c")
+    wait_screen(session, "locked")  # the launch step, locked until its gate opens
+    key("?")
+    help_screen = wait_screen(session, "closes")  # the help's close hint is on screen, whatever the size
+    assert "app.toggle_log" in help_screen or compact
+    key("Escape")
+    time.sleep(0.5)  # (a key right after Escape would read as alt+key)
+    if compact:
+        key("h")
+        wait_screen(session, "GPU 7")
+
     key("n")
     wait_screen(session, "This step changes things on a host")
-    assert "train_eagle3.py --demo" in screen(session)  # exactly what will be killed
+    assert "train_eagle3.py --demo" in joined(screen(session)), screen(session)  # exactly what will be killed
     key("y")
     wait_screen(session, "1/7 passed")
     key("n")
     wait_screen(session, "This step changes things on a host")
-    assert "old_sglang_server.py" in screen(session)
+    assert "old_sglang_server.py" in joined(screen(session)), screen(session)
     key("y")
     wait_screen(session, "2/7 passed")
     key("n")
@@ -114,15 +135,18 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     assert "30000/143771M" not in screen(session)  # the stale memory is gone from GPU 5
     key("n")
     wait_screen(session, "This step changes things on a host")
-    assert "layers.0.* to midlayer.*" in screen(session)
+    assert "layers.0.* to midlayer.*" in joined(screen(session)), screen(session)
     key("y")
     wait_screen(session, "4/7 passed")
     key("n")  # the story's crash, refused before launch
     wait_screen(session, "is not an SGLang flag")
-    assert "fix: --speculative-num-steps 16" in screen(session)
+    shown = screen(session)
+    # the fix whole (wrapped at 80 columns, never cut) and how to apply it
+    assert "fix: --speculative-num-steps 16 --speculative-eagle-topk 1 --speculative-num-draft-tokens 17" in joined(shown), shown
+    assert "press f" in shown
     key("f")
     wait_screen(session, "This step changes things on a host")
-    assert "--speculative-num-steps 16" in screen(session)
+    assert "--speculative-num-steps 16" in joined(screen(session))
     key("y")
     wait_screen(session, "5/7 passed", timeout=30)
     key("n")
@@ -132,16 +156,18 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     assert "Relaunch" in screen(session)
     key("y")
     shown = wait_screen(session, "sweep done", timeout=180)
-    assert "Decision" in shown and "depth 16" in shown  # the decision, each config with all three numbers
+    assert "Decision" in shown and re.search(r"d16 +\d\.\d\d +\d\.\d\d +\d\.\d\d", shown), shown  # each config, three numbers
+    assert "gate closed" not in shown  # the sweep's own relaunches do not invalidate the gate it re-verifies
     shown = wait_screen(session, "7/7 passed", timeout=60)  # the recommended config left running, every step passed
     key("q")
     return shown
 
 
-def test_demo_in_tmux_walks_the_story_to_the_charts(tmp_path, session):
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)], ids=["160x48", "80x24"])
+def test_demo_in_tmux_walks_the_story_to_the_charts(tmp_path, session, size):
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
            "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "tmux-256color"}
-    walk_demo(session, [sys.executable, "-m", "cockpit"], env, tmp_path / "demo")
+    walk_demo(session, [sys.executable, "-m", "cockpit"], env, tmp_path / "demo", size=size)
 
 
 def test_tui_killed_mid_step_shows_it_interrupted_and_resumes(tmp_path, session):

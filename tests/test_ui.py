@@ -91,6 +91,10 @@ async def test_keys_help_log_zoom(sshd):
         await pilot.press("l")
         assert not log.has_class("hidden")
         await eventually(lambda: log.shown > 0, what="commands in the log")
+        # 80x24: one pane at a time, the log is shown instead of the hosts and has the focus
+        assert app.layout_state.compact and app.focused is log and not app.hosts_view.display
+        await pilot.press("h")
+        assert log.has_class("hidden")
         assert isinstance(app.focused, HostPane) and app.focused.host.name == "a"
         await pilot.press("j")
         assert app.focused.host.name == "b"

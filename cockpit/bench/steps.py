@@ -33,6 +33,21 @@ class BenchSweep(StepKind):
                 return problem
         return None
 
+    def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
+        evidence = result.evidence
+        lines = []
+        for decision in evidence.get("decisions") or []:
+            line = f"concurrency {decision.get('concurrency')}: best {decision.get('best')}"
+            if decision.get("speedup"):
+                line += f", {decision['speedup']:.2f}x the baseline"
+            if decision.get("within_noise"):
+                line += f" (within noise of {decision.get('runner_up')})"
+            lines.append(line)
+        if evidence.get("serving"):
+            lines.append(f"now {evidence['serving']}")
+        lines += [f"failed: {f}" for f in evidence.get("failures") or []]
+        return lines
+
     def why(self, spec: StepSpec) -> str:
         return "relaunches the server per depth config (gated each time) and measures throughput, latency and acceptance"
 

@@ -168,6 +168,7 @@ name = "demo-{os.getpid()}"
 name = "kill-trainer"
 kind = "kill_stale"
 host = "trainer"
+title = "kill the stale trainer (train_eagle3.py) on trainer"
 pattern = {json.dumps(re.escape(str(root / 'train_eagle3.py')))}   # only the demo's own stale trainer, never a real run
 grace_s = 2
 

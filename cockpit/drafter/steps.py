@@ -45,6 +45,17 @@ class DrafterCheck(StepKind):
     def why(self, spec: StepSpec) -> str:
         return "layers.0.* keys are skipped silently by SGLang 0.4.9-0.5.11 (accept len 1.00): checked from the headers"
 
+    def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
+        evidence = result.evidence
+        if "tensors" not in evidence:
+            return []
+        lines = [f"{evidence['tensors']} tensors in {', '.join(evidence.get('files') or [])} at {evidence.get('path')} on {evidence.get('host')}"]
+        if evidence.get("fixed"):
+            lines.append(f"renamed {evidence['fixed']} keys layers.0.* to midlayer.* (header only)")
+        for sglang_range, problems in (evidence.get("verdicts") or {}).items():
+            lines.append(f"SGLang {sglang_range}: " + ("ready" if not problems else "; ".join(problems)))
+        return lines
+
     async def plan(self, ctx: RunContext, spec: StepSpec):
         report = await _inspect(ctx, spec)
         version = spec.params.get("sglang")

@@ -16,7 +16,8 @@ from cockpit.hosts.procs import (NEVER_KILL, LaunchedProcess, ProcessRow, acting
                                  process_alive, start_detached, stop_process)
 from cockpit.hosts.transport import Transport, TransportError, quote_argv
 from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, dirty_reasons, judge
-from cockpit.runbook.kind import Param, RunContext, StepKind
+from cockpit.format import age
+from cockpit.runbook.kind import Param, RunContext, StepKind, command_line
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.telemetry.model import HostSnapshot
@@ -63,6 +64,19 @@ class GpuClean(StepKind):
                               evidence=report.evidence)
         return StepResult(StepState.FAILED, started, _now(), "; ".join(report.reasons), evidence=report.evidence)
 
+    def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
+        evidence = result.evidence
+        gpus = evidence.get("gpus") or []
+        if not gpus:
+            return []
+        used = [g for g in gpus if (g.get("memory_used_mib") or 0) > 0]
+        memory = ", ".join(f"GPU {g['index']} {g['memory_used_mib']} MiB" for g in used) or "every one at 0 MiB"
+        lines = [f"{len(gpus)} GPU(s) of {evidence.get('host')} sampled {age(evidence.get('time'))}: {memory}"]
+        procs = evidence.get("processes") or []
+        lines.append("no compute process" if not procs else "compute processes: " + "; ".join(
+            f"pid {p.get('pid')} ({p.get('name') or '?'}, {p.get('used_memory_mib')} MiB, GPU {p.get('gpu_index')})" for p in procs))
+        return lines
+
     def contradicted_by(self, spec: StepSpec, snapshot: HostSnapshot) -> list[str]:
         """Reasons a later telemetry snapshot contradicts a pass (empty: it still holds)."""
         return dirty_reasons(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
@@ -99,6 +113,13 @@ class Command(StepKind):
             except re.error as exc:
                 return f"expect_output is not a valid regular expression: {exc}"
         return None
+
+    def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
+        evidence = result.evidence
+        if "exit_status" not in evidence:
+            return []
+        ran = f"exit status {evidence['exit_status']} (expected {spec.params.get('expect_exit', 0)})"
+        return [ran + (", timed out" if evidence.get("timed_out") else ""), "command: " + command_line(evidence.get("argv"))]
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
@@ -193,6 +214,19 @@ class KillStale(StepKind):
             (chosen if user is None or row.user == user else others).append(found)
         return chosen, others
 
+    def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
+        evidence = result.evidence
+        lines = []
+        for row in evidence.get("found") or []:
+            gpus = " ".join(f"{g.get('index')}:{g.get('mib')}" for g in row.get("gpus") or [])
+            memory = f", {row.get('gpu_mib')} MiB on GPUs {gpus}" if row.get("gpu_mib") else ""
+            lines.append(f"pid {row.get('pid')} ({row.get('user')}{memory}): {str(row.get('args'))[:160]}")
+        for sent in evidence.get("signals") or []:
+            lines.append(f"SIG{sent.get('signal')} to {', '.join(map(str, sent.get('pids') or []))} {age(sent.get('time'))}")
+        for row in evidence.get("left_alone") or []:
+            lines.append(f"left alone: pid {row.get('pid')} of {row.get('user')} (another user)")
+        return lines
+
     async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
         found, others = await self.find(ctx, spec)
         if not found:
@@ -275,6 +309,21 @@ class Launch(StepKind):
         if not all(isinstance(k, str) and isinstance(v, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k) for k, v in env.items()):
             return "env must map variable names to strings"
         return None
+
+    def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
+        server = LaunchedProcess.from_evidence(result.evidence, spec.host)
+        lines = []
+        if server is not None:
+            port = f" on port {server.port}" if server.port else ""
+            lines.append(f"pid {server.pid} on {server.host}{port}, started {age(server.started_at or result.started_at)}")
+            lines.append(f"log: {server.log}")
+        argv = result.evidence.get("argv")
+        if argv:
+            lines.append("command: " + command_line(argv))
+        for diagnosis in result.evidence.get("diagnoses") or []:
+            if isinstance(diagnosis, dict) and diagnosis.get("severity", "error") == "error":
+                lines.append(f"diagnosis: [{diagnosis.get('kind')}] {diagnosis.get('message')}")
+        return lines
 
     def log_path(self, spec: StepSpec) -> str:
         return spec.params.get("log") or f"/tmp/cockpit-{spec.name}.log"

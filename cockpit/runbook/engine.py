@@ -69,6 +69,9 @@ class Runbook:
         self.changes: Topic[None] = Topic()  # any step's state changed
         self.invalidations: Topic[tuple[str, list[str]]] = Topic()  # (gate step, why) when telemetry contradicts a pass
         self.progress: Topic[StepProgress] = Topic()  # how a long step (a sweep) is going
+        # launch steps whose server a sweep stopped to relaunch it: the memory still seen is that
+        # server's, freeing; the relaunch re-verifies the gates itself, so telemetry does not invalidate them
+        self._relaunching: set[str] = set()
         self._recover_interrupted()
         self._unwatch = hub.snapshots.subscribe(self.observe)
 
@@ -174,8 +177,9 @@ class Runbook:
             return False
         for spec in self.spec.steps:
             result = self.results.get(spec.name)
-            if (self.kind(spec).launch and gate.host in self.kind(spec).hosts(spec) and result is not None
-                    and result.state in (StepState.PASSED, StepState.RUNNING) and (result.started_at or 0) >= passed.finished_at):
+            running = result is not None and (result.state in (StepState.PASSED, StepState.RUNNING) or spec.name in self._relaunching)
+            if (self.kind(spec).launch and gate.host in self.kind(spec).hosts(spec) and running
+                    and (result.started_at or 0) >= passed.finished_at):
                 return True
         return False
 
@@ -201,8 +205,14 @@ class Runbook:
             else:
                 state = StepState.BLOCKED if blocked else StepState.PENDING
             warnings = tuple(self.launch_warnings(spec)) if kind.launch else ()
+            details: tuple[str, ...] = ()
+            if result is not None and result.evidence:
+                try:
+                    details = tuple(kind.explain(spec, result))
+                except Exception:  # noqa: BLE001 - a hand-edited state file: the raw evidence still shows
+                    details = ()
             views.append(StepView(spec, result, state, kind.title(spec), kind.why(spec), locked=kind.launch and blocked,
-                                  warnings=warnings, destructive=kind.destructive))
+                                  warnings=warnings, destructive=kind.destructive, details=details))
         return views
 
     def next_step(self) -> StepSpec | None:
@@ -313,6 +323,7 @@ class Runbook:
                     self.store.audit("refused", step=name, reasons=reasons)
                     raise GateClosed(name, reasons)
                 self.store.audit("override", step=name, reason=force_reason, skipped=reasons)
+        self._relaunching.discard(name)  # its gates were verified just now: its own run from here on
         return await self._execute(spec, confirm, forced_reason=force_reason, variant=variant)
 
     async def run_all(self, confirm: Confirm = deny, force: dict[str, str] | None = None) -> list[tuple[str, StepResult]]:
@@ -358,6 +369,8 @@ class Runbook:
             self.store.audit("declined", step=name, host=spec.host, plan=f"stop pid {server.pid}")
             return "not confirmed: nothing was done"
         why = "relaunched by the sweep" if planned else "stopped"
+        if planned:
+            self._relaunching.add(name)
         # stale, not failed: it passed, and no longer holds since its server was stopped
         self.results[name] = replace(self.results[name], state=StepState.STALE,
                                      message=f"server {why} (pid {server.pid}); run the step to start it again")

@@ -86,9 +86,32 @@ class StepKind:
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         raise NotImplementedError
 
+    def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
+        """The step's evidence as short sentences a person reads (the checklist shows them; the raw
+        JSON is one key away).  Kinds say what their evidence means; this default lists its fields."""
+        return explain_fields(result.evidence)
+
     def contradicted_by(self, spec: StepSpec, snapshot: HostSnapshot) -> list[str]:
         """For a gate: why a later telemetry sample says its pass no longer holds (empty: it holds)."""
         return []
+
+
+def explain_fields(evidence: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for key, value in evidence.items():
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            lines.append(f"{key.replace('_', ' ')}: {value}")
+        elif isinstance(value, (list, tuple)):
+            lines.append(f"{key.replace('_', ' ')}: {len(value)} item(s)")
+        elif isinstance(value, dict):
+            lines.append(f"{key.replace('_', ' ')}: {', '.join(map(str, list(value)[:6]))}")
+    return lines
+
+
+def command_line(argv) -> str:
+    from cockpit.hosts.transport import quote_argv
+
+    return quote_argv(argv) if argv else "-"
 
 
 Kinds = Mapping[str, StepKind]

@@ -94,6 +94,7 @@ class StepView:
     locked: bool  # a launch-type step whose gate is closed
     warnings: tuple[str, ...] = ()
     destructive: bool = False
+    details: tuple[str, ...] = ()  # the evidence as sentences (the kind's explain)
 
     def to_json(self) -> dict[str, Any]:
         return {

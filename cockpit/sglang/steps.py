@@ -166,6 +166,16 @@ class SglangReady(StepKind):
     def why(self, spec: StepSpec) -> str:
         return "waits for /health 200 (refused = loading, 503 = warming up); a dead server is diagnosed from its log"
 
+    def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
+        evidence = result.evidence
+        if "health" not in evidence:
+            return []
+        lines = [f"health: {evidence.get('health')} after {evidence.get('seconds')} s (pid {evidence.get('pid')}, port {evidence.get('port')})"]
+        if evidence.get("milestones"):
+            lines.append("start-up: " + " > ".join(evidence["milestones"]))
+        lines += [f"diagnosis: [{d.get('kind')}] {d.get('message')}" for d in evidence.get("diagnoses") or [] if isinstance(d, dict)]
+        return lines
+
     def launch_of(self, runbook, spec: StepSpec) -> str:
         """The sglang_launch step this one waits for: named, or the last one before it."""
         if spec.params.get("launch_step"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from enum import Enum
 
 from cockpit.telemetry.model import ComputeProcess, GpuSample
@@ -91,7 +92,12 @@ def _split(line: str) -> list[str]:
     return [part.strip() for part in line.split(",")]
 
 
+_PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
 def _number(raw: str, field: str, problems: list[str], kind: type) -> int | float | None:
+    if _PLAIN_NUMBER.fullmatch(raw):  # the common case (nounits): no set lookups, no unit
+        return int(round(float(raw))) if kind is int else float(raw)
     if raw in NOT_REPORTED:
         return None
     if raw in FAULTS:
@@ -129,6 +135,24 @@ _FLOAT_FIELDS = {"power.draw": "power_w", "power.limit": "power_limit_w"}
 _TEXT_FIELDS = {"uuid": "uuid", "name": "name", "pci.bus_id": "bus_id", "pstate": "pstate"}
 
 
+@lru_cache(maxsize=16)
+def _plan(fields: tuple[str, ...]) -> tuple[tuple[str | None, ...], tuple[type | None, ...]]:
+    """For each field of a query: the GpuSample attribute it fills and its type (None: ignored)."""
+    attributes, kinds = [], []
+    for name in fields:
+        if name == "index":
+            attributes.append("index"), kinds.append(int)
+        elif name in _INT_FIELDS:
+            attributes.append(_INT_FIELDS[name]), kinds.append(int)
+        elif name in _FLOAT_FIELDS:
+            attributes.append(_FLOAT_FIELDS[name]), kinds.append(float)
+        elif name in _TEXT_FIELDS:
+            attributes.append(_TEXT_FIELDS[name]), kinds.append(str)
+        else:
+            attributes.append(None), kinds.append(None)
+    return tuple(attributes), tuple(kinds)
+
+
 @dataclass(frozen=True)
 class LostGpu:
     """A line saying a GPU could not be reached (fell off the bus, or an unknown error)."""
@@ -150,17 +174,17 @@ def parse_gpu_line(line: str, fields: tuple[str, ...] = GPU_FIELDS) -> GpuSample
         return None
     values: dict[str, object] = {}
     problems: list[str] = []
-    for field_name, raw in zip(fields, parts):
-        if field_name == "index":
+    for field_name, attribute, kind, raw in zip(fields, *_plan(fields), parts):
+        if kind is None:
+            continue
+        if attribute == "index":
             if not raw.isdigit():
                 return None
             values["index"] = int(raw)
-        elif field_name in _INT_FIELDS:
-            values[_INT_FIELDS[field_name]] = _number(raw, field_name, problems, int)
-        elif field_name in _FLOAT_FIELDS:
-            values[_FLOAT_FIELDS[field_name]] = _number(raw, field_name, problems, float)
-        elif field_name in _TEXT_FIELDS:
-            values[_TEXT_FIELDS[field_name]] = _text(raw, field_name, problems)
+        elif kind is str:
+            values[attribute] = _text(raw, field_name, problems)
+        else:
+            values[attribute] = _number(raw, field_name, problems, kind)
     if "index" not in values:
         return None
     lost_gpu = any("GPU is lost" in p for p in problems)

@@ -22,6 +22,7 @@ class Action:
     palette_help: str = ""
     writes: bool = False  # runs a step or changes a host: not in read-only mode
     scope: str = "app"  # "app", or the pane whose bindings it is
+    help: str = ""  # the longer description `?` shows (default: the footer's)
 
     def binding(self) -> Binding:
         return Binding(self.keys, self.action, self.description, show=self.show, key_display=self.key_display, id=self.id)
@@ -34,20 +35,21 @@ class Action:
 ACTIONS: tuple[Action, ...] = (
     Action("app.quit", "q", "quit", "quit"),
     Action("app.help", "question_mark,f1", "help", "help", key_display="?", palette="Help", palette_help="the keys of the focused pane"),
-    Action("app.toggle_log", "l", "toggle_log", "command log", palette="Toggle command log",
+    Action("checklist.next", "n", "run_next", "next step", help="run the next step of the checklist", palette="Run the next step",
+           palette_help="the first step of the runbook not yet passed", writes=True),
+    Action("server.apply_fix", "f", "apply_fix", "apply fix", help="apply the diagnosed fix to the launch step, and relaunch", palette="Apply the suggested fix",
+           palette_help="to the launch step, and relaunch (asks first)", writes=True),
+    Action("app.hosts", "h", "focus_hosts", "hosts", show=False, help="the hosts (a small terminal shows one pane at a time)", palette="Show the hosts", palette_help="every host and GPU"),
+    Action("checklist.focus", "c", "focus_checklist", "checklist", help="the checklist: show it, or focus it", palette="Show the checklist", palette_help="the runbook's steps"),
+    Action("server.toggle", "s", "toggle_server_log", "server", help="the server log: show or hide it", palette="Toggle server log",
+           palette_help="the launched server's log, health and diagnoses"),
+    Action("bench.toggle", "b", "toggle_bench", "bench", help="benchmarks: the sweep's decision and charts", palette="Toggle benchmark charts",
+           palette_help="the sweep's decision, throughput, acceptance and latency per depth config"),
+    Action("app.toggle_log", "l", "toggle_log", "log", help="the command log: every command run on a host", palette="Toggle command log",
            palette_help="every command run on a host, with its exit status"),
-    Action("host.zoom", "z", "zoom", "zoom host", palette="Zoom the focused host", palette_help="show only this host (again to show all)"),
+    Action("host.zoom", "z", "zoom", "zoom", help="zoom the focused host (then 0-9: one GPU)", palette="Zoom the focused host", palette_help="show only this host (again to show all)"),
     Action("host.reconnect", "R", "reconnect", "reconnect now", show=False, palette="Reconnect now",
            palette_help="the focused host (or every host waiting to retry) without waiting for its backoff"),
-    Action("checklist.next", "n", "run_next", "run next step", palette="Run the next step",
-           palette_help="the first step of the runbook not yet passed", writes=True),
-    Action("checklist.focus", "c", "focus_checklist", "checklist", palette="Focus the checklist", palette_help="the runbook's steps"),
-    Action("server.toggle", "s", "toggle_server_log", "server log", palette="Toggle server log",
-           palette_help="the launched server's log, health and diagnoses"),
-    Action("server.apply_fix", "f", "apply_fix", "apply fix", show=False, palette="Apply the suggested fix",
-           palette_help="to the launch step, and relaunch (asks first)", writes=True),
-    Action("bench.toggle", "b", "toggle_bench", "benchmarks", palette="Toggle benchmark charts",
-           palette_help="throughput, acceptance and latency per depth config"),
     Action("bench.next_chart", "right_square_bracket", "chart(1)", "next chart", show=False, key_display="]"),
     Action("bench.previous_chart", "left_square_bracket", "chart(-1)", "previous chart", show=False, key_display="["),
     *(Action(f"host.zoom_gpu_{n}", str(n), f"zoom_gpu({n})", f"zoom GPU {n} (in a zoomed host)", show=False) for n in range(10)),
@@ -56,7 +58,11 @@ ACTIONS: tuple[Action, ...] = (
     Action("checklist.down", "down,j", "move(1)", "next step", show=False, scope="checklist"),
     Action("checklist.up", "up,k", "move(-1)", "previous step", show=False, scope="checklist"),
     Action("checklist.run", "enter,r", "run_selected", "run step", scope="checklist", writes=True),
+    Action("bench.down", "down,j", "scroll(1)", "scroll down", show=False, scope="bench", help="scroll the decision"),
+    Action("bench.up", "up,k", "scroll(-1)", "scroll up", show=False, scope="bench", help="scroll the decision"),
+    Action("checklist.raw", "x", "toggle_raw", "raw evidence", show=False, scope="checklist", help="the selected step's evidence as raw JSON (again: readable)"),
 )
+SHOWN_WHEN = {"server.apply_fix": "a fix is offered"}  # in the footer only while it can do something
 
 
 PANE_HELP = {
@@ -64,6 +70,10 @@ PANE_HELP = {
     "temperature, power history), then the host's compute processes. The border shows the host state "
     "and the age of its last sample.",
     "log": "The command log: every command the cockpit ran on a host, with its exit status.",
+    "server": "The server log: the launched server's start-up milestones, health, its log followed from the end, "
+    "and the diagnosis of a crash with its fix (f applies it to the launch step and relaunches).",
+    "bench": "Benchmarks: a sweep's progress, then its decision (the best depth per concurrency, speedup, "
+    "predicted vs measured acceptance); [ and ] show throughput, acceptance, latency and concurrency charts.",
     "checklist": "The checklist: the runbook's steps in order. A step is blocked until every step before it "
     "passed; the launch step stays locked until its gate opens and re-verifies the GPUs of its host right "
     "before it starts. j/k select, enter runs the selected step, n runs the next one.",
@@ -74,13 +84,25 @@ def bindings(scope: str = "app") -> list[Binding]:
     return [a.binding() for a in ACTIONS if a.scope == scope]
 
 
+def fallbacks(scope: str = "checklist") -> list[Binding]:
+    """The keys of a pane's actions, bound app-wide too (never shown) so that pressed elsewhere
+    they say where they work instead of doing nothing."""
+    taken = {key for a in ACTIONS if a.scope == "app" for key in a.keys.split(",")}
+    return [Binding(key, f"elsewhere('{a.id}')", a.description, show=False, id=f"{a.id}.elsewhere")
+            for a in ACTIONS if a.scope == scope for key in a.keys.split(",") if key not in taken]
+
+
+def by_id(action_id: str) -> Action:
+    return next(a for a in ACTIONS if a.id == action_id)
+
+
 def ids() -> set[str]:
     return {a.id for a in ACTIONS}
 
 
 def help_rows(*scopes: str) -> list[tuple[str, str, str]]:
     """(keys, what it does, id) for the `?` help of these scopes."""
-    return [(a.shown_keys, a.description, a.id) for a in ACTIONS if a.scope in scopes]
+    return [(a.shown_keys, a.help or a.description, a.id) for a in ACTIONS if a.scope in scopes]
 
 
 def palette(read_only: bool) -> list[Action]:

@@ -6,6 +6,7 @@ and the palette come from one action table (ui/actions.py).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from textual.app import App, ComposeResult, SystemCommand
@@ -16,14 +17,15 @@ from textual.worker import Worker, WorkerState
 from cockpit import __version__
 from cockpit.config import Config
 from cockpit.context import Context
-from cockpit.runbook.engine import GateClosed, Runbook
+from cockpit.runbook.engine import Runbook
 from cockpit.runbook.model import StepState
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui import actions
+from cockpit.ui.layout import Layout, MessageBar, ViewBar
 from cockpit.ui.messages import (CommandLogged, GateInvalidated, HostUpdated, RunbookChanged, ServerPolled, StepRefused,
                                  SweepProgress)
-from cockpit.ui.screens.confirm import ConfirmScreen
+from cockpit.ui.runbook_actions import RunbookActions
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.widgets.bench_pane import BenchPane
 from cockpit.ui.widgets.checklist import ChecklistPane
@@ -32,7 +34,8 @@ from cockpit.ui.widgets.host_pane import HostPane
 from cockpit.ui.widgets.hosts_view import HostsView
 from cockpit.ui.widgets.server_log import ServerLogPane
 
-class CockpitApp(App[int]):
+
+class CockpitApp(RunbookActions, App[int]):
     TITLE = "cockpit"
     CSS = """
     #main { height: 1fr; }
@@ -40,10 +43,13 @@ class CockpitApp(App[int]):
     #checklist { width: 56; }
     #main.-narrow { layout: vertical; }
     #main.-narrow #checklist { width: 1fr; height: 45%; }
+    .-compact #main #checklist { width: 1fr; height: 1fr; }
+    .-compact ServerLogPane, .-compact BenchPane, .-compact CommandLogPane { height: 1fr; }
+    .-compact Toast { display: none; }
     #empty { padding: 1 2; }
     .hidden { display: none; }
     """
-    BINDINGS = actions.bindings("app")
+    BINDINGS = actions.bindings("app") + actions.fallbacks("checklist")
 
     def __init__(self, context: Context | Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None,
                  runbook: Runbook | None = None, read_only: bool = False, theme: str | None = None, demo: bool = False):
@@ -55,16 +61,19 @@ class CockpitApp(App[int]):
         self._theme_name = theme or self.config.ui.theme
         self.ascii_only = ascii_only if ascii_only is not None else (self.config.ui.ascii or os.environ.get("COCKPIT_ASCII") == "1")
         self.hosts_view = HostsView(self.config.hosts, self.ascii_only, id="hosts")
+        self.layout_state = Layout()
         self.panes: dict[str, HostPane] = self.hosts_view.panes
         self.updates_handled = 0
         self._pending: dict[str, HostSnapshot] = {}
         self._watching: tuple | None = None  # (step, host, pid, finished) of the server whose log is followed
         self._unsubscribe: list = []
+        self._laid_out = False  # on_mount has applied the first layout (resizes before it follow no focus)
 
     # --- layout -----------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
+        yield ViewBar(id="views")
         with Horizontal(id="main"):
             yield self.hosts_view
             if self.runbook is not None:
@@ -73,6 +82,7 @@ class CockpitApp(App[int]):
             yield ServerLogPane(id="server-log", classes="hidden")
         yield BenchPane(id="bench", classes="hidden")
         yield CommandLogPane(id="command-log", classes="hidden")
+        yield MessageBar(id="messages")
         yield Footer()
 
     def _apply_look(self) -> None:
@@ -88,7 +98,7 @@ class CockpitApp(App[int]):
             raise ConfigError("--theme", f"no theme named '{wanted}'; themes: {', '.join(sorted(self.available_themes))}", key="theme")
         self.theme = wanted
         if self.ascii_only:
-            self.stylesheet.add_source("* { border: ascii $primary-darken-2; } *:focus { border: ascii $accent; }", read_from=("ascii", ""))
+            self.stylesheet.add_source("* { border: ascii $primary-darken-2; } *:focus { border: ascii $accent; border-title-style: reverse; }", read_from=("ascii", ""))
         if self.config.ui.keymap:
             self.set_keymap(dict(self.config.ui.keymap))
 
@@ -97,14 +107,11 @@ class CockpitApp(App[int]):
         yield from super().get_system_commands(screen)
         for action in actions.palette(self.read_only):
             yield SystemCommand(action.palette, action.palette_help, lambda a=action: self.run_action(a.action))
-        if not self.read_only and self.runbook is not None:
-            for spec in self.runbook.spec.steps:
-                yield SystemCommand(f"Run step: {spec.name}", f"{spec.kind} on {spec.host}", lambda n=spec.name: self.action_run_step(n))
+        yield from self.runbook_commands()
 
     def on_mount(self) -> None:
         self._apply_look()
-        where = str(self.config.path) if self.config.path else "this machine (no config)"
-        self.sub_title = f"v{__version__} - {where}" + (" - READ-ONLY" if self.read_only else "")
+        self.layout_state.compact = Layout.is_compact(self.size.width, self.size.height)
         self._unsubscribe += [self.hub.snapshots.subscribe(lambda snap: self.post_message(HostUpdated(snap))),
                               self.hub.log.events.subscribe(lambda rec: self.post_message(CommandLogged(rec)))]
         for name, snapshot in self.hub.latest.items():
@@ -124,9 +131,11 @@ class CockpitApp(App[int]):
                         "`cockpit demo` shows the whole deployment flow.", title="welcome", timeout=20)
         if self.demo:
             self.title = "cockpit DEMO"
-            self.sub_title = "DEMO: replayed H200 telemetry and SGLang, nothing real is deployed"
-            self.notify("Press n to run each step of the deployment; the story's crash comes at 'launch' (then s, f). "
-                        "? shows the keys.", title="cockpit DEMO", timeout=20)
+            self.notify("n runs each step; the story's crash comes at 'launch' (then f); ? shows the keys.",
+                        title="cockpit DEMO", timeout=12)
+        self.apply_layout()
+        self._laid_out = True
+        self.watch(self.screen, "focused", lambda _: self.show_keys(), init=False)  # the footer follows the focus
         if self._own_hub:
             self.hub.start()
         # One timer paints everything: pending samples and the ages in the titles, in one frame.
@@ -140,8 +149,109 @@ class CockpitApp(App[int]):
         if self._own_hub:
             await self.context.close()
 
-    def on_resize(self) -> None:
-        self.query_one("#main").set_class(self.size.width < 130, "-narrow")
+    def on_resize(self, event) -> None:  # (runs before App's own handler: self.size is still the old size)
+        compact = Layout.is_compact(event.size.width, event.size.height)
+        if compact and not self.layout_state.compact and self._laid_out:
+            self.layout_state.view = self._view_of_focus() or "hosts"  # the pane in use stays in view
+        self.layout_state.compact = compact
+        self.query_one("#main").set_class(event.size.width < 130, "-narrow")
+        self.apply_layout()
+
+    def _panes(self) -> dict[str, object]:
+        found = {"hosts": self.hosts_view}
+        for view, kind in (("checklist", ChecklistPane), ("server", ServerLogPane), ("bench", BenchPane), ("log", CommandLogPane)):
+            panes = self.query(kind)
+            if panes:
+                found[view] = panes.first()
+        return found
+
+    def apply_layout(self) -> None:
+        """Show the panes the layout says (small terminal: one; large: side by side, bottom panes opened)."""
+        state, panes = self.layout_state, self._panes()
+        self.set_class(state.compact, "-compact")
+        for view, pane in panes.items():
+            if view in ("hosts", "checklist"):
+                pane.display = state.shown(view)
+            else:
+                pane.set_class(not state.shown(view), "hidden")
+        self.query_one("#main").display = state.shown("hosts") or state.shown("checklist")
+        self.query_one(ViewBar).display = state.compact
+        bar = self.query_one(MessageBar)
+        bar.display = state.compact and bool(bar.messages)
+        self._show_views(panes)
+        self.sub_title = self._subtitle()
+        footer = self.query(Footer)
+        if footer:
+            footer.first().compact = state.compact
+        self.show_keys()
+
+    def _show_views(self, panes: dict | None = None) -> None:
+        """The view bar: the views, and how the checklist stands (seen from every view)."""
+        progress = ""
+        if self.runbook is not None:
+            views = self.runbook.views()
+            progress = f"{sum(v.state is StepState.PASSED for v in views)}/{len(views)} passed"
+        self.query_one(ViewBar).show_state(self.layout_state, set(panes or self._panes()), progress)
+
+    def show_keys(self) -> None:
+        """The footer holds the keys that work now: f only while a fix is offered; the view keys in a
+        large terminal only (a small one has them in its view bar)."""
+        panes = self.query(ServerLogPane)
+        wanted = {"server.apply_fix": bool(panes and panes.first().top_fix is not None and not self.read_only),
+                  "host.zoom": isinstance(self.screen_stack[0].focused, HostPane) or self.zoomed is not None,
+                  "checklist.next": self.runbook is not None and not self.read_only}
+        for view_key in ("checklist.focus", "server.toggle", "bench.toggle", "app.toggle_log"):
+            wanted[view_key] = not self.layout_state.compact
+        changed = False
+        for bindings in self._bindings.key_to_bindings.values():
+            for position, binding in enumerate(bindings):
+                if binding.id in wanted and binding.show != wanted[binding.id]:
+                    bindings[position] = dataclasses.replace(binding, show=wanted[binding.id])
+                    changed = True
+        if changed:
+            self.refresh_bindings()
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None, **kwargs) -> None:
+        """A toast in a large terminal; in a small one the message bar (a toast would cover the one pane)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, **kwargs)
+        bars = self.query(MessageBar)
+        if bars and self.layout_state.compact:
+            import time
+
+            bar = bars.first()
+            bar.add(message, title, severity, timeout or self.NOTIFICATION_TIMEOUT, time.time())
+            self.set_timer((timeout or self.NOTIFICATION_TIMEOUT) + 0.05,
+                           lambda: bar.show_now(time.time()) if self.layout_state.compact else None)
+
+    def _subtitle(self) -> str:
+        if self.demo:
+            return "DEMO: nothing real is deployed" if self.layout_state.compact else \
+                "DEMO: replayed H200 telemetry and SGLang, nothing real is deployed"
+        where = str(self.config.path) if self.config.path else "this machine (no config)"
+        return (where if self.layout_state.compact else f"v{__version__} - {where}") + (" - READ-ONLY" if self.read_only else "")
+
+    def press_view(self, view: str) -> None:
+        target = self.layout_state.press(view)
+        self.apply_layout()
+        if self.layout_state.shown(target):
+            self._focus_view(target)
+
+    def _focus_view(self, view: str) -> None:
+        pane = self._panes().get(view)
+        if view == "hosts":
+            pane = self._focused_host() or next((p for p in self.panes.values() if p.display), None)
+        elif pane is not None and not pane.can_focus:  # the server log: its log is what takes the focus
+            pane = next((w for w in pane.query("*") if w.can_focus), None)
+        if pane is not None:
+            pane.focus()
+
+    def reveal(self, view: str) -> None:
+        """Something happened in that pane: show it (a small terminal: instead of the others, focused)."""
+        if not self.layout_state.shown(view):
+            self.layout_state.reveal(view)
+            self.apply_layout()
+            if self.layout_state.compact and self.screen is self.screen_stack[0]:
+                self._focus_view(view)
 
     # --- messages from the core and from workers ----------------------------------------------------
 
@@ -164,6 +274,7 @@ class CockpitApp(App[int]):
     def on_runbook_changed(self, message: RunbookChanged) -> None:
         for pane in self.query(ChecklistPane):
             pane.show(self.runbook.views())
+            self._show_views()
             self._follow_latest_server()
 
     def on_gate_invalidated(self, message: GateInvalidated) -> None:
@@ -171,6 +282,8 @@ class CockpitApp(App[int]):
         self.notify(result.message if result else message.step, title=f"gate closed: {message.step}", severity="warning", timeout=10)
 
     def on_step_refused(self, message: StepRefused) -> None:
+        for pane in self.query(ChecklistPane):
+            pane.select(message.step)  # the checklist follows what happened
         self.notify("; ".join(message.reasons), title=f"{message.step}: blocked", severity="error", timeout=8)
 
     def on_command_logged(self, message: CommandLogged) -> None:
@@ -179,7 +292,7 @@ class CockpitApp(App[int]):
 
     def on_sweep_progress(self, message: SweepProgress) -> None:
         for pane in self.query(BenchPane):
-            pane.remove_class("hidden")
+            self.reveal("bench")
             pane.progress(message.state)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -205,9 +318,10 @@ class CockpitApp(App[int]):
         self._watching = key
         pane = panes.first()
         pane.follow(f"{spec.name} @{spec.host}")
-        pane.remove_class("hidden")
+        self.reveal("server")
         if server is None or server.port is None or result.state is StepState.FAILED:
             pane.show_failed_launch(result, started=server is not None)
+            self.show_keys()
             self.notify(result.message, title=f"{spec.name} failed", severity="error", timeout=10)
             return
         watcher = ServerWatcher(self.hub.pool.get(spec.host), server.pid, server.port, server.log)
@@ -219,6 +333,7 @@ class CockpitApp(App[int]):
             pane = self.query(ServerLogPane).first()
             was_alive = pane.status.alive if pane.status else True
             pane.show(message.status)
+            self.show_keys()
             result = self.runbook.latest_launch("sglang_launch")[1]  # a stop that was asked for (a sweep) is no crash
             if was_alive and not message.status.alive and result is not None and result.state is StepState.PASSED:
                 errors = [d for d in message.status.report.diagnoses if d.severity == "error"]
@@ -226,11 +341,10 @@ class CockpitApp(App[int]):
                             severity="error", timeout=15)
 
     def action_toggle_server_log(self) -> None:
-        panes = self.query(ServerLogPane)
-        if not panes:
-            self.notify("No sglang_launch step in the runbook", severity="warning")
+        if not self.query(ServerLogPane):
+            self.notify("No sglang_launch step in the runbook: there is no server log to show", severity="warning")
             return
-        panes.first().set_class(not panes.first().has_class("hidden"), "hidden")
+        self.press_view("server")
 
     def action_apply_fix(self) -> None:
         from cockpit.errors import CockpitError
@@ -259,18 +373,22 @@ class CockpitApp(App[int]):
         from cockpit.bench.store import sweep_runs
 
         pane = self.query_one(BenchPane)
-        if pane.has_class("hidden") and not pane.runs:
+        if not pane.runs:
             pane.show_runs(sweep_runs())
-        pane.set_class(not pane.has_class("hidden"), "hidden")
+        self.press_view("bench")
 
     def action_chart(self, step: int) -> None:
         pane = self.query_one(BenchPane)
-        if not pane.has_class("hidden"):
+        if pane.has_class("hidden"):
+            self.notify("[ and ] change the benchmark view: open it with b", severity="warning")
+        else:
             pane.cycle(step)
 
     def action_toggle_log(self) -> None:
-        log = self.query_one(CommandLogPane)
-        log.set_class(not log.has_class("hidden"), "hidden")
+        self.press_view("log")
+
+    def action_focus_hosts(self) -> None:
+        self.press_view("hosts")
 
     # --- hosts --------------------------------------------------------------------------------------
 
@@ -289,7 +407,28 @@ class CockpitApp(App[int]):
         self._say(self.hosts_view.zoom_gpu(index))
 
     def action_zoom(self) -> None:
+        if self._focused_host() is None and self.zoomed is None:
+            self._say(f"z zooms a host, and {self._focused_view()} has the focus: h (or tab) moves to the hosts")
+            return
         self._say(self.hosts_view.toggle_zoom(self._focused_host()))
+
+    def _view_of_focus(self) -> str | None:
+        focused = self.screen_stack[0].focused
+        for view, pane in self._panes().items():
+            if focused is not None and (focused is pane or pane in focused.ancestors):
+                return view
+        return None
+
+    def _focused_view(self) -> str:
+        view = self._view_of_focus()
+        return {"log": "the command log", "server": "the server log", "bench": "the benchmarks",
+                None: "no pane"}.get(view, f"the {view}")
+
+    def action_elsewhere(self, action_id: str) -> None:
+        """A checklist key pressed in another pane: say where it works."""
+        action = actions.by_id(action_id)
+        self.notify(f"{action.shown_keys}: {action.help or action.description}, in the checklist (c focuses it)",
+                    severity="warning", timeout=5)
 
     def action_focus_next_host(self) -> None:
         self.hosts_view.move_focus(self._focused_host(), 1)
@@ -305,50 +444,6 @@ class CockpitApp(App[int]):
         else:
             self.notify("no host is waiting to reconnect" if pane is None else f"{pane.host.name} is not waiting to reconnect",
                         severity="warning", timeout=4)
-
-    # --- the checklist ------------------------------------------------------------------------------
-
-    def action_focus_checklist(self) -> None:
-        if self.runbook is not None:
-            self.query_one(ChecklistPane).focus()
-
-    def action_run_next(self) -> None:
-        if self.runbook is None:
-            self.notify("No runbook in the config", severity="warning")
-            return
-        step = self.runbook.next_step()
-        if step is None:
-            self.notify("Every step has passed")
-            return
-        self.action_run_step(step.name)
-
-    def on_checklist_pane_run_requested(self, message: ChecklistPane.RunRequested) -> None:
-        self.action_run_step(message.step)
-
-    def action_run_step(self, name: str) -> None:
-        if self.read_only:
-            self.notify("Read-only mode: steps cannot run", severity="warning")
-            return
-        if self.runbook is None:
-            return
-        blockers = self.runbook.prerequisites(name)
-        if blockers:
-            self.post_message(StepRefused(name, blockers))
-            return
-        if any(worker.group == "runbook" and worker.is_running for worker in self.workers):
-            self.post_message(StepRefused(name, ["another step is still running"]))
-            return
-        self.run_worker(self._run_step(name), name=f"step {name}", group="runbook", exit_on_error=False)
-
-    async def _run_step(self, name: str) -> None:
-        """Runs in a worker: it talks to the engine and posts messages; widgets are the app's."""
-        try:
-            await self.runbook.run_step(name, self._confirm)
-        except GateClosed as exc:
-            self.post_message(StepRefused(name, exc.reasons))
-
-    async def _confirm(self, plan: str) -> bool:
-        return bool(await self.push_screen_wait(ConfirmScreen("This step changes things on a host:", plan)))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen.for_widget(self.focused))

@@ -119,17 +119,20 @@ def gpu_row(gpu: GpuSample, history: GpuHistory | None, width: int, ascii_only: 
     return line
 
 
-@lru_cache(maxsize=64)
-def _style(name: str, dim: bool = False) -> Style:
+@lru_cache(maxsize=256)
+def _style(name: str, dim: bool = False, base: Style | None = None) -> Style:
     style = Style.parse(name) if name else Style()
-    return style + Style(dim=True) if dim else style
+    style = style + Style(dim=True) if dim else style
+    return base + style if base is not None else style
 
 
 def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, ascii_only: bool = False,
-                     dim: bool = False) -> tuple[Segment, ...] | None:
+                     dim: bool = False, base: Style | None = None) -> tuple[Segment, ...] | None:
     """gpu_row as segments, built directly: every GPU line of every host changes each second, and
     going through Rich Text (spans, style resolution) was the TUI's largest cost.  The same cells and
-    styles as gpu_row (a test holds them equal).  None for a lost GPU (rare: gpu_row renders it)."""
+    styles as gpu_row (a test holds them equal).  With `base` (the pane's own style) the row is
+    finished as the screen needs it: each style on top of the base, padded to `width`, so the
+    pane makes its strip without another pass.  None for a lost GPU (rare: gpu_row renders it)."""
     if gpu.lost:
         return None
     out: list[Segment] = []
@@ -138,7 +141,7 @@ def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, asc
     def add(text: str, style: str = "") -> None:
         nonlocal used
         if text:
-            out.append(Segment(text, _style(style, dim)))
+            out.append(Segment(text, _style(style, dim, base)))
             used += len(text)
 
     add(f"GPU{gpu.index:>2} ", "bold")
@@ -168,6 +171,8 @@ def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, asc
         add(" " + ring_sparkline(history.power_w, min(room, 40 if wide else 12), gpu.power_limit_w, ascii_only), "cyan")
     if gpu.problems:
         add(" !", "bold red")
+    if base is not None and used < width:
+        out.append(Segment(" " * (width - used), base))
     return tuple(out)
 
 

@@ -17,11 +17,12 @@ class HelpScreen(ModalScreen[None]):
         align: center middle;
     }
     HelpScreen > VerticalScroll {
-        width: 76;
-        max-width: 95%;
+        width: 86;
+        max-width: 98%;
         height: auto;
-        max-height: 90%;
+        max-height: 100%;
         border: round $accent;
+        border-subtitle-align: right;
         background: $panel;
         padding: 0 1;
     }
@@ -39,14 +40,17 @@ class HelpScreen(ModalScreen[None]):
     def for_widget(cls, focused) -> "HelpScreen":
         """The keys of the app, those of the focused pane, and what that pane shows."""
         from cockpit.ui import actions
+        from cockpit.ui.widgets.bench_pane import BenchPane
         from cockpit.ui.widgets.checklist import ChecklistPane
         from cockpit.ui.widgets.command_log import CommandLogPane
+        from cockpit.ui.widgets.server_log import ServerLogPane
 
         rows = actions.help_rows("app") + [("tab / shift+tab", "move focus between panes", "")]
-        if isinstance(focused, CommandLogPane):
-            return cls(rows, actions.PANE_HELP["log"])
-        if isinstance(focused, ChecklistPane):
-            return cls(rows + actions.help_rows("checklist"), actions.PANE_HELP["checklist"])
+        chain = [focused, *(focused.ancestors if focused is not None else [])]
+        for kind, name in ((ChecklistPane, "checklist"), (CommandLogPane, "log"), (ServerLogPane, "server"), (BenchPane, "bench")):
+            if any(isinstance(node, kind) for node in chain):
+                extra = actions.help_rows(name) if name in ("checklist", "bench") else []
+                return cls(extra + rows, actions.PANE_HELP[name])
         return cls(rows, actions.PANE_HELP["host"])
 
     def compose(self) -> ComposeResult:
@@ -56,10 +60,12 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("id", style="dim", no_wrap=True)
         for key, description, binding_id in self.rows:
             table.add_row(key, description, binding_id)
-        with VerticalScroll():
+        scroll = VerticalScroll()
+        scroll.border_title = "keys"
+        scroll.border_subtitle = "esc, q or ? closes · arrows scroll"  # on the frame: always in view
+        with scroll:
             yield Static(Text(self.context + "\n", style="italic"))
             yield Static(table)
-            yield Static(Text("\nesc, q or ? closes this help.", style="dim"))
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

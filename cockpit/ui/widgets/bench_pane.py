@@ -6,9 +6,11 @@ from __future__ import annotations
 import statistics
 
 from rich.text import Text
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import ProgressBar, Static
 
+from cockpit.sglang.depth import DepthConfig
+from cockpit.ui.actions import bindings
 from cockpit.ui.widgets.chart import Chart
 
 VIEWS = ("decision", "throughput", "acceptance", "latency", "concurrency")
@@ -28,12 +30,15 @@ def by_config(runs: list[dict]) -> dict[str, list[dict]]:
     return groups
 
 
-class BenchPane(Vertical):
+class BenchPane(Vertical, can_focus=True):
     DEFAULT_CSS = """
     BenchPane {
         height: 1fr;
         min-height: 14;
         border: round $primary-darken-2;
+    }
+    BenchPane:focus {
+        border: heavy $accent;
     }
     BenchPane #bench-progress-line {
         height: 1;
@@ -41,7 +46,12 @@ class BenchPane(Vertical):
     BenchPane ProgressBar {
         height: 1;
     }
+    BenchPane #bench-decision-scroll {
+        height: 1fr;
+    }
     """
+
+    BINDINGS = bindings("bench")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -52,11 +62,15 @@ class BenchPane(Vertical):
     def compose(self):
         yield Static(Text("no sweep yet: run the bench_sweep step, or `cockpit bench sweep`", style="dim"), id="bench-progress-line")
         yield ProgressBar(total=1, show_eta=False, id="bench-progress")
-        yield Static("", id="bench-decision")
+        with VerticalScroll(id="bench-decision-scroll", can_focus=False):
+            yield Static("", id="bench-decision")
         yield Chart(id="bench-chart")
 
     def on_mount(self) -> None:
         self.draw()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.draw)  # which bars have room for their values depends on the width
 
     def progress(self, state: dict) -> None:
         eta = "" if state.get("eta_s") is None else f" · about {state['eta_s']:.0f} s left"
@@ -79,21 +93,37 @@ class BenchPane(Vertical):
             self.query_one("#bench-progress-line", Static).update(Text(f"{len(runs)} stored run(s) of {configs} config(s)", style="dim"))
         self.draw()
 
-    def decision_text(self) -> Text:
-        from cockpit.bench.report import render_acceptance, render_decisions
+    def decision_text(self):
+        """The decision in sentences (they wrap), the acceptance as a table of short config names
+        (it fits 80 columns), the names explained once."""
+        from rich.console import Group
+        from rich.table import Table
+
+        from cockpit.bench.report import render_decisions
         from cockpit.bench.sweep import SweepResult
+        from cockpit.format import num
 
         if not self.runs:
             return Text("no runs yet: the decision comes when a sweep has measured its configs", style="dim")
         result = SweepResult.from_runs(self.runs)
-        decisions = result.decisions()
         data = result.to_json()
-        text = Text(render_decisions(decisions, result.recommendation()) + "\n", style="bold")
+        parts = [Text(render_decisions(result.decisions(), result.recommendation()), style="bold")]
         if data["acceptance"]:
-            text.append("\n" + render_acceptance(data["acceptance"]) + "\n")
-        text.append("\nd16 = depth 16: 16 steps of a topk-1 chain, 17 draft tokens.  `cockpit bench report --format md` writes it.",
-                    style="dim")
-        return text
+            table = Table(title="acceptance length: the drafter's estimate (topk-1 chain) and SGLang's measure",
+                          title_justify="left", box=None, padding=(0, 1), title_style="")
+            for column in ("config", "estimate +bonus", "estimate", "measured"):
+                table.add_column(column, justify="left" if column == "config" else "right")
+            for row in data["acceptance"]:
+                name = DepthConfig.chain(row["steps"]).short if row["topk"] == 1 else row["config"]
+                table.add_row(name, num(row["estimate_with_bonus"], "{:.2f}"), num(row["estimate_without_bonus"], "{:.2f}"),
+                              num(row["measured"], "{:.2f}"))
+            parts += [Text(""), table]
+        parts.append(Text("\nd16 = depth 16: 16 steps of a topk-1 chain, 17 draft tokens; +bonus counts the verified token "
+                          "(SGLang's accept length).  `cockpit bench report --format md` writes it all.", style="dim"))
+        return Group(*parts)
+
+    def action_scroll(self, rows: int) -> None:
+        self.query_one("#bench-decision-scroll").scroll_relative(y=rows, animate=False)
 
     def cycle(self, step: int = 1) -> None:
         self.view = (self.view + step) % len(VIEWS)
@@ -106,7 +136,7 @@ class BenchPane(Vertical):
         self.border_title = f"benchmarks · {name}  ([ ] other views)"
         groups = by_config(self.runs)
         chart.display = name != "decision"
-        decision.display = name == "decision"
+        self.query_one("#bench-decision-scroll").display = name == "decision"
         if name == "decision":
             decision.update(self.decision_text())
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 import time
 
 from rich.text import Text
@@ -10,6 +11,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from cockpit.format import age
 from cockpit.runbook.model import StepState, StepView
 from cockpit.ui.actions import bindings
 
@@ -23,18 +25,8 @@ MARK = {
 }
 
 
-def _age(ts: float | None, now: float) -> str:
-    if ts is None:
-        return ""
-    seconds = max(0.0, now - ts)
-    if seconds < 90:
-        return f"{seconds:.0f}s ago"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m ago"
-    return f"{seconds / 3600:.1f}h ago"
-
-
-def render_checklist(views: list[StepView], selected: int, width: int, ascii_only: bool = False, now: float | None = None) -> Text:
+def render_checklist(views: list[StepView], selected: int, width: int, ascii_only: bool = False, now: float | None = None,
+                     raw: bool = False) -> Text:
     now = now or time.time()
     text = Text(no_wrap=True, overflow="ellipsis")
     for number, view in enumerate(views):
@@ -51,7 +43,10 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
         if view.destructive:
             line.append("  !", style="yellow")
         if view.result is not None and view.result.finished_at:
-            line.append(f"  {_age(view.result.finished_at, now)}", style="dim")
+            when = f"  {age(view.result.finished_at, now)}"
+            if line.cell_len + len(when) <= width:  # the age only where it fits: the step's line is never wrapped
+                line.append(when, style="dim")
+        line.truncate(width, overflow="ellipsis")
         text.append_text(line)
         text.append("\n")
         text.append(f"     {view.title}\n", style="dim" if number != selected else "")
@@ -71,13 +66,14 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
         if view.result.forced_reason:
             text.append(f"gate skipped: {view.result.forced_reason}\n", style="yellow")
         evidence = view.result.evidence
-        if evidence.get("gpus"):
-            gpus = ", ".join(f"{g['index']}:{g['memory_used_mib']}M" for g in evidence["gpus"])
-            text.append(f"evidence {_age(evidence.get('time'), now)} from {evidence.get('host')}: {gpus}\n", style="dim")
-            procs = evidence.get("processes") or []
-            text.append(f"processes: {', '.join(str(p['pid']) for p in procs) or 'none'}\n", style="dim")
+        if raw and evidence:
+            for line in json.dumps(evidence, indent=1, default=str).splitlines():
+                text.append(line + "\n", style="dim")
         elif evidence:
-            text.append(json.dumps(evidence, default=str)[:400] + "\n", style="dim")
+            for detail in view.details:
+                for piece in textwrap.wrap(detail, max(20, width - 4), subsequent_indent="    ", break_on_hyphens=False) or [""]:
+                    text.append(f"  {piece}\n", style="dim")
+            text.append("  (x: the raw evidence)\n", style="dim italic")
         if view.result.output:
             for line in view.result.output.strip().splitlines()[-6:]:
                 text.append(f"  {line}\n", style="dim")
@@ -96,7 +92,7 @@ class ChecklistPane(Widget, can_focus=True):
         overflow-y: auto;
     }
     ChecklistPane:focus {
-        border: round $accent;
+        border: heavy $accent;
     }
     """
     BINDINGS = bindings("checklist")
@@ -105,21 +101,37 @@ class ChecklistPane(Widget, can_focus=True):
     def __init__(self, ascii_only: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.views: list[StepView] = []
+        self.raw = False  # the selected step's evidence as raw JSON
         self.ascii_only = ascii_only
         self.border_title = "checklist"
 
     def show(self, views: list[StepView]) -> None:
         running = [i for i, v in enumerate(views) if v.state is StepState.RUNNING]
+        before = {v.spec.name: (v.state, v.result.finished_at if v.result else None) for v in self.views}
+        failed = [i for i, v in enumerate(views) if v.state is StepState.FAILED
+                  and before.get(v.spec.name) != (v.state, v.result.finished_at if v.result else None)]
         self.views = views
         if running:
             self.selected = running[0]  # follow the step that runs: its evidence is what matters now
+        elif failed:
+            self.selected = failed[0]  # and the one that just failed: its reason is what matters now
         self.selected = min(self.selected, max(0, len(views) - 1))
         done = sum(v.state is StepState.PASSED for v in views)
         self.border_title = f"checklist · {done}/{len(views)} passed"
         self.refresh()
 
     def render(self) -> Text:
-        return render_checklist(self.views, self.selected, self.content_region.width or 40, self.ascii_only)
+        return render_checklist(self.views, self.selected, self.content_region.width or 40, self.ascii_only, raw=self.raw)
+
+    def select(self, step: str) -> None:
+        """Show this step's detail (a refused step: its reasons)."""
+        for index, view in enumerate(self.views):
+            if view.spec.name == step:
+                self.selected = index
+
+    def action_toggle_raw(self) -> None:
+        self.raw = not self.raw
+        self.refresh()
 
     def watch_selected(self) -> None:
         self.refresh()

@@ -36,7 +36,7 @@ class CommandLogPane(BoundedRichLog):
         border-title-color: $text-muted;
     }
     CommandLogPane:focus {
-        border: round $accent;
+        border: heavy $accent;
     }
     """
 

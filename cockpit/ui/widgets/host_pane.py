@@ -31,13 +31,19 @@ class HostPane(Widget, can_focus=True):
         margin: 0 0 0 0;
     }
     HostPane:focus {
-        border: round $accent;
+        border: heavy $accent;
     }
     HostPane.-down {
         border: round $error;
     }
+    HostPane.-down:focus {
+        border: heavy $error;
+    }
     HostPane.-stale {
         border: round $warning;
+    }
+    HostPane.-stale:focus {
+        border: heavy $warning;
     }
     """
 
@@ -58,8 +64,12 @@ class HostPane(Widget, can_focus=True):
         self._rendered_title: tuple | None = None
         self._rendered_width = 0
         self.renders = 0
-        if host.accent:
-            self.styles.border = ("heavy", host.accent)
+        self._accent_border(focused=False)
+
+    def _accent_border(self, focused: bool) -> None:
+        """A host's own colour (config `accent`) replaces the theme's; heavy still marks the focus."""
+        if self.host.accent:
+            self.styles.border = ("heavy" if focused else "round", self.host.accent)
 
     def on_mount(self) -> None:
         self._refresh_title()
@@ -69,9 +79,11 @@ class HostPane(Widget, can_focus=True):
         self._refresh_body(force=True)
 
     def on_focus(self) -> None:
+        self._accent_border(focused=True)
         self._refresh_body(force=True)  # the focused pane's colours differ: rebuild the strips
 
     def on_blur(self) -> None:
+        self._accent_border(focused=False)
         self._refresh_body(force=True)
 
     def show(self, snapshot: HostSnapshot, history: HostHistory | None) -> None:
@@ -108,7 +120,10 @@ class HostPane(Widget, can_focus=True):
         dim = self.snapshot.state is HostState.STALE
         lines: list[tuple[Segment, ...] | Text] = []
         rest = host_body(self.snapshot, histories, width, self.ascii_only, rows=False)
-        rows = [gpu_row_segments(g, histories.get(g.index), width, self.ascii_only, dim) for g in self.snapshot.gpus]
+        if self._base_style is None:
+            self._base_style = self.rich_style  # the widget's own colours under the line's, as Textual's Log does
+        base = self._base_style
+        rows = [gpu_row_segments(g, histories.get(g.index), width, self.ascii_only, dim, base) for g in self.snapshot.gpus]
         head, tail = rest
         lines += head.split("\n", allow_blank=True) if head.plain else []
         for gpu, row in zip(self.snapshot.gpus, rows):
@@ -118,6 +133,8 @@ class HostPane(Widget, can_focus=True):
 
     def _refresh_body(self, force: bool = False) -> None:
         width = max(40, self.content_region.width or self.size.width or 80)
+        if force or width != self._rendered_width:
+            self._base_style = None  # colours or width changed: rows are finished with the new ones
         lines = self._lines_for(width)
         # a line's signature: its segments as built (cheap: cached styles), or a Text's plain text and spans
         signatures = [line if isinstance(line, tuple) else (line.plain, tuple((s.start, s.end, str(s.style)) for s in line.spans))
@@ -128,7 +145,6 @@ class HostPane(Widget, can_focus=True):
             self._lines = lines
             self._strips = [None] * len(lines)
             self._rendered_width = width
-            self._base_style = None
             self.renders += 1
             if self.styles.height is None or self.styles.height.value != height:
                 self.styles.height = height  # only a change of line count costs a layout
@@ -145,6 +161,8 @@ class HostPane(Widget, can_focus=True):
         self._signatures = signatures
 
     def _strip(self, line: tuple[Segment, ...] | Text, width: int) -> Strip:
+        if isinstance(line, tuple) and sum(len(segment.text) for segment in line) == width:
+            return Strip(line, width)  # a GPU row: finished on the base style at this width already
         segments = list(line) if isinstance(line, tuple) else list(line.render(self.app.console, end=""))
         if self._base_style is None:
             self._base_style = self.rich_style  # the widget's own colours under the line's, as Textual's Log does

@@ -20,15 +20,17 @@ def status_line(status: ServerStatus | None, target: str) -> Text:
     if status is None:
         text.append("waiting for the first look…", style="dim")
         return text
+    # health first: in a narrow terminal the milestones are what the ellipsis takes
+    health_style = {"ready": "bold green", "warming": "yellow", "loading": "cyan"}.get(status.health, "red")
+    text.append(f"health: {status.health}  ", style=health_style)
+    if not status.alive and status.health != "not started":
+        text.append("PROCESS DEAD", style="bold white on red")
+        text.append("  ")
     seen = {m for m, _ in status.report.milestones}
     for name in STEPS:
         if name in ("HTTP server up", "draft CUDA graphs"):
             continue
         text.append(("✔ " if name in seen else "· ") + name + "  ", style="green" if name in seen else "dim")
-    health_style = {"ready": "bold green", "warming": "yellow", "loading": "cyan"}.get(status.health, "red")
-    text.append(f"health: {status.health}", style=health_style)
-    if not status.alive and status.health != "not started":
-        text.append("  PROCESS DEAD", style="bold white on red")
     return text
 
 
@@ -40,7 +42,8 @@ def diagnosis_text(diagnoses: list[Diagnosis]) -> Text:
         mark, style = marks.get(d.severity, ("✘", "bold red"))
         text.append(f"{mark} [{d.kind}] {where}{d.message}\n", style=style)
         if d.replacement:
-            text.append(f"   fix: {' '.join(d.replacement)}   (press f to apply it to the launch step and relaunch)\n", style="green")
+            text.append(f"   fix: {' '.join(d.replacement)}\n", style="bold green")
+            text.append("   press f to apply it to the launch step and relaunch\n", style="green")
     return text.rstrip() or text
 
 
@@ -51,14 +54,14 @@ class ServerLogPane(Vertical):
         border: round $primary-darken-2;
     }
     ServerLogPane:focus-within {
-        border: round $accent;
+        border: heavy $accent;
     }
     ServerLogPane #server-status {
         height: 1;
     }
     ServerLogPane #server-diagnoses {
         height: auto;
-        max-height: 5;
+        max-height: 12;
     }
     ServerLogPane RichLog {
         height: 1fr;
@@ -107,8 +110,10 @@ class ServerLogPane(Vertical):
         from cockpit.sglang.diagnose import LogReport
 
         diagnoses = Diagnosis.all_from_json((result.evidence or {}).get("diagnoses"))
-        self.show(ServerStatus("down" if started else "not started", False, LogReport(diagnoses=diagnoses),
-                               result.output.splitlines() if result.output else []))
+        lines = result.output.splitlines() if result.output else []
+        if not started and not lines:
+            lines = [f"(no log: the server was not started: {result.message})"]
+        self.show(ServerStatus("down" if started else "not started", False, LogReport(diagnoses=diagnoses), lines))
 
     @property
     def top_fix(self) -> Diagnosis | None:

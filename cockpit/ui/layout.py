@@ -1,0 +1,108 @@
+"""Which panes show, for the terminal the cockpit meets.
+
+At 160x48 and up (any terminal at least COMPACT_WIDTH wide and COMPACT_HEIGHT high) the hosts and the
+checklist stand side by side, and the server log, benchmarks and command log open below them.  In a
+smaller terminal (80x24 in a tmux split) one primary pane fills the screen and the others are one
+key away: a view bar names them, their keys, and how the checklist stands, whatever is shown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.widgets import Static
+
+COMPACT_WIDTH, COMPACT_HEIGHT = 100, 28
+VIEWS = (("hosts", "h"), ("checklist", "c"), ("server", "s"), ("bench", "b"), ("log", "l"))
+BOTTOM = ("server", "bench", "log")
+
+
+@dataclass
+class Layout:
+    compact: bool = False
+    view: str = "hosts"  # the pane that fills a small terminal
+    opened: set[str] = field(default_factory=set)  # the bottom panes open in a large one
+
+    @staticmethod
+    def is_compact(width: int, height: int) -> bool:
+        return width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+
+    def press(self, view: str) -> str:
+        """A view's key: in a small terminal it shows that pane (its key again: back to the hosts);
+        in a large one it opens or closes a bottom pane, or focuses the hosts or the checklist.
+        Returns the view to focus."""
+        if self.compact:
+            self.view = "hosts" if self.view == view and view != "hosts" else view
+            return self.view
+        if view in BOTTOM:
+            self.opened.symmetric_difference_update({view})
+        return view
+
+    def reveal(self, view: str) -> None:
+        """Something happened in that pane (a sweep runs, a server started): show it."""
+        if self.compact:
+            self.view = view
+        else:
+            self.opened.add(view)
+
+    def shown(self, view: str) -> bool:
+        if self.compact:
+            return self.view == view
+        return view in ("hosts", "checklist") or view in self.opened
+
+
+class ViewBar(Static):
+    """One line in a small terminal: the views and their keys, the current one marked, and the
+    checklist's progress and next step (visible from every view)."""
+
+    DEFAULT_CSS = """
+    ViewBar {
+        height: 1;
+        background: $boost;
+    }
+    """
+
+    def show_state(self, layout: Layout, available: set[str], progress: str) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for name, key in VIEWS:
+            if name not in available:
+                continue
+            current = layout.view == name
+            text.append(f" {key} ", style="bold reverse" if current else "bold")
+            label = f"{name} {progress}" if name == "checklist" and progress else name
+            text.append(f"{label} ", style="bold" if current else "dim")
+        self.update(text)
+
+
+class MessageBar(Static):
+    """A small terminal's toasts: the latest messages in lines of their own above the footer, so that
+    they take room from the pane instead of covering it (a large terminal shows toasts)."""
+
+    DEFAULT_CSS = """
+    MessageBar {
+        height: auto;
+        max-height: 4;
+        background: $panel;
+        padding: 0 1;
+    }
+    """
+    STYLES = {"error": "bold red", "warning": "yellow", "information": ""}
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.messages: list[tuple[float, str, str, str]] = []  # (until, severity, title, message)
+
+    def add(self, message: str, title: str, severity: str, timeout: float, now: float) -> None:
+        self.messages = [m for m in self.messages if m[0] > now][-1:] + [(now + timeout, severity, title, message)]
+        self.show_now(now)
+
+    def show_now(self, now: float) -> None:
+        self.messages = [m for m in self.messages if m[0] > now]
+        text = Text()
+        for _, severity, title, message in self.messages:
+            if text:
+                text.append("\n")
+            text.append(f"{title}: " if title else "", style="bold")
+            text.append(message, style=self.STYLES.get(severity, ""))
+        self.update(text)
+        self.display = bool(self.messages)

@@ -1,0 +1,120 @@
+"""The runbook's actions in the TUI: run the next or a chosen step, force one past its gate with a
+reason, reset results, stop a launched server.  The same engine calls as `cockpit plan run|reset|stop`,
+confirmed the same way (the plan shown, y to go on); none of them in read-only mode.  Workers talk
+to the engine and post messages; they never touch widgets."""
+
+from __future__ import annotations
+
+from textual.app import SystemCommand
+
+from cockpit.runbook.engine import GateClosed
+from cockpit.ui.messages import StepRefused
+from cockpit.ui.screens.confirm import ConfirmScreen
+from cockpit.ui.screens.reason import ReasonScreen
+from cockpit.ui.widgets.checklist import ChecklistPane
+
+
+class RunbookActions:
+    """Mixed into CockpitApp (needs its runbook, read_only, notify, run_worker, push_screen)."""
+
+    def runbook_commands(self):
+        """The palette's entries for the runbook: one per step and action that can do something."""
+        if self.read_only or self.runbook is None:
+            return
+        for spec in self.runbook.spec.steps:
+            where = f"{spec.kind} on {spec.host}"
+            yield SystemCommand(f"Run step: {spec.name}", where, lambda n=spec.name: self.action_run_step(n))
+            if self.runbook.kind(spec).launch:
+                yield SystemCommand(f"Force step past its gate: {spec.name}", f"{where}; asks why (recorded in the audit log)",
+                                    lambda n=spec.name: self.action_force_step(n))
+                if self.runbook.launched(spec.name) is not None:
+                    yield SystemCommand(f"Stop the server of: {spec.name}", f"SIGTERM the server this step started on {spec.host} (asks first)",
+                                        lambda n=spec.name: self.action_stop_server(n))
+            if self.runbook.result(spec.name) is not None:
+                yield SystemCommand(f"Reset step: {spec.name}", "forget its recorded result (asks first)",
+                                    lambda n=spec.name: self.action_reset_step(n))
+        yield SystemCommand("Reset every step", "forget every recorded result and applied fix (asks first)",
+                            lambda: self.action_reset_step(None))
+
+    def _refuse_read_only(self, what: str) -> bool:
+        if self.read_only:
+            self.notify(f"Read-only mode: {what}", severity="warning")
+        elif self.runbook is None:
+            self.notify("No runbook in the config: there is no checklist", severity="warning")
+        return self.read_only or self.runbook is None
+
+    def action_focus_checklist(self) -> None:
+        if self.runbook is None:
+            self.notify("No runbook in the config: there is no checklist", severity="warning")
+        else:
+            self.press_view("checklist")
+
+    def action_run_next(self) -> None:
+        if self._refuse_read_only("steps cannot run"):
+            return
+        step = self.runbook.next_step()
+        if step is None:
+            self.notify("Every step has passed (reset a step from the palette, ctrl+p, to run it again)")
+            return
+        self.action_run_step(step.name)
+
+    def on_checklist_pane_run_requested(self, message: ChecklistPane.RunRequested) -> None:
+        self.action_run_step(message.step)
+
+    def _busy(self) -> bool:
+        return any(worker.group == "runbook" and worker.is_running for worker in self.workers)
+
+    def action_run_step(self, name: str, force_reason: str | None = None) -> None:
+        if self._refuse_read_only("steps cannot run"):
+            return
+        blockers = [] if force_reason else self.runbook.prerequisites(name)
+        if self._busy():
+            blockers = ["another step is still running"]
+        if blockers:
+            self.post_message(StepRefused(name, blockers))
+            return
+        self.run_worker(self._run_step(name, force_reason), name=f"step {name}", group="runbook", exit_on_error=False)
+
+    async def _run_step(self, name: str, force_reason: str | None = None) -> None:
+        try:
+            await self.runbook.run_step(name, self._confirm, force_reason)
+        except GateClosed as exc:
+            self.post_message(StepRefused(name, exc.reasons))
+
+    async def _confirm(self, plan: str) -> bool:
+        return bool(await self.push_screen_wait(ConfirmScreen("This step changes things on a host:", plan)))
+
+    def action_force_step(self, name: str) -> None:
+        """`plan run --force STEP --reason TEXT`: the reason is asked, then the step's own confirmation."""
+        if self._refuse_read_only("steps cannot run"):
+            return
+        blockers = self.runbook.prerequisites(name)
+        explanation = (f"'{name}' will run without waiting for its gate"
+                       + (f" (now: {'; '.join(blockers)})" if blockers else "")
+                       + ". The launch gate's checks still run and are shown; failing ones are skipped and the reason is recorded.")
+        self.push_screen(ReasonScreen(f"Force '{name}' past its gate", explanation),
+                         lambda reason: reason and self.action_run_step(name, force_reason=reason))
+
+    def action_reset_step(self, name: str | None) -> None:
+        """`plan reset [STEP]`: forgets recorded results (nothing on a host changes); asks first."""
+        if self._refuse_read_only("nothing can be reset"):
+            return
+        what = f"the recorded result of step '{name}' and any fix applied to it" if name else \
+            f"every recorded result of runbook '{self.runbook.spec.name}' and every applied fix"
+        plan = f"Forget {what}.\nNothing on a host changes; the audit log keeps the history.\nState file: {self.runbook.store.path}"
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.runbook.reset(name)
+                self.notify(f"reset {'step ' + name if name else 'every step'}", timeout=4)
+        self.push_screen(ConfirmScreen("Reset the checklist:", plan), answered)
+
+    def action_stop_server(self, name: str) -> None:
+        """`plan stop STEP`: the engine shows exactly what it will signal and asks first."""
+        if self._refuse_read_only("nothing can be stopped"):
+            return
+
+        async def stop() -> None:
+            said = await self.runbook.stop_server(name, self._confirm)
+            self.notify(said, title=f"stop {name}", timeout=6)
+        self.run_worker(stop(), name=f"stop {name}", group="runbook", exit_on_error=False)

@@ -1,0 +1,235 @@
+"""The TUI fits the terminal it meets and says what it does: one pane at a time at 80x24, side by side
+at 160x48, live resizing, messages that cover nothing, visible focus, keys that say why they do
+nothing, the footer's keys, and the runbook's actions in the palette (confirmed; none in read-only)."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+from helpers import eventually
+from test_snapshots import CONFIG, fixed_hub
+
+from cockpit.config import parse_config
+from cockpit.runbook.model import StepState
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.layout import MessageBar
+from cockpit.ui.screens.confirm import ConfirmScreen
+from cockpit.ui.screens.reason import ReasonScreen
+from cockpit.ui.widgets.checklist import ChecklistPane
+from cockpit.ui.widgets.command_log import CommandLogPane
+from cockpit.ui.widgets.host_pane import HostPane
+
+
+def fixed_app(tmp_path, **kwargs) -> CockpitApp:
+    config = parse_config(CONFIG)
+    app = CockpitApp(config, hub=fixed_hub(config), **kwargs)
+    app.runbook.store.path = tmp_path / "state.json"
+    app.runbook.store.audit_path = tmp_path / "audit.jsonl"
+    return app
+
+
+def shown_ids(app) -> set[str]:
+    return {active.binding.id for active in app.screen.active_bindings.values() if active.binding.show and active.binding.id}
+
+
+async def test_small_terminal_shows_one_pane_and_resizes_live(tmp_path):
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        checklist, log = app.query_one(ChecklistPane), app.query_one(CommandLogPane)
+        assert app.layout_state.compact and app.hosts_view.display and not checklist.display
+        await pilot.press("c")
+        assert checklist.display and not app.hosts_view.display and app.focused is checklist
+        await pilot.press("l")
+        assert not log.has_class("hidden") and not checklist.display and app.focused is log
+        await pilot.press("l")  # its key again: back to the hosts
+        assert app.hosts_view.display and log.has_class("hidden") and isinstance(app.focused, HostPane)
+        await pilot.press("c")
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        assert not app.layout_state.compact and app.hosts_view.display and checklist.display  # side by side
+        assert not app.query_one("#views").display
+        await pilot.press("l")
+        assert not log.has_class("hidden") and app.hosts_view.display and checklist.display  # below them
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert app.layout_state.compact and app.layout_state.view == "log"  # the pane in use stays in view
+        assert log.display and not app.hosts_view.display
+
+
+async def test_messages_take_room_instead_of_covering_in_a_small_terminal(tmp_path):
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("c")
+        bar = app.query_one(MessageBar)
+        assert not bar.display
+        await pilot.press("z")  # nothing to zoom from the checklist: it says why
+        await pilot.pause()
+        assert bar.display and "z zooms a host" in str(bar.content) and "checklist has the focus" in str(bar.content)
+        assert bar.region.y + bar.region.height <= app.size.height - 1  # above the footer
+        assert app.query_one(ChecklistPane).region.bottom <= bar.region.y  # the pane gave room: nothing covered
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        assert not bar.display  # a large terminal shows toasts
+
+
+async def test_keys_elsewhere_say_where_they_work(tmp_path):
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.focused, HostPane)
+        await pilot.press("x")
+        await pilot.press("r")
+        messages = [n.message for n in app._notifications]
+        assert any(m.startswith("x: ") and "checklist (c focuses it)" in m for m in messages), messages
+        assert any("run step" in m and "checklist" in m for m in messages), messages
+        assert app.runbook.results == {}  # r in the hosts ran nothing
+
+
+async def test_footer_holds_the_keys_that_work_now(tmp_path):
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert "host.zoom" in shown_ids(app) and "server.apply_fix" not in shown_ids(app)  # no fix is offered
+        await pilot.press("c")
+        await pilot.pause()
+        assert "host.zoom" not in shown_ids(app)  # z does nothing from the checklist: not offered
+        assert "checklist.run" in shown_ids(app)
+
+
+async def test_focus_is_marked_by_a_heavy_border(tmp_path):
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        host, checklist = app.panes["trainer"], app.query_one(ChecklistPane)
+        host.focus()
+        await pilot.pause()
+        assert host.styles.border_top[0] == "heavy" and checklist.styles.border_top[0] == "round"
+        await pilot.press("c")
+        await pilot.pause()
+        assert host.styles.border_top[0] == "round" and checklist.styles.border_top[0] == "heavy"
+
+
+async def test_the_checklist_follows_a_refusal(tmp_path):
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        checklist = app.query_one(ChecklistPane)
+        assert checklist.selected == 0
+        app.action_run_step("launch")  # blocked: 'clean' has not run
+        await eventually(lambda: checklist.selected == 1, what="the refused step selected")
+        await pilot.pause()
+        assert any("launch: blocked" in (n.title or "") for n in app._notifications)
+
+
+LOCAL = """
+[hosts.here]
+local = true
+nvidia_smi = "/nonexistent/nvidia-smi"
+
+[runbook]
+name = "palette"
+
+[[runbook.steps]]
+name = "clean"
+kind = "gpu_clean"
+host = "here"
+
+[[runbook.steps]]
+name = "launch"
+kind = "launch"
+host = "here"
+argv = ["sleep", "60"]
+settle_s = 0.3
+log = "{log}"
+"""
+
+
+def palette_titles(app) -> list[str]:
+    return [command.title for command in app.get_system_commands(app.screen)]
+
+
+async def test_palette_forces_stops_and_resets_as_the_cli_does(tmp_path):
+    config = parse_config(LOCAL.format(log=tmp_path / "server.log"))
+    app = CockpitApp(config)
+    app.runbook.store.path = tmp_path / "state.json"
+    app.runbook.store.audit_path = tmp_path / "audit.jsonl"
+    async with app.run_test(size=(160, 48)) as pilot:
+        titles = palette_titles(app)
+        assert "Force step past its gate: launch" in titles and "Reset every step" in titles
+        assert not any(t.startswith("Stop the server") for t in titles)  # nothing started yet
+        app.action_force_step("launch")
+        await eventually(lambda: isinstance(app.screen, ReasonScreen), what="the reason asked")
+        await pilot.press("enter")  # no reason: refused, still asking
+        assert isinstance(app.screen, ReasonScreen)
+        for key in "old GPUs":
+            await pilot.press("space" if key == " " else key)
+        await pilot.press("enter")
+        await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="the launch's own confirmation")
+        assert "sleep 60" in app.screen.plan
+        await pilot.press("y")
+        await eventually(lambda: app.runbook.result("launch") and app.runbook.result("launch").state is StepState.PASSED,
+                         timeout=20, what="launched")
+        result = app.runbook.result("launch")
+        assert result.forced_reason == "old GPUs"
+        pid = app.runbook.launched("launch").pid
+        assert psutil.pid_exists(pid)
+        assert "Stop the server of: launch" in palette_titles(app)
+
+        app.action_stop_server("launch")
+        await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="stop asks")
+        assert f"SIGTERM pid {pid}" in app.screen.plan
+        await pilot.press("y")
+        await eventually(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+                         timeout=15, what="the server stopped")
+        await eventually(lambda: app.runbook.result("launch").state is StepState.STALE, what="the step stale")
+
+        app.action_reset_step("launch")
+        await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="reset asks")
+        await pilot.press("n")  # declined: nothing forgotten
+        await pilot.pause()
+        assert app.runbook.result("launch") is not None
+        app.action_reset_step("launch")
+        await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="reset asks")
+        await pilot.press("y")
+        await eventually(lambda: app.runbook.result("launch") is None, what="reset")
+    audit = (tmp_path / "audit.jsonl").read_text()
+    assert '"override"' in audit and "old GPUs" in audit and '"reset"' in audit
+
+
+async def test_read_only_palette_has_no_runbook_actions(tmp_path):
+    config = parse_config(LOCAL.format(log=tmp_path / "server.log"))
+    app = CockpitApp(config, read_only=True)
+    app.runbook.store.path = tmp_path / "state.json"
+    async with app.run_test(size=(80, 24)) as pilot:
+        titles = palette_titles(app)
+        assert not [t for t in titles if t.split(":")[0] in ("Run step", "Force step past its gate", "Reset step", "Stop the server of")]
+        assert "Reset every step" not in titles and "Run the next step" not in titles
+        app.action_reset_step(None)
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("Read-only" in n.message for n in app._notifications)
+
+
+async def test_step_details_are_sentences_with_the_raw_evidence_one_key_away(tmp_path):
+    from cockpit.runbook.checks import judge
+    from cockpit.runbook.model import StepResult
+
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        report = judge(app.hub.latest["gpu-server"])
+        then = time.time() - 120
+        app.runbook.results["clean"] = StepResult(StepState.FAILED, then, then + 1, "; ".join(report.reasons), evidence=report.evidence)
+        app.runbook._changed()
+        checklist = app.query_one(ChecklistPane)
+        await eventually(lambda: checklist.views and checklist.views[0].result is not None, what="shown")
+        await pilot.press("c")
+        text = " ".join(str(checklist.render()).split())  # (wrapped to the pane's width)
+        assert "8 GPU(s) of gpu-server sampled" in text and "GPU 5 30000 MiB" in text
+        assert "pid 4242 (python3, 30000 MiB, GPU 5)" in text and "2 min ago" in text
+        assert '"memory_used_mib"' not in text and str(int(report.evidence["time"])) not in text  # no JSON, no epoch
+        await pilot.press("x")
+        raw = str(checklist.render())
+        assert '"memory_used_mib"' in raw
+        await pilot.press("x")
+        assert '"memory_used_mib"' not in str(checklist.render())
