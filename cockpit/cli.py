@@ -142,6 +142,21 @@ def build_parser() -> argparse.ArgumentParser:
              json=True, yes="relaunch without asking").add_argument(
         "--after", choices=("recommended", "original", "stop"), help="what runs when it is done (default: [bench] after, recommended)")
 
+    runs = _command(sub, "runs", "training runs of [runs.NAME]: progress, accuracy per position, estimated acceptance length, "
+                    "checkpoints, flags; exit 0 healthy, 1 something flagged, 2 could not read", config=True, json=True)
+    runs.add_argument("name", nargs="?", metavar="NAME", help="only this run")
+    server = _command(sub, "server", "live figures of a serving SGLang (throughput, requests, acceptance, flags): of the server "
+                      "a launch STEP started, or of --log FILE / --url URL; exit 0 healthy, 1 flagged, 2 could not read",
+                      config=True, json=True)
+    server.add_argument("step", nargs="?", metavar="STEP", help="a launch step of the runbook (default: the last one that started a server)")
+    server.add_argument("--log", metavar="FILE", help="a server log to read (on --host, default this machine)")
+    server.add_argument("--url", metavar="URL", help="the server's base URL: /metrics (--enable-metrics) and /server_info")
+    server.add_argument("--host", metavar="H", help="the host --log is on, and --url is reached from")
+    alert_sub = sub.add_parser("alert", help="alerts: bell, desktop notification, command, notification URLs ([alerts])").add_subparsers(
+        dest="alert_command", metavar="ACTION")
+    _command(alert_sub, "test", "send a test alert through every configured channel; exit 0 delivered, 1 a channel failed",
+             config=True, json=True)
+
     demo = _command(sub, "demo", "the whole deployment of the story on this machine: no GPU, no network beyond loopback")
     demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder)")
     demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME")
@@ -524,6 +539,102 @@ def cmd_bench_sweep(args) -> int:
 # --- set-up, the demo, the TUI ----------------------------------------------------------------------
 
 
+# --- runs, serving, alerts --------------------------------------------------------------------------
+
+
+def cmd_runs(args) -> int:
+    from cockpit.runs.report import exit_code, render_run
+    from cockpit.runs.watch import RunWatcher
+
+    ctx = context(args, need_config=True)
+    if not ctx.runs:
+        raise CockpitError(f"{ctx.config.path} has no [runs.NAME] table: add one with host and log and/or output_dir")
+    if args.name is not None and args.name not in ctx.runs:
+        raise CockpitError(f"no run named '{args.name}'; runs: {', '.join(sorted(ctx.runs))}")
+    specs = [ctx.runs[args.name]] if args.name else list(ctx.runs.values())
+
+    async def go(c):
+        statuses = []
+        for spec in specs:
+            status, _ = await RunWatcher(spec, c.pool.get(spec.host)).poll(catch_up=True)
+            statuses.append(status)
+        return statuses
+
+    statuses = with_context(ctx, go)
+    emit(args, {"runs": [s.to_json() for s in statuses]}, "\n".join(render_run(s) for s in statuses))
+    return exit_code(statuses)
+
+
+def cmd_server(args) -> int:
+    from cockpit.hosts.http import default_opener, normalize_endpoint
+    from cockpit.sglang.live import LiveServer, render_live
+
+    ctx = context(args)
+    url = None
+    if args.url is not None:
+        try:
+            url = normalize_endpoint(args.url)
+        except ValueError as exc:
+            raise CockpitError(f"--url: {exc}") from None
+    host_name, log = args.host, args.log
+    if args.step is not None or (log is None and url is None):
+        runbook = runbook_of(ctx)
+        if args.step is None:
+            started = [s.name for s in runbook.spec.steps if runbook.kind(s).launch and runbook.launched(s.name)]
+            if not started:
+                raise CockpitError("no launch step has started a server: name a step, or give --log FILE / --url URL")
+            args.step = started[-1]
+        spec = runbook.spec.step(args.step)
+        if not runbook.kind(spec).launch:
+            raise CockpitError(f"'{args.step}' is a {spec.kind} step: it starts no server")
+        server = runbook.launched(args.step)
+        if server is None:
+            raise CockpitError(f"'{args.step}' has not started a server: run it first (cockpit plan run {args.step})")
+        host_name, log = spec.host, log or server.log
+        if url is None and server.port:
+            url = f"http://127.0.0.1:{server.port}"
+    host_name = host_name or next((h.name for h in ctx.config.hosts if h.local), None)
+    if host_name is None and log is not None:
+        raise CockpitError("--log needs --host: the config has no local host")
+    if log is not None and not os.path.isabs(log):
+        if host_name and ctx.config.host(host_name).local:
+            log = os.path.abspath(log)
+        else:
+            raise CockpitError(f"--log {log}: give an absolute path on {host_name}")
+
+    async def go(c):
+        transport = c.pool.get(host_name) if host_name else None
+        opener = None if args.host or args.step else default_opener
+        live = LiveServer(transport, log, url, opener=opener)
+        figures = await live.poll(catch_up=True)
+        return live, figures.to_json()
+
+    live, data = with_context(ctx, go)
+    data = {"step": args.step, "host": host_name, "log": log, "url": url, **data}
+    unreadable = live.unreachable or (live.log_missing and f"{log}: no such file on {host_name}")
+    if unreadable and not data["sources"]:
+        data["error"] = unreadable
+        emit(args, data, f"cockpit: could not read the server: {unreadable}")
+        return EXIT_UNREACHABLE
+    emit(args, data, render_live(data))
+    return EXIT_PROBLEM if data["flags"] else EXIT_OK
+
+
+def cmd_alert(args) -> int:
+    from cockpit.alerts import Alert, Alerter, tty_writer
+
+    if args.alert_command != "test":
+        build_parser().parse_args(["alert", "--help"])
+    ctx = context(args)
+    alerter = Alerter(ctx.alerts, terminal=tty_writer())
+    alert = Alert("test", "test", "cockpit test alert", f"a test alert from `cockpit alert test` at {time.strftime('%H:%M:%S')}", "info")
+    delivery = asyncio.run(alerter.send(alert, force=True))
+    lines = [f"{channel}: {result}" for channel, result in delivery.channels.items()] or ["no channel: configure [alerts]"]
+    emit(args, delivery.to_json(), "\n".join(lines))
+    failed = [r for r in delivery.channels.values() if r != "ok"]
+    return EXIT_PROBLEM if failed or not delivery.channels else EXIT_OK
+
+
 def cmd_init(args) -> int:
     from cockpit.init import example_text, questionnaire, write_config, write_text
     from cockpit.paths import default_config_path
@@ -576,7 +687,7 @@ def cmd_ui(args) -> int:
 COMMANDS = {
     "status": cmd_status, "config": cmd_config, "trust": cmd_trust, "verify": cmd_verify, "plan": cmd_plan,
     "parse-log": cmd_parse_log, "lint-flags": cmd_lint_flags, "drafter": cmd_drafter, "bench": cmd_bench,
-    "init": cmd_init, "demo": cmd_demo,
+    "init": cmd_init, "demo": cmd_demo, "runs": cmd_runs, "server": cmd_server, "alert": cmd_alert,
 }
 
 

@@ -263,7 +263,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         line = int(match.group(1)) if match else None
         raise ConfigError(path, f"not valid TOML: {message}", line=line) from None
     check = _Checker(path, text)
-    check.unknown_tables(raw, {"hosts", "ssh", "telemetry", "runbook", "bench", "ui", "keymap"})
+    check.unknown_tables(raw, {"hosts", "ssh", "telemetry", "runbook", "bench", "ui", "keymap", "runs", "alerts"})
 
     ssh_raw = raw.get("ssh", {})
     if not isinstance(ssh_raw, dict):

@@ -8,9 +8,10 @@ the [bench] sweep).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cockpit.alerts import AlertSettings, parse_alerts
 from cockpit.bench.steps import BENCH_KINDS
 from cockpit.bench.sweep import SweepSpec, parse_sweep
 from cockpit.config import Config, load_config
@@ -21,13 +22,15 @@ from cockpit.runbook.engine import Runbook
 from cockpit.runbook.kind import Kinds, registry
 from cockpit.runbook.spec import RunbookSpec
 from cockpit.runbook.store import StateStore
+from cockpit.runs.spec import RunSpec, parse_runs
+from cockpit.runs.steps import RUNS_KINDS
 from cockpit.sglang.steps import SGLANG_KINDS
 from cockpit.telemetry.hub import TelemetryHub
 
 
 def default_kinds() -> Kinds:
     """Every step kind the cockpit ships: the runbook's own, SGLang's, the drafter's, the benchmarks'."""
-    return registry((*BUILTIN_KINDS, *SGLANG_KINDS, *DRAFTER_KINDS, *BENCH_KINDS))
+    return registry((*BUILTIN_KINDS, *SGLANG_KINDS, *DRAFTER_KINDS, *BENCH_KINDS, *RUNS_KINDS))
 
 
 def parse_runbook(config: Config, kinds: Kinds | None = None) -> RunbookSpec:
@@ -39,6 +42,8 @@ class CheckedConfig:
     config: Config
     runbook: RunbookSpec
     sweep: SweepSpec | None  # None: no [bench] table and no bench_sweep step
+    runs: dict[str, RunSpec] = field(default_factory=dict)  # [runs.NAME]
+    alerts: AlertSettings = field(default_factory=AlertSettings)
 
     def to_json(self) -> dict:
         sweep = self.sweep
@@ -47,6 +52,7 @@ class CheckedConfig:
                           for h in self.config.hosts],
                 "runbook": {"name": self.runbook.name, "steps": [{"name": s.name, "kind": s.kind, "host": s.host}
                                                                  for s in self.runbook.steps]},
+                "runs": [r.to_json() for r in self.runs.values()],
                 "sweep": None if sweep is None else {"launch_step": sweep.launch_step, "configs": [c.label for c in sweep.configs()],
                                                      "concurrency": list(sweep.concurrency)}}
 
@@ -56,6 +62,7 @@ class CheckedConfig:
             roles = f" [{', '.join(host.roles)}]" if host.roles else ""
             lines.append(f"  {host.label}{f' via {host.jump_host}' if host.jump_host else ''}{roles}")
         lines += [f"  step {n}. {s.name}: {s.kind} on {s.host}" for n, s in enumerate(self.runbook.steps, start=1)]
+        lines += [f"  run {r.name} on {r.host}: " + ", ".join(x for x in (r.log, r.output_dir) if x) for r in self.runs.values()]
         if self.sweep is not None:
             lines.append(f"  sweep: relaunch '{self.sweep.launch_step}' for {', '.join(c.label for c in self.sweep.configs())}; "
                          f"concurrency {', '.join(map(str, self.sweep.concurrency))}")
@@ -64,10 +71,12 @@ class CheckedConfig:
 
 def check_config(config: Config, kinds: Kinds | None = None) -> CheckedConfig:
     """Every part of a config checked; raises ConfigError naming file, line and key."""
+    runs = parse_runs(config)  # before the runbook: its wait_run steps name these
+    alerts = parse_alerts(config)
     runbook = parse_runbook(config, kinds)
     wants_sweep = "bench" in config.raw or any(s.kind == "bench_sweep" for s in runbook.steps)
     sweep = parse_sweep(config, runbook) if wants_sweep else None
-    return CheckedConfig(config, runbook, sweep)
+    return CheckedConfig(config, runbook, sweep, runs, alerts)
 
 
 def load_checked(path: str | Path | None, kinds: Kinds | None = None) -> CheckedConfig:
@@ -89,6 +98,8 @@ class Context:
         self.log = self.hub.log
         self.kinds = checked.runbook.kinds
         self.sweep = checked.sweep
+        self.runs = checked.runs
+        self.alerts = checked.alerts
         self._runbook = runbook
         self._store = store
 

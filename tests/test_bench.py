@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.bench.client import RequestRecord, Workload, run_closed_loop, run_request
-from cockpit.bench.http import default_opener
+from cockpit.hosts.http import default_opener
 from cockpit.bench.stats import percentile, summarize
 from harness.sshd import free_port
 from harness.standin_sglang import start_standin_sglang

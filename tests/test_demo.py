@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
+from cockpit.demo.specmodel import DRAFTER_ACCURACY
 from cockpit.demo.world import build
 from cockpit.hosts.state import HostState
 from cockpit.runbook.model import StepState
@@ -38,6 +43,17 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             assert server.state is HostState.UP and any(g.memory_used_mib == 30000 for g in server.gpus)
             launch_view = [v for v in app.runbook.views() if v.spec.name == "launch"][0]
             assert launch_view.locked
+            # the training run of the story (a stand-in) finishes into its checkpoint; the runs pane shows it
+            await run_next(app, pilot, "training-done", timeout=60)
+            done = app.runbook.result("training-done").evidence
+            assert done["checkpoint"]["path"].endswith("outputs/epoch_1") and done["checkpoint"]["key_layout"] == "layers.0.*"
+            printed = [float(f"{a:.2f}") for a in DRAFTER_ACCURACY]  # the eval lines of its last epoch, as the log prints them
+            assert done["estimate"]["source"] == "eval" and done["estimate"]["depth"] == 7  # depth 16, 7 positions trained
+            assert done["estimate"]["with_bonus"] == pytest.approx(1 + sum(math.prod(printed[:k + 1]) for k in range(7)), abs=1e-3)
+            from cockpit.ui.widgets.runs_pane import RunsPane
+
+            await eventually(lambda: app.query_one(RunsPane).statuses.get("eagle3-train") is not None
+                             and app.query_one(RunsPane).statuses["eagle3-train"].state == "finished", what="the runs pane shows it")
             plan = await run_next(app, pilot, "kill-trainer", confirm=True)
             # the stale trainer with its memory on each of the 4 GPUs; only the demo's own process is matched
             assert "0:61234 1:61234 2:61234 3:61234" in plan and "244936" in plan and str(world.root) in plan
@@ -45,6 +61,7 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             await run_next(app, pilot, "server-gpus-clean")
             await run_next(app, pilot, "draft-ready", confirm=True)
             assert app.runbook.result("draft-ready").evidence["fixed"] == 10
+            assert app.runbook.result("draft-ready").evidence["path"] == done["checkpoint"]["path"]  # the run's checkpoint
             # the story's crash: refused before launch, named, with the fix
             await run_next(app, pilot, "launch", state=StepState.FAILED)
             assert "--num-speculative-tokens 16 is not an SGLang flag" in app.runbook.result("launch").message
@@ -69,6 +86,9 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             assert all(r["failed"] == 0 for r in rows), [(r["config"], r["concurrency"], r["failed"]) for r in rows]
             deep = [r for r in rows if r["config"] == deepest and r["concurrency"] == 1][0]
             assert deep["speedup"] > 1.0 and deep["accept_length"] > 2.0
+            # the predicted acceptance is the training run's: its eval accuracies, handed on by training-done
+            predicted = {a["steps"]: a["estimate_with_bonus"] for a in app.runbook.result("sweep").evidence["acceptance"] if a.get("steps")}
+            assert predicted[2] == pytest.approx(1 + printed[0] + printed[0] * printed[1], abs=1e-3)
             # acceptance rises with depth; the best depth depends on concurrency, and the decision names it
             accept = {r["steps"]: r["accept_length"] for r in rows if r["concurrency"] == 1 and r["steps"]}
             assert accept[2] < min(accept[5], accept[10], accept[16])  # and saturates: the deep ones are close

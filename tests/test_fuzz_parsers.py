@@ -105,3 +105,46 @@ def test_sse_streams_never_crash_the_client(chunks):
                 assert record.ok or record.error
 
     asyncio.run(go())
+
+
+TRAINING_BITS = ["Training Epoch 0:  10%|█  | 40/400 [00:04<00:36, 10.00it/s, loss=", "nan", "inf", "step 5: {'acc_0': ", "}",
+                 "Train Epoch [1/2], position 0,  Acc: ", "Eval - Step 3 [4/2], position 1,  Acc: ", "Traceback (most recent call last):",
+                 "ValueError: x", "[rank0]: ", "\r", "\n", "\x1b[A", "0.5", "Saved model configuration to ", "exitcode  : -9"]
+SERVING_BITS = ["[2026-10-01 10:00:00 TP0] Decode batch, ", "#running-req: ", "accept len: ", "gen throughput (token/s): ", "1.00",
+                "nan", ", ", "Prefill batch. ", "[2026-13-45 99:99:99 DP0] Decode batch. ", "\n", "KV cache pool is full. Retract requests."]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(TRAINING_BITS), st.text(max_size=20)), max_size=40))
+def test_training_logs(parts):
+    from cockpit.runs.parse import TrainingLog
+
+    log = TrainingLog(clock=lambda: 0.0)
+    text = "".join(parts)
+    log.feed(text.replace("\r", "\n").split("\n"))
+    log.peek(text[-200:])
+    log.state()
+    log.current_flags()
+    log.positions()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2000))
+def test_event_files(data):
+    from cockpit.runs.tfevents import EventReader, encode_record
+
+    reader = EventReader()
+    reader.feed(data)
+    reader.feed(encode_record(data[:100]))  # a well-framed record holding junk: skipped or read, never raised
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(SERVING_BITS), st.text(max_size=20)), max_size=40))
+def test_serving_logs(parts):
+    from cockpit.sglang.live import LiveFigures
+
+    figures = LiveFigures(clock=lambda: 0.0)
+    figures.feed("".join(parts).split("\n"))
+    figures.feed_metrics("".join(parts))
+    figures.feed_server_info({"internal_states": [{"avg_spec_accept_length": "".join(parts)}]})
+    figures.to_json()

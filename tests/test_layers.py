@@ -14,11 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent / "cockpit"
 # Lowest first.  A module may import its own layer's modules and any below it.
 LAYERS = [
     {"errors", "paths", "aio", "resources", "events", "format", "config", "__init__"},
-    {"hosts"},
+    {"hosts", "alerts"},
     {"telemetry"},
     {"runbook"},
     {"sglang", "drafter"},
-    {"bench"},
+    {"bench", "runs"},
     {"demo", "context", "init"},
     {"ui"},
     {"cli", "__main__"},

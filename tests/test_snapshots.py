@@ -169,3 +169,73 @@ def test_every_pane_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+# --- training runs and the serving server, at both sizes --------------------------------------------
+
+RUNS_CONFIG = PANES_CONFIG.replace('[hosts.trainer]\naddress = "trainer.example"', '[hosts.trainer]\nlocal = true') + """
+[runs.eagle3-train]
+host = "trainer"
+log = "{log}"
+output_dir = "{out}"
+depth = 16
+"""
+
+
+async def _runs(pilot) -> None:
+    from helpers import eventually
+
+    from cockpit.ui.widgets.runs_pane import RunsPane
+
+    pane = pilot.app.query_one(RunsPane)
+    await eventually(lambda: pane.statuses.get("eagle3-train") is not None, what="the run read")
+    if not pilot.app.layout_state.shown("runs"):
+        await _keys(pilot, "t")
+    pilot.app.workers.cancel_group(pilot.app, "runs")  # read once: the snapshot holds still
+
+
+async def _serving(pilot) -> None:
+    from test_serving_live import LINES
+
+    from cockpit.sglang.diagnose import LogReport
+    from cockpit.sglang.live import LiveFigures
+    from cockpit.sglang.server import ServerStatus
+    from cockpit.ui.widgets.server_log import ServerLogPane
+
+    await _runs(pilot)
+    figures = LiveFigures(clock=lambda: 1790848808.0)
+    figures.feed(LINES)
+    figures.feed([LINES[-1].replace("accept len: 2.60", "accept len: 1.00")] * 3)  # the draft stops being used
+    figures.lifetime_accept = 2.41
+    pane = pilot.app.query_one(ServerLogPane)
+    pane.follow("serve @gpu-server")
+    pane.show(ServerStatus("ready", True, LogReport(), LINES, figures.to_json()))
+    if not pilot.app.layout_state.shown("server"):
+        await _keys(pilot, "s")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("pane", ["runs", "serving"])
+def test_runs_and_serving_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size, pane):
+    """The real E2 recording (crashed at teardown after its last checkpoint) and decode lines of every SGLang wording."""
+    import shutil
+
+    from test_runs import write_checkpoint
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    log = tmp_path / "train.log"
+    shutil.copy(fixtures / "training" / "E2-early" / "train.log", log)
+    write_checkpoint(tmp_path / "outputs" / "epoch_1", "E2-early", "outputs__tiny-llama-eagle3__epoch_1")
+    config = parse_config(RUNS_CONFIG.format(log=log, out=tmp_path / "outputs"))
+    app = CockpitApp(config, hub=fixed_hub(config))
+    app.runbook.store.path = tmp_path / "state.json"
+    app.runbook.store.audit_path = tmp_path / "audit.jsonl"
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        app.clear_notifications()
+        await (_runs if pane == "runs" else _serving)(pilot)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -98,7 +98,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), command)
     wait_screen(session, "30000/143771M", timeout=30)  # the old server's memory on GPU 5
     compact = size[0] < 100 or size[1] < 28
-    shown = wait_screen(session, "0/7 passed")
+    shown = wait_screen(session, "0/8 passed")
     assert "cockpit DEMO" in shown and "GPU 7" in shown and "nothing real is deployed" in shown  # the title is whole
 
     def key(*keys: str) -> None:
@@ -117,18 +117,20 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
         key("h")
         wait_screen(session, "GPU 7")
 
+    key("n")  # the training run (a stand-in) finishes into its checkpoint
+    wait_screen(session, "1/8 passed", timeout=60)
     key("n")
     wait_screen(session, "This step changes things on a host")
     assert "train_eagle3.py --demo" in joined(screen(session)), screen(session)  # exactly what will be killed
     key("y")
-    wait_screen(session, "1/7 passed")
+    wait_screen(session, "2/8 passed")
     key("n")
     wait_screen(session, "This step changes things on a host")
     assert "old_sglang_server.py" in joined(screen(session)), screen(session)
     key("y")
-    wait_screen(session, "2/7 passed")
+    wait_screen(session, "3/8 passed")
     key("n")
-    wait_screen(session, "3/7 passed")
+    wait_screen(session, "4/8 passed")
     deadline = time.monotonic() + 10
     while "30000/143771M" in screen(session) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -137,7 +139,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     wait_screen(session, "This step changes things on a host")
     assert "layers.0.* to midlayer.*" in joined(screen(session)), screen(session)
     key("y")
-    wait_screen(session, "4/7 passed")
+    wait_screen(session, "5/8 passed")
     key("n")  # the story's crash, refused before launch
     wait_screen(session, "is not an SGLang flag")
     shown = screen(session)
@@ -148,9 +150,9 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     wait_screen(session, "This step changes things on a host")
     assert "--speculative-num-steps 16" in joined(screen(session))
     key("y")
-    wait_screen(session, "5/7 passed", timeout=30)
+    wait_screen(session, "6/8 passed", timeout=30)
     key("n")
-    wait_screen(session, "6/7 passed", timeout=60)
+    wait_screen(session, "7/8 passed", timeout=60)
     key("n")
     wait_screen(session, "This step changes things on a host")
     assert "Relaunch" in screen(session)
@@ -158,7 +160,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     shown = wait_screen(session, "sweep done", timeout=180)
     assert "Decision" in shown and re.search(r"d16 +\d\.\d\d +\d\.\d\d +\d\.\d\d", shown), shown  # each config, three numbers
     assert "gate closed" not in shown  # the sweep's own relaunches do not invalidate the gate it re-verifies
-    shown = wait_screen(session, "7/7 passed", timeout=60)  # the recommended config left running, every step passed
+    shown = wait_screen(session, "8/8 passed", timeout=60)  # the recommended config left running, every step passed
     key("q")
     return shown
 

@@ -100,7 +100,7 @@ def test_bench_run_where_nothing_listens_fails_fast_and_stores_nothing(tmp_path)
 
 
 def test_endpoint_without_a_scheme_is_http_never_port_80():
-    from cockpit.bench.http import normalize_endpoint, split_url
+    from cockpit.hosts.http import normalize_endpoint, split_url
 
     assert split_url(normalize_endpoint("127.0.0.1:30000")) == ("127.0.0.1", 30000, "")
     assert normalize_endpoint("localhost:8000/") == "http://localhost:8000"

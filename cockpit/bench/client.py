@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cockpit.bench.http import HttpError, Opener, default_opener, post_sse, split_url
+from cockpit.hosts.http import HttpError, Opener, default_opener, post_sse, split_url
 
 
 @dataclass
@@ -212,7 +212,7 @@ async def run_closed_loop(endpoint: str, api: str, workload: Workload, opener: O
 async def probe_endpoint(endpoint: str, opener: Opener = default_opener, timeout: float = 5.0) -> None:
     """One request before a benchmark: does an HTTP server answer there?  Raises CockpitError with
     what the user can do (nothing listens, not HTTP, no answer) so no run is measured or stored."""
-    from cockpit.bench.http import BadReply, request
+    from cockpit.hosts.http import BadReply, request
     from cockpit.errors import CockpitError
 
     host, port, path = split_url(endpoint)

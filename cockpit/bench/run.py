@@ -9,7 +9,7 @@ from typing import Any
 
 from cockpit.bench import store
 from cockpit.bench.client import Workload, probe_endpoint, run_closed_loop
-from cockpit.bench.http import normalize_endpoint
+from cockpit.hosts.http import normalize_endpoint
 from cockpit.bench.stats import summarize
 from cockpit.errors import CockpitError
 

@@ -57,6 +57,11 @@ class BenchSweep(StepKind):
         sweep = parse_sweep(ctx.hub.config, ctx.runbook.spec)
         overrides = {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec.params.items() if v is not None}
         sweep = replace(sweep, **overrides)
+        if not sweep.drafter_accuracy:
+            # no accuracies in [bench]: the training run a step before waited for measured them
+            trained = _trained_accuracy(ctx, spec)
+            if trained:
+                sweep = replace(sweep, drafter_accuracy=trained)
         from cockpit.sglang.steps import launch_depth
 
         configs = "\n".join(f"  {c.label}" for c in sweep.configs(launch_depth(ctx.runbook, ctx.runbook.spec.step(sweep.launch_step))))
@@ -85,6 +90,17 @@ class BenchSweep(StepKind):
         if rec.within_noise:
             message += " (within noise of the next)"
         return StepResult(StepState.PASSED, started, _now(), f"{message}; {result.serving}", evidence)
+
+
+def _trained_accuracy(ctx: RunContext, spec: StepSpec) -> tuple[float, ...]:
+    """The per-position accuracy a passed step before this one recorded (a `wait_run` step's run)."""
+    steps = ctx.runbook.spec.steps
+    for earlier in reversed(steps[: steps.index(ctx.runbook.spec.step(spec.name))]):
+        result = ctx.runbook.result(earlier.name)
+        values = (result.evidence or {}).get("per_position_acc") if result is not None and result.state is StepState.PASSED else None
+        if values and all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in values):
+            return tuple(float(v) for v in values)
+    return ()
 
 
 BENCH_KINDS = (BenchSweep,)

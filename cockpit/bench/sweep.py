@@ -20,7 +20,7 @@ from typing import Any
 
 from cockpit.bench.client import Workload, run_closed_loop
 from cockpit.bench.decision import Decision, decide, predicted_vs_measured, recommend, table
-from cockpit.bench.http import request
+from cockpit.sglang.live import opener_for, server_info
 from cockpit.bench.stats import summarize
 from cockpit.bench.store import save_run
 from cockpit.bench.workload import load_prompts
@@ -197,28 +197,6 @@ class SweepResult:
                 "recommended": rec.to_json() if rec else None, "serving": self.serving,
                 "acceptance": predicted_vs_measured(rows, list(self.accuracies)), "failures": self.failures,
                 "runs": [r.get("file") for r in self.runs]}
-
-
-def opener_for(transport):
-    async def opener(host: str, port: int):
-        return await transport.open_tcp(host, port)
-
-    return opener
-
-
-async def server_info(transport, port: int) -> dict[str, Any]:
-    for path in ("/server_info", "/get_server_info"):
-        try:
-            status, body = await request(opener_for(transport), "GET", f"http://127.0.0.1:{port}{path}")
-        except (OSError, asyncio.TimeoutError, ValueError):
-            continue
-        if status == 200:
-            try:
-                data = json.loads(body)
-            except ValueError:
-                return {}
-            return data if isinstance(data, dict) else {}
-    return {}
 
 
 def variant_of(depth: DepthConfig) -> dict[str, Any]:

@@ -77,6 +77,26 @@ class DemoServer:
         self.active = 0
         self.steps = self.tokens = self.window_tokens = self.window_steps = 0
         self.window_started = time.monotonic()
+        self.total_tokens = self.total_verifies = 0  # since start: /server_info's lifetime acceptance, /metrics counters
+        self.last_accept = 0.0
+        self.last_throughput = 0.0
+        self._control: dict = {}
+        self._control_read = 0.0
+
+    def control(self) -> dict:
+        """A stand-in's faults, from the file named by COCKPIT_DEMO_CONTROL (re-read every 0.2 s):
+        {"draft": false} the draft stops being used (acceptance 1.00), {"hang": true} decoding stops
+        while requests wait (as a stuck scheduler does)."""
+        path = os.environ.get("COCKPIT_DEMO_CONTROL")
+        now = time.monotonic()
+        if path and now - self._control_read > 0.2:
+            self._control_read = now
+            try:
+                with open(path) as handle:
+                    self._control = json.load(handle)
+            except (OSError, ValueError):
+                self._control = {}
+        return self._control
 
     async def handle(self, reader, writer) -> None:
         try:
@@ -96,7 +116,12 @@ class DemoServer:
                 self.reply(writer, 200 if self.ready else 503, b"")
             elif path in ("/server_info", "/get_server_info"):
                 info = {k.lstrip("-").replace("-", "_"): v for k, v in self.args.items()}
+                if self.model.speculative:
+                    info["internal_states"] = [{"avg_spec_accept_length": self.total_tokens / max(1, self.total_verifies),
+                                                "last_gen_throughput": self.last_throughput}]
                 self.reply(writer, 200, json.dumps(info).encode())
+            elif path == "/metrics" and "--enable-metrics" in self.args:
+                self.reply(writer, 200, self.metrics(), "text/plain; version=0.0.4")
             elif path == "/generate" and method == "POST":
                 await self.generate(body, writer)
             else:
@@ -107,8 +132,21 @@ class DemoServer:
         finally:
             writer.close()
 
-    def reply(self, writer, status: int, payload: bytes) -> None:
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+    def metrics(self) -> bytes:
+        """SGLang's /metrics series (runs-facts b.4), written by prometheus_client as SGLang does."""
+        from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+        registry = CollectorRegistry()
+        labels = {"model_name": str(self.args.get("--model-path", "")), "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
+        for name, value in (("num_running_reqs", self.active), ("num_queue_reqs", 0), ("token_usage", min(0.99, self.active * 0.004)),
+                            ("gen_throughput", self.last_throughput), ("spec_accept_length", self.last_accept)):
+            Gauge(f"sglang:{name}", name, list(labels), registry=registry).labels(**labels).set(value)
+        for name, value in (("generation_tokens", self.total_tokens), ("spec_verify_calls", self.total_verifies)):
+            Counter(f"sglang:{name}", name, list(labels), registry=registry).labels(**labels).inc(value)
+        return generate_latest(registry)
+
+    def reply(self, writer, status: int, payload: bytes, content_type: str = "application/json") -> None:
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
                      f"Connection: close\r\n\r\n".encode() + payload)
 
     def _decode_step(self, tokens: int) -> None:
@@ -116,9 +154,12 @@ class DemoServer:
         self.steps += 1
         self.window_steps += 1
         self.window_tokens += tokens
+        self.total_tokens += tokens
+        self.total_verifies += 1
         if self.steps % 40 == 0:
             elapsed = max(1e-6, time.monotonic() - self.window_started)
             accept = self.window_tokens / self.window_steps
+            self.last_accept, self.last_throughput = accept, self.window_tokens / elapsed
             spec = f"accept len: {accept:.2f}, accept rate: {min(1.0, (accept - 1) / max(1, self.model.steps)):.2f}, " \
                 if self.model.speculative else ""
             stamp(f"Decode batch, #running-req: {self.active}, #token: {self.active * 600}, token usage: "
@@ -149,7 +190,10 @@ class DemoServer:
         text = ""
         while produced < max_tokens:
             await asyncio.sleep(self.model.step_seconds(self.active))
-            step = min(self.model.tokens_per_step(), max_tokens - produced)
+            while self.control().get("hang"):
+                await asyncio.sleep(0.2)  # stuck: no decode step, no line, requests still open
+            drafted = self.model.tokens_per_step() if self.control().get("draft", True) else 1
+            step = min(drafted, max_tokens - produced)
             self._decode_step(step)
             produced += step
             steps += 1

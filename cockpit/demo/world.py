@@ -1,5 +1,6 @@
-"""The demo's world in a folder: replayed hosts, real stale processes, a real drafter checkpoint
-with the wrong key names, a replayed SGLang, and the runbook of the story."""
+"""The demo's world in a folder: replayed hosts, real stale processes, a stand-in training run that
+finishes into a real drafter checkpoint with the wrong key names, a replayed SGLang, and the runbook
+of the story."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.config import Config, parse_config
-from cockpit.demo.specmodel import DRAFTER_ACCURACY
 from cockpit.drafter.header import encode_header
 
 # Holds nothing; its command line is what kill_stale matches.  It ends when the demo does, even
@@ -114,8 +114,10 @@ def build(root: Path) -> DemoWorld:
     python = sys.executable
     processes = []
     # the stale processes of the story: a finished training run on the trainer, an old server on gpu-server
-    for name in ("train_eagle3.py", "old_sglang_server.py"):
-        (root / name).write_text(f"# cockpit DEMO: a stale process of the story\n{STALE}\n")
+    (root / "old_sglang_server.py").write_text(f"# cockpit DEMO: a stale process of the story\n{STALE}\n")
+    # the training run of the story (a stand-in): it trains into outputs/, then lingers as the stale trainer
+    (root / "train_eagle3.py").write_text("# cockpit DEMO: a STAND-IN training run (cockpit/demo/trainer.py)\n"
+                                          "import sys\nfrom cockpit.demo.trainer import main\nmain(sys.argv)\n")
     trainer_stale = subprocess.Popen([python, str(root / "train_eagle3.py"), "--demo"], start_new_session=True)
     server_stale = subprocess.Popen([python, str(root / "old_sglang_server.py"), "--demo"], start_new_session=True)
     processes += [trainer_stale, server_stale]
@@ -138,7 +140,7 @@ def build(root: Path) -> DemoWorld:
     server_python = _script(root / "python-gpu-server", [
         f"PYTHONPATH={shlex.quote(str(root / 'shim'))}${{PYTHONPATH:+:$PYTHONPATH}}",
         "export PYTHONPATH", f"exec {shlex.quote(python)} \"$@\""])
-    write_draft(root / "draft")
+    draft = root / "outputs" / "epoch_1"  # the training run's last checkpoint (it writes it as the demo starts)
     port = _free_port()
     text = f"""# cockpit DEMO: the deployment of the story, on this machine. Hosts replay nvidia-smi output recorded
 # on a real H200; the SGLang server replays SGLang 0.5.23. Nothing leaves loopback.
@@ -161,8 +163,23 @@ telemetry = "smi"
 nvidia_smi = {json.dumps(smi['trainer'])}
 roles = ["training", "DEMO"]
 
+[runs.eagle3-train]
+host = "trainer"
+log = {json.dumps(str(root / 'train.log'))}
+output_dir = {json.dumps(str(root / 'outputs'))}
+depth = 16                            # the story's serving depth: the estimate is truncated there
+sglang = "0.5.2"                      # the serving host's SGLang: checkpoints judged for it
+poll_s = 1
+
 [runbook]
 name = "demo-{os.getpid()}"
+
+[[runbook.steps]]
+name = "training-done"
+kind = "wait_run"
+host = "trainer"
+run = "eagle3-train"
+timeout_min = 5
 
 [[runbook.steps]]
 name = "kill-trainer"
@@ -189,7 +206,7 @@ expect_gpus = 8
 name = "draft-ready"
 kind = "drafter_check"
 host = "gpu-server"
-path = {json.dumps(str(root / 'draft'))}
+from_step = "training-done"           # the checkpoint the training run finished into
 sglang = "0.5.2"
 
 [[runbook.steps]]
@@ -197,13 +214,13 @@ name = "launch"
 kind = "sglang_launch"
 host = "gpu-server"
 model_path = {json.dumps(str(root / 'models' / 'Llama-3.3-70B-Instruct'))}
-draft_path = {json.dumps(str(root / 'draft'))}
+draft_path = {json.dumps(str(draft))}
 tp = 8
 port = {port}
 log = {json.dumps(str(root / 'sglang.log'))}
 settle_s = 1.0
 env = {{ COCKPIT_DEMO_PARENT = "{os.getpid()}", COCKPIT_DEMO_LIVE_DIR = {json.dumps(str(live))} }}
-extra_args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", {json.dumps(str(root / 'draft'))}, "--num-speculative-tokens", "16"]
+extra_args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", {json.dumps(str(draft))}, "--num-speculative-tokens", "16"]
 
 [[runbook.steps]]
 name = "ready"
@@ -227,7 +244,7 @@ requests = 8
 max_tokens = 64
 repeats = 1
 after = "recommended"                 # leave the best config for concurrency 8 running
-drafter_accuracy = {json.dumps(list(DRAFTER_ACCURACY))}   # the drafter's per-position accuracies at the end of training
+# the drafter's per-position accuracies for the predicted acceptance: from the training run (training-done)
 """
     (root / "demo.toml").write_text(text)
     config = parse_config(text, str(root / "demo.toml"))

@@ -11,36 +11,74 @@ from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 
 
+def draft_path(ctx: RunContext | None, spec: StepSpec) -> str:
+    """The draft the step checks: its `path`, or the checkpoint a step before it handed on (a
+    `wait_run` step's newest complete checkpoint, `from_step`)."""
+    if spec.params.get("path"):
+        return spec.params["path"]
+    source = spec.params.get("from_step")
+    result = ctx.runbook.result(source) if ctx is not None else None
+    checkpoint = (result.evidence or {}).get("checkpoint") if result is not None and result.state is StepState.PASSED else None
+    if not checkpoint or not checkpoint.get("path"):
+        from cockpit.errors import CockpitError
+
+        raise CockpitError(f"'{source}' has not passed with a checkpoint yet: run it first (it hands its checkpoint to this step)")
+    return checkpoint["path"]
+
+
+def _label(spec: StepSpec) -> str:
+    return spec.params.get("path") or f"the checkpoint of '{spec.params.get('from_step')}'"
+
+
 async def _inspect(ctx: RunContext, spec: StepSpec):
+    path = draft_path(ctx, spec)
     if ctx.hub.config.host(spec.host).local:
         from cockpit.drafter.inspect import inspect_draft
 
-        return await asyncio.to_thread(inspect_draft, spec.params["path"])
+        return await asyncio.to_thread(inspect_draft, path)
     from cockpit.drafter.remote import inspect_remote
 
-    return await inspect_remote(ctx.transport(spec.host), spec.params["path"])
+    return await inspect_remote(ctx.transport(spec.host), path)
 
 
 async def _fix(ctx: RunContext, spec: StepSpec):
+    path = draft_path(ctx, spec)
     if ctx.hub.config.host(spec.host).local:
         from cockpit.drafter.fixkeys import fix_keys
 
-        return await asyncio.to_thread(fix_keys, spec.params["path"], DEFAULT_RULES)
+        return await asyncio.to_thread(fix_keys, path, DEFAULT_RULES)
     from cockpit.drafter.remote import _fix_remote
 
-    return await _fix_remote(ctx.transport(spec.host), spec.params["path"], DEFAULT_RULES, False)
+    return await _fix_remote(ctx.transport(spec.host), path, DEFAULT_RULES, False)
 
 
 class DrafterCheck(StepKind):
     name = "drafter_check"
     params = {
-        "path": Param(str, None, required=True, help="the draft directory (or file) on the host"),
+        "path": Param(str, None, help="the draft directory (or file) on the host"),
+        "from_step": Param(str, None, help="instead of path: the checkpoint a wait_run step before this one found (read at this step's host: shared storage)"),
         "sglang": Param(str, None, help="the SGLang version that will load it (default: any supported version)"),
         "fix": Param(bool, True, help="offer the layers.0. -> midlayer. fix when it is the problem"),
     }
 
     def title(self, spec: StepSpec) -> str:
-        return spec.title or f"draft at {spec.params['path']} ready for SGLang {spec.params.get('sglang') or '(any)'}"
+        return spec.title or f"draft at {_label(spec)} ready for SGLang {spec.params.get('sglang') or '(any)'}"
+
+    def validate(self, spec: StepSpec) -> str | None:
+        if bool(spec.params.get("path")) == bool(spec.params.get("from_step")):
+            return "give 'path' (the draft on the host) or 'from_step' (a wait_run step whose checkpoint it checks), one of them"
+        return None
+
+    def check_references(self, spec: StepSpec, before, config):
+        source = spec.params.get("from_step")
+        if source is None:
+            return None
+        earlier = {s.name: s for s in before}
+        if source not in earlier:
+            return "from_step", f"'{source}' is not a step before this one"
+        if earlier[source].kind != "wait_run":
+            return "from_step", f"'{source}' is a {earlier[source].kind} step: from_step takes a wait_run step (it hands on a checkpoint)"
+        return None
 
     def why(self, spec: StepSpec) -> str:
         return "layers.0.* keys are skipped silently by SGLang 0.4.9-0.5.11 (accept len 1.00): checked from the headers"
@@ -66,19 +104,19 @@ class DrafterCheck(StepKind):
         if fixable and spec.params.get("fix", True):
             count = sum(1 for name in report.tensors if name.startswith("layers.0."))
             return (f"On {spec.host}, rename {count} keys layers.0.* to midlayer.* in {', '.join(report.files)} "
-                    f"under {spec.params['path']} (the header only; journaled, crash-safe; the index too)."), report
+                    f"under {draft_path(ctx, spec)} (the header only; journaled, crash-safe; the index too)."), report
         return None, report
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
         version = spec.params.get("sglang")
         report = planned
-        evidence: dict[str, Any] = {"path": spec.params["path"], "host": spec.host, "files": report.files, "tensors": len(report.tensors)}
+        evidence: dict[str, Any] = {"path": draft_path(ctx, spec), "host": spec.host, "files": report.files, "tensors": len(report.tensors)}
         if not report.ready(version):
             problems = [p for ps in report.verdicts(version).values() for p in ps]
             if {p.code for p in problems} == {"layers0_keys"} and spec.params.get("fix", True):
                 fixed = await _fix(ctx, spec)
-                ctx.audit("fix_keys", host=spec.host, step=spec.name, path=spec.params["path"], renamed=fixed.changed)
+                ctx.audit("fix_keys", host=spec.host, step=spec.name, path=evidence["path"], renamed=fixed.changed)
                 evidence["fixed"] = fixed.changed
                 report = await _inspect(ctx, spec)
         evidence["verdicts"] = {r: [p.message for p in ps] for r, ps in report.verdicts(version).items()}

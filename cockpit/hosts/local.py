@@ -8,7 +8,9 @@ import os
 import time
 from collections.abc import Sequence
 
-from cockpit.hosts.transport import MAX_LINE, CommandResult, LineStream, Transport, quote_argv
+import stat as stat_module
+
+from cockpit.hosts.transport import MAX_LINE, CommandResult, FileStat, LineStream, Transport, quote_argv
 
 
 def _not_found(argv: Sequence[str], start: float) -> CommandResult:
@@ -129,6 +131,30 @@ class LocalTransport(Transport):
             return os.stat(path).st_size
         except FileNotFoundError:
             return None
+
+    async def stat(self, path: str) -> FileStat | None:
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return FileStat(os.path.basename(path), st.st_size, st.st_mtime, stat_module.S_ISDIR(st.st_mode))
+
+    async def list_dir(self, path: str) -> list[FileStat] | None:
+        def scan() -> list[FileStat] | None:
+            try:
+                entries = list(os.scandir(path))
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            found = []
+            for entry in entries:
+                try:
+                    st = entry.stat()  # follows symlinks
+                except OSError:
+                    continue  # a dangling link, or gone since the listing
+                found.append(FileStat(entry.name, st.st_size, st.st_mtime, stat_module.S_ISDIR(st.st_mode)))
+            return found
+
+        return await asyncio.to_thread(scan)
 
     async def read_range(self, path: str, offset: int, size: int) -> bytes:
         def read() -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import posixpath
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from cockpit.hosts.transport import (
     MAX_LINE,
     AuthFailed,
     CommandResult,
+    FileStat,
     HostKeyRejected,
     LineStream,
     Transport,
@@ -317,6 +319,37 @@ class SshTransport(Transport):
         except asyncssh.SFTPError as exc:
             raise Unreachable(f"{self.name}: cannot stat {path}: {exc.reason}") from None
 
+    async def stat(self, path: str) -> FileStat | None:
+        sftp = await self._sftp_client()
+        try:
+            attrs = await sftp.stat(path)
+        except asyncssh.SFTPNoSuchFile:
+            return None
+        except asyncssh.SFTPError as exc:
+            raise Unreachable(f"{self.name}: cannot stat {path}: {exc.reason}") from None
+        return _file_stat(posixpath.basename(path), attrs)
+
+    async def list_dir(self, path: str) -> list[FileStat] | None:
+        sftp = await self._sftp_client()
+        try:
+            entries = await sftp.readdir(path)
+        except asyncssh.SFTPNoSuchFile:
+            return None
+        except asyncssh.SFTPError as exc:
+            raise Unreachable(f"{self.name}: cannot list {path}: {exc.reason}") from None
+        found = []
+        for entry in entries:
+            if entry.filename in (".", ".."):
+                continue
+            attrs = entry.attrs
+            if attrs.type == asyncssh.FILEXFER_TYPE_SYMLINK:  # readdir gives the link itself: follow it
+                try:
+                    attrs = await sftp.stat(posixpath.join(path, entry.filename))
+                except asyncssh.SFTPError:
+                    continue  # dangling
+            found.append(_file_stat(entry.filename, attrs))
+        return found
+
     async def read_range(self, path: str, offset: int, size: int) -> bytes:
         sftp = await self._sftp_client()
         try:
@@ -339,6 +372,10 @@ class SshTransport(Transport):
             conn.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.wait_closed(), 3)
+
+
+def _file_stat(name: str, attrs) -> FileStat:
+    return FileStat(name, attrs.size or 0, float(attrs.mtime or 0), attrs.type == asyncssh.FILEXFER_TYPE_DIRECTORY)
 
 
 async def trust_host_key(transport: SshTransport) -> tuple[str, str, str]:

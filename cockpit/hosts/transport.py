@@ -41,6 +41,17 @@ class CommandResult:
         return self.stdout + self.stderr
 
 
+@dataclass(frozen=True)
+class FileStat:
+    """What a follower needs of a file on a host: its size, when it last changed, whether it is a
+    directory (symlinks followed)."""
+
+    name: str
+    size: int
+    mtime: float
+    is_dir: bool = False
+
+
 class TransportError(Exception):
     """A host could not be used; ``state`` says how the UI should show it."""
 
@@ -163,3 +174,12 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     async def read_range(self, path: str, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size) of a file on the host (no process started for it)."""
+
+    @abc.abstractmethod
+    async def stat(self, path: str) -> FileStat | None:
+        """Size, mtime and kind of a path on the host (symlinks followed); None if it does not exist."""
+
+    @abc.abstractmethod
+    async def list_dir(self, path: str) -> list[FileStat] | None:
+        """The entries of a directory on the host (not . and ..; symlinks followed, a dangling one
+        left out); None if the directory does not exist."""

@@ -75,6 +75,11 @@ class StepKind:
         """Cross-parameter checks; returns an error message or None."""
         return None
 
+    def check_references(self, spec: StepSpec, before: tuple[StepSpec, ...], config: Any) -> tuple[str | None, str] | None:
+        """What the step names elsewhere (a step before it, a table of the config) checked when the
+        config is: (the key, why it is wrong) or None."""
+        return None
+
     def hosts(self, spec: StepSpec) -> tuple[str, ...]:
         """Every host the step acts on (a launch across several nodes names more than one)."""
         return (spec.host,)

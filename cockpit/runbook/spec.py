@@ -138,6 +138,9 @@ def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
         problem = kind.validate(spec)
         if problem:
             raise fail(problem, index)
+        refused = kind.check_references(spec, tuple(steps), config)
+        if refused:
+            raise fail(refused[1], index, refused[0])
         steps.append(spec)
     digest = hashlib.sha1(str(config.path.resolve() if config.path else "<config>").encode()).hexdigest()[:8]
     return RunbookSpec(id=f"{name}-{digest}", name=name, steps=tuple(steps), freshness_s=float(freshness), kinds=kinds)

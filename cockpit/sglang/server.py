@@ -11,10 +11,11 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
+from cockpit.hosts.follow import LogFollower as FileFollower
 from cockpit.hosts.procs import process_alive
 from cockpit.hosts.transport import Transport, TransportError
 from cockpit.sglang.depth import DepthConfig
-from cockpit.sglang.diagnose import MAX_LINE, Diagnosis, LogReport, diagnose_lines
+from cockpit.sglang.diagnose import Diagnosis, LogReport, diagnose_lines
 
 DEFAULT_PORT = 30000
 
@@ -73,43 +74,19 @@ async def probe_health(transport: Transport, port: int, host: str = "127.0.0.1",
 # --- following a log ------------------------------------------------------------------------------
 
 
-class LogFollower:
-    """New lines of a file on a host, read by offset (SFTP or local reads: no remote process).
-
-    Starts near the end; a file that shrinks (truncated, or rotated and replaced) is read again
-    from its start.  Partial last lines wait for their newline."""
+class LogFollower(FileFollower):
+    """New lines of a server's log (hosts/follow.py: by offset, from near the end, a truncated or
+    rotated file read again from its start; the line being written waits for its newline)."""
 
     def __init__(self, transport: Transport, path: str, backlog_bytes: int = 64 * 1024, chunk: int = 1024 * 1024):
-        self.transport = transport
-        self.path = path
-        self.backlog_bytes = backlog_bytes
-        self.chunk = chunk
-        self.offset: int | None = None
-        self._partial = b""
+        super().__init__(transport, path, tail_bytes=backlog_bytes, max_read=chunk)
         self.rotations = 0
 
-    async def poll(self) -> list[str]:
-        size = await self.transport.stat_size(self.path)
-        if size is None:
-            return []
-        first = self.offset is None
-        if first:
-            self.offset = max(0, size - self.backlog_bytes)
-        elif size < self.offset:
-            self.offset = 0  # truncated or rotated: the new file from its start
-            self._partial = b""
+    async def poll(self) -> list[str]:  # type: ignore[override]
+        update = await super().poll()
+        if update.event in ("truncated", "rotated"):
             self.rotations += 1
-        if size == self.offset:
-            return []
-        data = await self.transport.read_range(self.path, self.offset, min(self.chunk, size - self.offset))
-        self.offset += len(data)
-        data = self._partial + data
-        if first and self.offset - len(data) > 0:
-            cut = data.find(b"\n")
-            data = data[cut + 1:] if cut >= 0 else b""
-        lines = data.split(b"\n")
-        self._partial = lines.pop()[:MAX_LINE]
-        return [line[:MAX_LINE].decode("utf-8", "replace").rstrip("\r") for line in lines]
+        return update.lines
 
 
 # --- waiting for ready ----------------------------------------------------------------------------
@@ -161,6 +138,7 @@ class ServerStatus:
     alive: bool
     report: LogReport
     new_lines: list[str]
+    figures: dict = field(default_factory=dict)  # live serving figures (sglang/live.py to_json): throughput, acceptance, flags
 
 
 class ServerWatcher:
@@ -168,12 +146,15 @@ class ServerWatcher:
     The log pane runs it in a worker and posts what it returns."""
 
     def __init__(self, transport: Transport, pid: int, port: int, log: str, keep_lines: int = 2000):
+        from cockpit.sglang.live import LiveServer
+
         self.transport = transport
         self.pid = pid
         self.port = port
         self.follower = LogFollower(transport, log)
         self.lines: list[str] = []
         self.keep_lines = keep_lines
+        self.live = LiveServer(transport, None, f"http://127.0.0.1:{port}")  # the log's lines are fed from here
 
     async def poll(self) -> ServerStatus:
         new: list[str] = []
@@ -181,9 +162,12 @@ class ServerWatcher:
             new = await self.follower.poll()
         self.lines.extend(new)
         del self.lines[:-self.keep_lines]
+        self.live.figures.feed(new)
         health = await probe_health(self.transport, self.port)
         alive = health == "ready" or await process_alive(self.transport, self.pid)
-        return ServerStatus(health, alive, diagnose_lines(self.lines), new)
+        if health == "ready":
+            await self.live.poll()  # /metrics (when enabled) and /server_info
+        return ServerStatus(health, alive, diagnose_lines(self.lines), new, self.live.figures.to_json(history=60))
 
 
 async def watch_server(watcher: ServerWatcher, publish, interval: float = 1.0) -> None:

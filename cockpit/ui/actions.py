@@ -45,6 +45,8 @@ ACTIONS: tuple[Action, ...] = (
            palette_help="the launched server's log, health and diagnoses"),
     Action("bench.toggle", "b", "toggle_bench", "bench", help="benchmarks: the sweep's decision and charts", palette="Toggle benchmark charts",
            palette_help="the sweep's decision, throughput, acceptance and latency per depth config"),
+    Action("runs.toggle", "t", "toggle_runs", "runs", help="training runs: progress, accuracy, estimated acceptance, checkpoints",
+           palette="Toggle training runs", palette_help="the [runs] of the config: progress, estimate, checkpoints, flags"),
     Action("app.toggle_log", "l", "toggle_log", "log", help="the command log: every command run on a host", palette="Toggle command log",
            palette_help="every command run on a host, with its exit status"),
     Action("host.zoom", "z", "zoom", "zoom", help="zoom the focused host (then 0-9: one GPU)", palette="Zoom the focused host", palette_help="show only this host (again to show all)"),
@@ -74,6 +76,11 @@ PANE_HELP = {
     "and the diagnosis of a crash with its fix (f applies it to the launch step and relaunches).",
     "bench": "Benchmarks: a sweep's progress, then its decision (the best depth per concurrency, speedup, "
     "predicted vs measured acceptance); [ and ] show throughput, acceptance, latency and concurrency charts.",
+    "runs": "Training runs ([runs.NAME] in the config): state and progress with the time left, loss and accuracy per "
+    "TTT position (train or eval, as the log gives it), the acceptance length a topk-1 chain at the serving depth "
+    "should reach (with the bonus token, as SGLang counts it, and without), the newest complete checkpoint with "
+    "its key layout and verdict, and every flag with the log line that shows it. Alerts go out when a run "
+    "finishes, crashes or stalls, and when a checkpoint is ready ([alerts]).",
     "checklist": "The checklist: the runbook's steps in order. A step is blocked until every step before it "
     "passed; the launch step stays locked until its gate opens and re-verifies the GPUs of its host right "
     "before it starts. j/k select, enter runs the selected step, n runs the next one.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
@@ -23,8 +24,8 @@ from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui import actions
 from cockpit.ui.layout import Layout, MessageBar, ViewBar
-from cockpit.ui.messages import (CommandLogged, GateInvalidated, HostUpdated, RunbookChanged, ServerPolled, StepRefused,
-                                 SweepProgress)
+from cockpit.ui.messages import (CommandLogged, GateInvalidated, HostUpdated, RunbookChanged, RunsPolled, ServerPolled,
+                                 StepRefused, SweepProgress)
 from cockpit.ui.runbook_actions import RunbookActions
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.widgets.bench_pane import BenchPane
@@ -32,6 +33,7 @@ from cockpit.ui.widgets.checklist import ChecklistPane
 from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.host_pane import HostPane
 from cockpit.ui.widgets.hosts_view import HostsView
+from cockpit.ui.widgets.runs_pane import RunsPane
 from cockpit.ui.widgets.server_log import ServerLogPane
 
 
@@ -45,6 +47,7 @@ class CockpitApp(RunbookActions, App[int]):
     #main.-narrow #checklist { width: 1fr; height: 45%; }
     .-compact #main #checklist { width: 1fr; height: 1fr; }
     .-compact ServerLogPane, .-compact BenchPane, .-compact CommandLogPane { height: 1fr; }
+    .-compact RunsPane { height: 1fr; max-height: 100%; }
     .-compact Toast { display: none; }
     #empty { padding: 1 2; }
     .hidden { display: none; }
@@ -68,6 +71,12 @@ class CockpitApp(RunbookActions, App[int]):
         self._watching: tuple | None = None  # (step, host, pid, finished) of the server whose log is followed
         self._unsubscribe: list = []
         self._laid_out = False  # on_mount has applied the first layout (resizes before it follow no focus)
+        from cockpit.alerts import Alerter
+
+        self.alerter = Alerter(self.context.alerts, terminal=self._terminal_write)
+        self._server_flags: set[str] = set()  # the flag kinds of the followed server already alerted
+        self._sweeps_seen: dict[str, float] = {}  # sweep step -> finished_at already alerted
+        self._started_at = time.time()
 
     # --- layout -----------------------------------------------------------------------------------
 
@@ -78,6 +87,8 @@ class CockpitApp(RunbookActions, App[int]):
             yield self.hosts_view
             if self.runbook is not None:
                 yield ChecklistPane(ascii_only=self.ascii_only, id="checklist")
+        if self.context.runs:
+            yield RunsPane(list(self.context.runs), id="runs", classes="hidden")
         if self.runbook is not None and any(s.kind == "sglang_launch" for s in self.runbook.spec.steps):
             yield ServerLogPane(id="server-log", classes="hidden")
         yield BenchPane(id="bench", classes="hidden")
@@ -138,6 +149,10 @@ class CockpitApp(RunbookActions, App[int]):
         self.watch(self.screen, "focused", lambda _: self.show_keys(), init=False)  # the footer follows the focus
         if self._own_hub:
             self.hub.start()
+        if self.context.runs:
+            self.layout_state.reveal("runs") if not self.layout_state.compact else None
+            self.apply_layout()
+            self.run_worker(self._watch_runs(), name="training runs", group="runs", exclusive=True, exit_on_error=False)
         # One timer paints everything: pending samples and the ages in the titles, in one frame.
         self.set_interval(max(0.25, min(1.0, self.config.telemetry.interval_ms / 1000.0)), self._paint_pending)
         if self.panes:
@@ -159,7 +174,8 @@ class CockpitApp(RunbookActions, App[int]):
 
     def _panes(self) -> dict[str, object]:
         found = {"hosts": self.hosts_view}
-        for view, kind in (("checklist", ChecklistPane), ("server", ServerLogPane), ("bench", BenchPane), ("log", CommandLogPane)):
+        for view, kind in (("checklist", ChecklistPane), ("runs", RunsPane), ("server", ServerLogPane), ("bench", BenchPane),
+                           ("log", CommandLogPane)):
             panes = self.query(kind)
             if panes:
                 found[view] = panes.first()
@@ -202,6 +218,7 @@ class CockpitApp(RunbookActions, App[int]):
                   "checklist.next": self.runbook is not None and not self.read_only}
         for view_key in ("checklist.focus", "server.toggle", "bench.toggle", "app.toggle_log"):
             wanted[view_key] = not self.layout_state.compact
+        wanted["runs.toggle"] = not self.layout_state.compact and bool(self.context.runs)
         changed = False
         for bindings in self._bindings.key_to_bindings.values():
             for position, binding in enumerate(bindings):
@@ -276,6 +293,7 @@ class CockpitApp(RunbookActions, App[int]):
             pane.show(self.runbook.views())
             self._show_views()
             self._follow_latest_server()
+            self._alert_sweeps()
 
     def on_gate_invalidated(self, message: GateInvalidated) -> None:
         result = self.runbook.result(message.step) if self.runbook else None
@@ -302,6 +320,75 @@ class CockpitApp(RunbookActions, App[int]):
             self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name or event.worker.group} failed",
                         severity="error", timeout=15)
 
+    # --- training runs and alerts -------------------------------------------------------------------
+
+    async def _watch_runs(self) -> None:
+        """Poll every [runs] run (each over its host's own connection) and post what it found: the
+        worker never touches a widget."""
+        import asyncio
+
+        from cockpit.runs.watch import RunWatcher
+
+        watchers = [RunWatcher(spec, self.hub.pool.get(spec.host)) for spec in self.context.runs.values()]
+        interval = min(spec.poll_s for spec in self.context.runs.values())
+        while True:
+            statuses, events = [], []
+            for watcher in watchers:
+                status, new = await watcher.poll()
+                statuses.append(status)
+                events += new
+            self.post_message(RunsPolled(statuses, events))
+            await asyncio.sleep(interval)
+
+    def on_runs_polled(self, message: RunsPolled) -> None:
+        from cockpit.runs.watch import run_alert
+
+        for pane in self.query(RunsPane):
+            pane.show(message.statuses)
+        for event in message.events:
+            alert = run_alert(event)
+            if event.kind != "checkpoint":  # a new checkpoint is in the pane (and goes out as an alert): no toast over the work
+                self.notify(alert.text, title=alert.title, severity="error" if alert.level == "error" else
+                            "warning" if alert.level == "warning" else "information", timeout=15 if alert.level == "error" else 8)
+            self.send_alert(alert)
+            if event.kind in ("crashed", "stalled"):
+                self.reveal("runs")
+
+    def action_toggle_runs(self) -> None:
+        if not self.query(RunsPane):
+            self.notify("No [runs.NAME] in the config: add one (host, log and/or output_dir) to watch a training run",
+                        severity="warning")
+            return
+        self.press_view("runs")
+
+    def _terminal_write(self, sequence: str) -> None:
+        """An alert for a person not looking: the bell and the desktop-notification escape, written
+        to the terminal the TUI owns (between its frames: they draw nothing)."""
+        driver = getattr(self, "_driver", None)
+        if driver is None:
+            raise OSError("no terminal")
+        driver.write(sequence)
+        driver.flush()
+
+    def send_alert(self, alert) -> None:
+        self.run_worker(self.alerter.send(alert), name="alert", group="alerts", exit_on_error=False)
+
+    def _alert_sweeps(self) -> None:
+        """A sweep that ended since this cockpit started: its decision (or failure) goes out as an alert."""
+        from cockpit.alerts import Alert
+
+        for spec in self.runbook.spec.steps:
+            result = self.runbook.result(spec.name)
+            if (spec.kind != "bench_sweep" or result is None or result.finished_at is None
+                    or result.state not in (StepState.PASSED, StepState.FAILED)):
+                continue
+            if result.finished_at <= self._started_at or self._sweeps_seen.get(spec.name) == result.finished_at:
+                continue
+            self._sweeps_seen[spec.name] = result.finished_at
+            passed = result.state is StepState.PASSED
+            self.send_alert(Alert("sweep_done", f"sweep:{spec.name}:{result.finished_at}", f"sweep {spec.name} {'done' if passed else 'failed'}",
+                                  result.message, "info" if passed else "error"))
+
     # --- the launched server ------------------------------------------------------------------------
 
     def _follow_latest_server(self) -> None:
@@ -316,6 +403,7 @@ class CockpitApp(RunbookActions, App[int]):
         if key == self._watching:
             return
         self._watching = key
+        self._server_flags = set()
         pane = panes.first()
         pane.follow(f"{spec.name} @{spec.host}")
         self.reveal("server")
@@ -335,10 +423,26 @@ class CockpitApp(RunbookActions, App[int]):
             pane.show(message.status)
             self.show_keys()
             result = self.runbook.latest_launch("sglang_launch")[1]  # a stop that was asked for (a sweep) is no crash
+            spec_name = self.runbook.latest_launch("sglang_launch")[0].name
             if was_alive and not message.status.alive and result is not None and result.state is StepState.PASSED:
+                from cockpit.alerts import Alert
+
                 errors = [d for d in message.status.report.diagnoses if d.severity == "error"]
-                self.notify(errors[0].message if errors else "no diagnosis in its log", title="the server died",
-                            severity="error", timeout=15)
+                text = errors[0].message if errors else "no diagnosis in its log"
+                self.notify(text, title="the server died", severity="error", timeout=15)
+                self.send_alert(Alert("server_crashed", f"server_crashed:{spec_name}", f"{spec_name}: the server died", text, "error"))
+            self._alert_server_flags(spec_name, message.status.figures.get("flags") or [])
+
+    def _alert_server_flags(self, step: str, flags: list[dict]) -> None:
+        from cockpit.sglang.live import flag_alert
+
+        kinds = {f["kind"] for f in flags}
+        for flag in flags:
+            if flag["kind"] not in self._server_flags:
+                alert = flag_alert(step, flag)
+                self.notify(alert.text, title=alert.title, severity="error", timeout=15)
+                self.send_alert(alert)
+        self._server_flags = kinds  # a flag that cleared and comes back is news again
 
     def action_toggle_server_log(self) -> None:
         if not self.query(ServerLogPane):

@@ -13,8 +13,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 COMPACT_WIDTH, COMPACT_HEIGHT = 100, 28
-VIEWS = (("hosts", "h"), ("checklist", "c"), ("server", "s"), ("bench", "b"), ("log", "l"))
-BOTTOM = ("server", "bench", "log")
+VIEWS = (("hosts", "h"), ("checklist", "c"), ("runs", "t"), ("server", "s"), ("bench", "b"), ("log", "l"))
+BOTTOM = ("runs", "server", "bench", "log")
 
 
 @dataclass

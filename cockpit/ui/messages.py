@@ -49,3 +49,9 @@ class SweepProgress(Message):
 @dataclass
 class CommandLogged(Message):
     record: CommandRecord
+
+
+@dataclass
+class RunsPolled(Message):
+    statuses: list[Any]  # runs.watch.RunStatus
+    events: list[Any]  # runs.watch.RunEvent since the last poll

@@ -38,7 +38,7 @@ OURS = r"""
 import asyncio, json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 from cockpit.bench.client import RequestRecord, run_request
-from cockpit.bench.http import default_opener
+from cockpit.hosts.http import default_opener
 
 endpoint, streams, requests, tokens = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 lags = []

@@ -22,7 +22,7 @@ class HelpScreen(ModalScreen[None]):
         height: auto;
         max-height: 100%;
         border: round $accent;
-        border-subtitle-align: right;
+        border-subtitle-align: left;  /* toasts stack at the bottom right */
         background: $panel;
         padding: 0 1;
     }
@@ -43,11 +43,13 @@ class HelpScreen(ModalScreen[None]):
         from cockpit.ui.widgets.bench_pane import BenchPane
         from cockpit.ui.widgets.checklist import ChecklistPane
         from cockpit.ui.widgets.command_log import CommandLogPane
+        from cockpit.ui.widgets.runs_pane import RunsPane
         from cockpit.ui.widgets.server_log import ServerLogPane
 
         rows = actions.help_rows("app") + [("tab / shift+tab", "move focus between panes", "")]
         chain = [focused, *(focused.ancestors if focused is not None else [])]
-        for kind, name in ((ChecklistPane, "checklist"), (CommandLogPane, "log"), (ServerLogPane, "server"), (BenchPane, "bench")):
+        for kind, name in ((ChecklistPane, "checklist"), (CommandLogPane, "log"), (ServerLogPane, "server"), (BenchPane, "bench"),
+                           (RunsPane, "runs")):
             if any(isinstance(node, kind) for node in chain):
                 extra = actions.help_rows(name) if name in ("checklist", "bench") else []
                 return cls(extra + rows, actions.PANE_HELP[name])

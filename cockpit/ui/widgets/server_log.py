@@ -47,6 +47,41 @@ def diagnosis_text(diagnoses: list[Diagnosis]) -> Text:
     return text.rstrip() or text
 
 
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def spark(values: list[float | None], top: float | None = None) -> str:
+    known = [v for v in values if v is not None]
+    if not known:
+        return ""
+    high = top or max(known) or 1.0
+    return "".join(" " if v is None else SPARK[min(len(SPARK) - 1, int(len(SPARK) * max(0.0, v) / high))] for v in values)
+
+
+def live_text(figures: dict) -> Text:
+    """The serving server's figures on one line (the flags on their own lines): throughput, requests,
+    KV usage, acceptance (window, lifetime) with its recent history."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if not figures or not figures.get("sources"):
+        return text
+    def fmt(value, spec):
+        return "-" if value is None else spec.format(value)
+
+    accept = figures["accept_length"]
+    text.append("serving ", style="bold")
+    text.append(f"{fmt(figures['throughput_tok_s'], '{:.0f}')} tok/s · {fmt(figures['running'], '{}')} running · "
+                f"{fmt(figures['queued'], '{}')} queued · KV {fmt(figures['token_usage'], '{:.0%}')} · ")
+    text.append(f"accept {fmt(accept['window'], '{:.2f}')}", style="bold")
+    if accept.get("lifetime") is not None:
+        text.append(f" (lifetime {accept['lifetime']:.2f})")
+    history = [w["accept_length"] for w in figures.get("history") or []][-24:]
+    if any(v is not None for v in history):
+        text.append("  " + spark(history), style="cyan")
+    for flag in figures.get("flags") or []:
+        text.append(f"\n! {flag['kind']}: {flag['message']}", style="bold red")
+    return text
+
+
 class ServerLogPane(Vertical):
     DEFAULT_CSS = """
     ServerLogPane {
@@ -58,6 +93,10 @@ class ServerLogPane(Vertical):
     }
     ServerLogPane #server-status {
         height: 1;
+    }
+    ServerLogPane #server-live {
+        height: auto;
+        max-height: 4;
     }
     ServerLogPane #server-diagnoses {
         height: auto;
@@ -77,6 +116,9 @@ class ServerLogPane(Vertical):
 
     def compose(self):
         yield Static(status_line(None, ""), id="server-status")
+        live = Static("", id="server-live")
+        live.display = False  # until the server serves: no empty line
+        yield live
         yield Static("", id="server-diagnoses")
         yield BoundedRichLog(max_lines=2000, wrap=False, markup=False, id="server-lines")
 
@@ -87,6 +129,8 @@ class ServerLogPane(Vertical):
         self.query_one(BoundedRichLog).clear()
         self.query_one("#server-status", Static).update(status_line(None, target))
         self.query_one("#server-diagnoses", Static).update("")
+        self.query_one("#server-live", Static).update("")
+        self.query_one("#server-live", Static).display = False
 
     def show(self, status: ServerStatus) -> None:
         if not self.query("#server-status"):
@@ -104,6 +148,9 @@ class ServerLogPane(Vertical):
         self.flagged = bad_lines
         self.query_one("#server-status", Static).update(status_line(status, self.target))
         self.query_one("#server-diagnoses", Static).update(diagnosis_text(status.report.diagnoses))
+        live = self.query_one("#server-live", Static)
+        live.update(live_text(status.figures))
+        live.display = bool(status.figures.get("sources"))
 
     def show_failed_launch(self, result, started: bool) -> None:
         """A launch that was refused or whose server died: its diagnoses, read back from the step's evidence."""

@@ -1,0 +1,61 @@
+"""A run's status as text (the CLI's `cockpit runs`; the TUI draws its own pane from the same status)."""
+
+from __future__ import annotations
+
+from cockpit.format import duration
+from cockpit.runs.watch import RunStatus, flag_lines
+
+
+def progress_text(status: RunStatus) -> str:
+    if status.step is None:
+        return "no progress seen yet"
+    text = f"step {status.step}" + (f"/{status.total} ({100 * status.step / status.total:.0f}%)" if status.total else "")
+    if status.eta_s is not None and status.state == "running":
+        text += f", about {duration(status.eta_s)} left"
+    return text
+
+
+def estimate_text(status: RunStatus) -> str | None:
+    e = status.estimate
+    if not e:
+        return None
+    return (f"estimated acceptance length {e['with_bonus']:.2f} with the bonus token, {e['without_bonus']:.2f} without "
+            f"(greedy topk-1 chain, depth {e['depth']}, from {e['source']} accuracy)")
+
+
+def render_run(status: RunStatus) -> str:
+    lines = [f"{status.name} on {status.host}: {status.state.upper()}" + (f" ({status.phase})" if status.phase and status.state == "running" else "")
+             + f"  {progress_text(status)}"]
+    figures = []
+    if status.loss is not None:
+        figures.append(f"loss {status.loss:.3g}")
+    if status.acc is not None:
+        figures.append(f"acc {status.acc:.3g}")
+    if status.eval_loss is not None:
+        figures.append(f"eval loss {status.eval_loss:.3g}")
+    if figures:
+        lines.append("  " + ", ".join(figures))
+    if status.per_position_acc:
+        lines.append(f"  per-position accuracy ({status.per_position_source}, {status.per_position_when}): "
+                     + " ".join(f"{a:.2f}" for a in status.per_position_acc))
+    if (text := estimate_text(status)):
+        lines.append("  " + text)
+    if status.finished:
+        lines.append(f"  finished: {status.finished}")
+    checkpoint = status.latest_checkpoint
+    if checkpoint:
+        lines.append(f"  latest checkpoint: {checkpoint['path']}: {checkpoint.get('key_layout') or '-'}; {checkpoint.get('verdict', '')}")
+    elif status.watches_checkpoints:
+        lines.append("  no checkpoint yet")
+    lines += [f"  ! {line}" for line in flag_lines(status.flags)]
+    lines += [f"  note: {note}" for note in status.notes]
+    if status.read_error:
+        lines.append(f"  could not read: {status.read_error}")
+    return "\n".join(lines)
+
+
+def exit_code(statuses: list[RunStatus]) -> int:
+    """0 healthy, 1 something flagged, 2 a run could not be read."""
+    if any(s.read_error for s in statuses):
+        return 2
+    return 1 if any(s.flagged for s in statuses) else 0

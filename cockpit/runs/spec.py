@@ -1,0 +1,63 @@
+"""`[runs.NAME]` tables: the training runs the cockpit watches.  Checked here, once, for every
+command (`config check` rejects what `cockpit runs` or the TUI would)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cockpit.config import Config, _Checker
+
+RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "poll_s"}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    name: str
+    host: str
+    log: str | None = None
+    output_dir: str | None = None
+    depth: int | None = None  # the serving chain's steps: the estimate is truncated there
+    stall_after_s: float = 600.0
+    total_steps: int | None = None  # for logs that never say it (SpecForge E4)
+    sglang: str | None = None  # the serving host's SGLang version: checkpoint verdicts for it
+    poll_s: float = 5.0
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "host": self.host, "log": self.log, "output_dir": self.output_dir, "depth": self.depth,
+                "stall_after_s": self.stall_after_s, "total_steps": self.total_steps, "sglang": self.sglang}
+
+
+def parse_runs(config: Config) -> dict[str, RunSpec]:
+    raw = config.raw.get("runs", {})
+    check = _Checker(str(config.path or "<config>"), config.text)
+    if not isinstance(raw, dict):
+        raise check.fail((), "runs", "must be tables: [runs.NAME] with host and log and/or output_dir")
+    hosts = {h.name for h in config.hosts}
+    runs = {}
+    for name, data in raw.items():
+        table = ("runs", name)
+        if not isinstance(data, dict):
+            raise check.fail(("runs",), name, "each run must be a table: [runs.NAME]")
+        check.unknown_keys(table, data, RUN_KEYS)
+        host = check.get(table, data, "host", str, None)
+        if host is None:
+            raise check.fail(table, None, f"run '{name}' needs 'host' (one of: {', '.join(sorted(hosts)) or 'no hosts configured'})")
+        if host not in hosts:
+            raise check.fail(table, "host", f"no host named '{host}'; hosts: {', '.join(sorted(hosts)) or 'none'}")
+        log = check.get(table, data, "log", str, None)
+        output_dir = check.get(table, data, "output_dir", str, None)
+        if log is None and output_dir is None:
+            raise check.fail(table, None, f"run '{name}' needs 'log' (the trainer's console log) and/or 'output_dir' "
+                             "(its checkpoints and runs/ TensorBoard events)")
+        for key, value in (("log", log), ("output_dir", output_dir)):
+            if value is not None and not value.startswith("/"):
+                raise check.fail(table, key, f"'{value}' must be an absolute path on {host} (it is read over SFTP: start it with /)")
+        depth = check.get(table, data, "depth", int, None, minimum=1)
+        runs[name] = RunSpec(
+            name=name, host=host, log=log, output_dir=output_dir, depth=depth,
+            stall_after_s=60.0 * check.get(table, data, "stall_after_min", float, 10.0, minimum=0.1),
+            total_steps=check.get(table, data, "total_steps", int, None, minimum=1),
+            sglang=check.get(table, data, "sglang", str, None),
+            poll_s=check.get(table, data, "poll_s", float, 5.0, minimum=0.2),
+        )
+    return runs

@@ -1,0 +1,408 @@
+"""A serving SGLang server, live (runs-facts b.1-b.7): throughput, running and queued requests,
+token usage and acceptance length from its `Decode batch` / `Prefill batch` log lines (every
+wording from 0.4.6 to 0.5.23), from `/metrics` when `--enable-metrics` is on (parsed with
+prometheus_client's own text parser) and from `/server_info` (lifetime acceptance).
+
+Flags: `draft_not_used` (accept len <= 1.05 for 3+ decode windows in a row while requests run: the
+draft's weights are not used), `hung` (no decode line for 3x the usual interval while requests
+run: before SGLang's own 300 s watchdog; or its health check failing), `oom` and `crashed` (the
+crash texts of the facts file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from cockpit.hosts.http import request
+
+# runs-facts "What a monitor should parse", item 5: every version's decode and prefill lines
+BATCH_RE = re.compile(
+    r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*)?\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d{3})?"
+    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] (?P<kind>Decode|Prefill) batch(?: \[\d+\])?[.,] (?P<body>.*?)(?:, )?,?\s*$")
+DRAFT_NOT_USED_AT = 1.05
+DRAFT_NOT_USED_WINDOWS = 3
+HUNG_FACTOR = 3.0
+MIN_INTERVAL_S = 1.0
+
+_CRASH = [
+    ("crashed", re.compile(r"[Ww]atchdog timeout \(")),
+    ("crashed", re.compile(r"Scheduler hit an exception")),
+    ("crashed", re.compile(r"Received sigquit from a child process")),
+    ("crashed", re.compile(r"SIGQUIT received\.")),
+    ("crashed", re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code")),
+    ("crashed", re.compile(r"scheduler is dead")),
+    ("crashed", re.compile(r"Watchdog caught collective operation timeout")),
+    ("oom", re.compile(r"OutOfMemoryError|CUDA out of memory|(?:Prefill|Decode) out of memory\. Try to lower|"
+                       r"^Out of memory\. Try to lower|alloc_req_slots runs out of memory|Out of memory even after retracting")),
+    ("hung", re.compile(r"Health check failed\. Server couldn't get a response")),
+]
+_RETRACT = re.compile(r"KV cache pool is full\. Retract requests|Decode out of memory happened\. #retracted_reqs")
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    kind: str  # "Decode" or "Prefill"
+    ts: float  # the log's own timestamp (local time of the server), seconds
+    ranks: str
+    fields: dict
+
+    def number(self, key: str) -> float | None:
+        value = self.fields.get(key)
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            return None
+
+
+def parse_batch_line(line: str) -> BatchLine | None:
+    m = BATCH_RE.match(line.rstrip())
+    if m is None:
+        return None
+    fields = {}
+    for part in m.group("body").split(", "):
+        key, sep, value = part.partition(": ")
+        if sep:
+            fields[key.strip()] = value.strip().rstrip(",")
+    try:
+        ts = time.mktime(time.strptime(m.group("ts"), "%Y-%m-%d %H:%M:%S"))
+    except ValueError:
+        return None
+    return BatchLine(m.group("kind"), ts, m.group("ranks").strip(), fields)
+
+
+@dataclass
+class Window:
+    """One decode line: the figures of its window of decode iterations."""
+
+    at: float  # when the cockpit read it (wall clock)
+    ts: float  # the log's timestamp
+    throughput: float | None
+    running: int | None
+    queued: int | None
+    token_usage: float | None
+    accept_len: float | None
+
+    def to_json(self) -> dict:
+        return {"ts": self.ts, "throughput_tok_s": self.throughput, "running": self.running, "queued": self.queued,
+                "token_usage": self.token_usage, "accept_length": self.accept_len}
+
+
+@dataclass(frozen=True)
+class ServerFlag:
+    kind: str
+    line: str
+    message: str
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "line": self.line, "message": self.message}
+
+
+@dataclass
+class LiveFigures:
+    """What the server is doing, from every source the cockpit has (log lines, /metrics, /server_info)."""
+
+    clock: Any = time.time
+    history: deque = field(default_factory=lambda: deque(maxlen=240))
+    flags: list = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)  # from /metrics (the stats rank's series)
+    lifetime_accept: float | None = None  # /server_info avg_spec_accept_length
+    retractions: int = 0
+    last_decode_at: float | None = None
+    last_prefill: BatchLine | None = None
+    sources: set = field(default_factory=set)
+    _low_run: int = 0
+    _counters: tuple | None = None  # (generation_tokens_total, spec_verify_calls_total) last read
+    counter_accept: float | None = None  # exact window acceptance from counters (0.5.14+)
+
+    # --- log lines -----------------------------------------------------------------------------
+
+    def feed(self, lines, now: float | None = None) -> None:
+        now = self.clock() if now is None else now
+        for line in lines:
+            if "batch" in line and (batch := parse_batch_line(line)) is not None:
+                self._batch(batch, line, now)
+                continue
+            if _RETRACT.search(line):
+                self.retractions += 1
+                continue
+            for kind, pattern in _CRASH:
+                if pattern.search(line):
+                    self._flag(kind, line, _CRASH_TEXT[kind])
+                    break
+
+    def _batch(self, batch: BatchLine, line: str, now: float) -> None:
+        self.sources.add("log")
+        if batch.kind == "Prefill":
+            self.last_prefill = batch
+            return
+        running = batch.number("#running-req")
+        window = Window(now, batch.ts, batch.number("gen throughput (token/s)"), None if running is None else int(running),
+                        None if batch.number("#queue-req") is None else int(batch.number("#queue-req")),
+                        batch.number("token usage") if "token usage" in batch.fields else batch.number("full token usage"),
+                        batch.number("accept len"))
+        self.history.append(window)
+        self.last_decode_at = now
+        if window.accept_len is not None and window.running:
+            if window.accept_len <= DRAFT_NOT_USED_AT:
+                self._low_run += 1
+                if self._low_run >= DRAFT_NOT_USED_WINDOWS:
+                    self._flag("draft_not_used", line, f"accept len {window.accept_len:.2f} for {self._low_run} windows in a row "
+                               "under load: the draft is not used (layers.0.* keys skipped by SGLang 0.4.9-0.5.11? wrong aux "
+                               "layers? a draft for another target?)", replace=True)
+            else:
+                self._low_run = 0
+                self.flags = [f for f in self.flags if f.kind != "draft_not_used"]
+
+    def _flag(self, kind: str, line: str, message: str, replace: bool = False) -> None:
+        for index, flag in enumerate(self.flags):
+            if flag.kind == kind:
+                if replace:
+                    self.flags[index] = ServerFlag(kind, line.strip()[:500], message)
+                return
+        self.flags.append(ServerFlag(kind, line.strip()[:500], message))
+
+    # --- /metrics and /server_info ------------------------------------------------------------
+
+    def feed_metrics(self, text: str, now: float | None = None) -> None:
+        """The Prometheus text of /metrics (prometheus_client's parser: the format's own rules)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        now = self.clock() if now is None else now
+        values: dict[str, float] = {}
+        try:
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if not sample.name.startswith("sglang:"):
+                        continue
+                    name = sample.name[len("sglang:"):]
+                    if name.endswith(("_bucket", "_created")):
+                        continue
+                    if sample.labels.get("tp_rank", "0") not in ("0",) or sample.labels.get("dp_rank", "0") != "0":
+                        continue
+                    values[name] = values.get(name, 0.0) + sample.value if name.endswith("_total") else sample.value
+        except (ValueError, IndexError, KeyError, TypeError):
+            return  # not Prometheus text (an error page): nothing trusted
+        if not values:
+            return
+        self.sources.add("metrics")
+        self.metrics = values
+        counters = (values.get("generation_tokens_total"), values.get("spec_verify_calls_total"))
+        if None not in counters:
+            if self._counters is not None:
+                tokens, verifies = counters[0] - self._counters[0], counters[1] - self._counters[1]
+                if verifies > 0 and tokens >= 0:
+                    self.counter_accept = tokens / verifies
+            self._counters = counters
+        if "log" not in self.sources:
+            # no log lines: the gauges are the window (they refresh at each decode log, and every 30 s idle)
+            window = Window(now, now, values.get("gen_throughput"), _int(values.get("num_running_reqs")),
+                            _int(values.get("num_queue_reqs")), values.get("token_usage"), values.get("spec_accept_length"))
+            if not self.history or (self.history[-1].throughput, self.history[-1].running, self.history[-1].accept_len) != (
+                    window.throughput, window.running, window.accept_len):
+                self.history.append(window)
+                self.last_decode_at = now
+                if window.accept_len is not None and window.running:
+                    self._low_run = self._low_run + 1 if window.accept_len <= DRAFT_NOT_USED_AT else 0
+                    if self._low_run >= DRAFT_NOT_USED_WINDOWS:
+                        self._flag("draft_not_used", f"sglang:spec_accept_length {window.accept_len}",
+                                   "acceptance length at or below 1.05 under load: the draft is not used", replace=True)
+
+    def feed_server_info(self, info: dict) -> None:
+        states = info.get("internal_states") if isinstance(info, dict) else None
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            value = states[0].get("avg_spec_accept_length")
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                self.lifetime_accept = float(value)
+                self.sources.add("server_info")
+
+    # --- what it adds up to --------------------------------------------------------------------
+
+    def interval(self) -> float:
+        """The usual time between decode lines while requests run (the log's own timestamps)."""
+        stamps = [w.ts for w in self.history if w.running]
+        gaps = sorted(b - a for a, b in zip(stamps[-11:], stamps[-10:]) if b >= a)
+        if not gaps:
+            return 10.0
+        return max(MIN_INTERVAL_S, gaps[len(gaps) // 2])
+
+    def current_flags(self, now: float | None = None) -> list[ServerFlag]:
+        now = self.clock() if now is None else now
+        flags = list(self.flags)
+        last = self.history[-1] if self.history else None
+        if (last is not None and last.running and self.last_decode_at is not None and not any(f.kind == "crashed" for f in flags)):
+            silent = now - self.last_decode_at
+            limit = HUNG_FACTOR * self.interval()
+            if silent > limit:
+                flags.append(ServerFlag("hung", "", f"no decode line for {silent:.0f} s while {last.running} request(s) run "
+                                        f"(usually every {self.interval():.0f} s); SGLang's watchdog kills it at 300 s"))
+        return flags
+
+    def latest(self) -> Window | None:
+        return self.history[-1] if self.history else None
+
+    def to_json(self, now: float | None = None, history: int = 30) -> dict:
+        last = self.latest()
+        window_accept = last.accept_len if last is not None else self.metrics.get("spec_accept_length")
+        return {
+            "throughput_tok_s": last.throughput if last else self.metrics.get("gen_throughput"),
+            "running": last.running if last else _int(self.metrics.get("num_running_reqs")),
+            "queued": last.queued if last else _int(self.metrics.get("num_queue_reqs")),
+            "token_usage": last.token_usage if last else self.metrics.get("token_usage"),
+            "accept_length": {"window": window_accept, "lifetime": self.lifetime_accept, "counters": self.counter_accept},
+            "history": [w.to_json() for w in list(self.history)[-history:]],
+            "flags": [f.to_json() for f in self.current_flags(now)],
+            "retractions": self.retractions,
+            "sources": sorted(self.sources),
+        }
+
+
+_CRASH_TEXT = {
+    "crashed": "the server crashed (its scheduler died or the watchdog fired): see the line, then the log before it",
+    "oom": "out of memory: lower --mem-fraction-static, --max-running-requests or --cuda-graph-max-bs",
+    "hung": "SGLang's health check got no answer from the detokenizer: the scheduler is stuck",
+}
+
+
+def _int(value) -> int | None:
+    return None if value is None else int(value)
+
+
+# --- HTTP from the host's side ----------------------------------------------------------------
+
+
+def opener_for(transport):
+    """Connections made from the host's side (a direct-tcpip channel on its SSH connection)."""
+    async def opener(host: str, port: int):
+        return await transport.open_tcp(host, port)
+
+    return opener
+
+
+async def get(opener, url: str, timeout: float = 5.0) -> tuple[int, bytes] | None:
+    """GET with a short timeout (/server_info hangs when the scheduler does); None when unreachable."""
+    try:
+        return await asyncio.wait_for(request(opener, "GET", url, timeout=timeout), timeout + 1)
+    except (OSError, asyncio.TimeoutError, ValueError, ConnectionError):
+        return None
+    except Exception:  # noqa: BLE001 - asyncssh channel errors: unreachable, said so by None
+        return None
+
+
+async def server_info(transport, port: int, host: str = "127.0.0.1", opener=None) -> dict[str, Any]:
+    """/server_info, or /get_server_info on versions before it (404): {} when neither answers."""
+    opener = opener or opener_for(transport)
+    for path in ("/server_info", "/get_server_info"):
+        reply = await get(opener, f"http://{host}:{port}{path}")
+        if reply is None:
+            continue
+        status, body = reply
+        if status == 200:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+class LiveServer:
+    """Polls one server: its log (followed by offset on its host), /metrics and /server_info (from
+    the host's side, or straight from here for a URL).  Either source may be missing."""
+
+    def __init__(self, transport=None, log: str | None = None, base_url: str | None = None, opener=None, clock=time.time,
+                 backlog_bytes: int = 256 * 1024):
+        from cockpit.hosts.follow import LogFollower
+
+        self.transport = transport
+        self.base_url = base_url
+        self.opener = opener or (opener_for(transport) if transport is not None else None)
+        self.follower = LogFollower(transport, log, tail_bytes=backlog_bytes) if log and transport is not None else None
+        self.figures = LiveFigures(clock=clock)
+        self.log_missing = False
+        self.unreachable: str | None = None
+        self.metrics_off = False  # /metrics answered 404: --enable-metrics is off, not asked again
+
+    async def poll(self, catch_up: bool = False) -> LiveFigures:
+        from cockpit.hosts.transport import TransportError
+
+        now = self.figures.clock()
+        self.unreachable = None
+        if self.follower is not None:
+            try:
+                while True:
+                    update = await self.follower.poll()
+                    self.log_missing = update.event == "missing"
+                    if update.event in ("truncated", "rotated"):
+                        self.figures = LiveFigures(clock=self.figures.clock)  # a new server's log
+                    self.figures.feed(update.lines, now)
+                    if update.event == "appeared" and update.mtime and self.figures.last_decode_at is not None:
+                        self.figures.last_decode_at = min(self.figures.last_decode_at, update.mtime)
+                    if not catch_up or update.size is None or self.follower.offset >= update.size:
+                        break
+            except (TransportError, OSError) as exc:
+                self.unreachable = str(exc)
+        if self.base_url and self.opener is not None:
+            text = None
+            if not self.metrics_off:
+                reply = await get(self.opener, f"{self.base_url}/metrics")
+                if reply is not None and reply[0] == 404:
+                    self.metrics_off = True
+                elif reply is not None and reply[0] == 200:
+                    text = reply[1].decode("utf-8", errors="replace")
+                    self.figures.feed_metrics(text, now)
+            host, port = _host_port(self.base_url)
+            info = await server_info(None, port, host, opener=self.opener)
+            if info:
+                self.figures.feed_server_info(info)
+            elif text is None and self.follower is None:
+                self.unreachable = f"{self.base_url}: no answer from /metrics or /server_info"
+        return self.figures
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    from cockpit.hosts.http import split_url
+
+    host, port, _ = split_url(url)
+    return host, port
+
+
+def render_live(data: dict) -> str:
+    """`cockpit server`'s text: the figures of to_json(), flags last."""
+    def fmt(value, spec="{:.2f}"):
+        return "-" if value is None else spec.format(value)
+
+    accept = data["accept_length"]
+    lines = [f"throughput {fmt(data['throughput_tok_s'], '{:.0f}')} tok/s, running {fmt(data['running'], '{}')}, "
+             f"queued {fmt(data['queued'], '{}')}, token usage {fmt(data['token_usage'])}",
+             f"acceptance length: window {fmt(accept['window'])}, lifetime {fmt(accept['lifetime'])}"
+             + (f", from counters {fmt(accept['counters'])}" if accept.get("counters") is not None else "")
+             + " (SGLang counts the bonus token)"]
+    history = data.get("history") or []
+    if history:
+        lines.append("recent windows (accept len): " + " ".join(fmt(w["accept_length"]) for w in history[-12:]))
+    if data.get("retractions"):
+        lines.append(f"KV cache full: {data['retractions']} retraction(s) (requests re-queued; not a crash)")
+    lines += [f"! {f['kind']}: {f['message']}" + (f"  <- {f['line'][:160]}" if f["line"] else "") for f in data["flags"]]
+    if not data.get("sources"):
+        lines.append("(no decode line or metrics yet: is the server serving requests?)")
+    return "\n".join(lines)
+
+
+def flag_alert(step: str, flag: dict):
+    """The alert a serving flag sends ([alerts]), deduplicated per step and kind."""
+    from cockpit.alerts import Alert
+
+    kind = {"draft_not_used": "draft_not_used", "hung": "server_hung", "oom": "server_oom", "crashed": "server_crashed"}.get(
+        flag["kind"], flag["kind"])
+    title = {"draft_not_used": "the draft is not used", "hung": "the server hangs", "oom": "the server ran out of memory",
+             "crashed": "the server crashed"}.get(flag["kind"], flag["kind"])
+    return Alert(kind, f"{kind}:{step}", f"{step}: {title}", flag["message"], "error")

@@ -1,0 +1,142 @@
+"""The training runs pane: per run, its state and progress with ETA, loss, accuracy per TTT position
+(a small bar chart), train vs eval, the estimated acceptance length at the serving depth (with and
+without the bonus token, labelled), the newest checkpoint with its verdict, and every flag with the
+line that shows it."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual.widgets import Static
+
+from cockpit.format import duration
+from cockpit.runs.watch import RunStatus
+from cockpit.ui import actions
+
+BARS = "▁▂▃▄▅▆▇█"
+STATE_STYLE = {"running": "bold green", "finished": "bold cyan", "crashed": "bold white on red", "stalled": "bold black on yellow",
+               "unknown": "dim"}
+
+
+def bar(fraction: float, width: int) -> Text:
+    filled = int(round(max(0.0, min(1.0, fraction)) * width))
+    return Text("━" * filled, style="green") + Text("─" * (width - filled), style="dim")
+
+
+def positions_chart(values: list[float]) -> Text:
+    """Accuracy per position as bars on one line (0 to 1), each with its value."""
+    text = Text()
+    for index, value in enumerate(values):
+        text.append(BARS[min(len(BARS) - 1, int(len(BARS) * max(0.0, min(0.999, value))))], style="cyan")
+        text.append(f"{value:.2f}".lstrip("0") + (" " if index < len(values) - 1 else ""), style="dim")
+    return text
+
+
+def loss_spark(history: list[tuple]) -> Text:
+    values = [loss for _, loss, _ in history if loss is not None][-24:]
+    if len(values) < 2:
+        return Text()
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    return Text("".join(BARS[min(len(BARS) - 1, int((v - low) / span * (len(BARS) - 1)))] for v in values), style="magenta")
+
+
+def run_block(status: RunStatus, width: int) -> Group:
+    head = Text(no_wrap=True, overflow="ellipsis")
+    head.append(f"{status.name} ", style="bold")
+    head.append(f"@{status.host}  ", style="dim")
+    head.append(f" {status.state.upper()} ", style=STATE_STYLE.get(status.state, ""))
+    if status.step is not None:
+        head.append(f"  step {status.step}" + (f"/{status.total}" if status.total else ""))
+        if status.total:
+            head.append("  ")
+            head.append_text(bar(status.step / status.total, max(6, min(30, width - len(head.plain) - 22))))
+            head.append(f" {100 * status.step / status.total:.0f}%")
+        if status.eta_s is not None and status.state == "running":
+            head.append(f"  {duration(status.eta_s)} left", style="bold")
+    lines = [head]
+    figures = Text(no_wrap=True, overflow="ellipsis")
+    figures.append("  ")
+    if status.loss is not None:
+        figures.append(f"loss {status.loss:.3g} ")
+        figures.append_text(loss_spark(status.history))
+        figures.append("  ")
+    if status.acc is not None:
+        figures.append(f"acc {status.acc:.3g}  ")
+    if status.eval_loss is not None:
+        figures.append(f"eval loss {status.eval_loss:.3g}  ")
+    if status.per_position_acc:
+        figures.append(f"by position ({status.per_position_source}): ", style="dim")
+        figures.append_text(positions_chart(status.per_position_acc))
+    if figures.plain.strip():
+        lines.append(figures)
+    estimate = status.estimate
+    if estimate:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append("  acceptance ")
+        line.append(f"{estimate['with_bonus']:.2f}", style="bold")
+        line.append(" with the bonus token (as SGLang counts), ")
+        line.append(f"{estimate['without_bonus']:.2f}", style="bold")
+        line.append(f" without; topk-1 chain, depth {estimate['depth']}, {estimate['source']} accuracy (an estimate)", style="dim")
+        lines.append(line)
+    checkpoint = status.latest_checkpoint
+    if checkpoint:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append("  checkpoint ")
+        line.append(checkpoint["path"].rsplit("/", 1)[-1], style="bold")
+        line.append(f"  {checkpoint.get('key_layout') or ''}  {checkpoint.get('verdict', '')}",
+                    style="green" if checkpoint.get("complete") else "yellow")
+        lines.append(line)
+    for flag in status.flags:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"  ! {flag.kind}: {flag.message}", style="bold red")
+        lines.append(line)
+        if flag.line:
+            lines.append(Text(f"    {flag.line}", style="red", no_wrap=True, overflow="ellipsis"))
+    if status.read_error:
+        lines.append(Text(f"  could not read: {status.read_error}", style="yellow", no_wrap=True, overflow="ellipsis"))
+    elif status.notes:
+        lines.append(Text(f"  {status.notes[0]}", style="dim", no_wrap=True, overflow="ellipsis"))
+    return Group(*lines)
+
+
+class RunsPane(Static, can_focus=True):
+    DEFAULT_CSS = """
+    RunsPane {
+        height: auto;
+        max-height: 10;
+        border: round $primary-darken-2;
+        padding: 0 1;
+    }
+    RunsPane:focus {
+        border: heavy $accent;
+    }
+    """
+    BINDINGS = actions.bindings("runs")
+
+    def __init__(self, names: list[str], **kwargs):
+        super().__init__("", **kwargs)
+        self.border_title = "training runs"
+        self.statuses: dict[str, RunStatus] = {}
+        self.names = names
+
+    def on_mount(self) -> None:
+        self._draw()
+
+    def on_resize(self, event) -> None:
+        self._draw()
+
+    def show(self, statuses: list[RunStatus]) -> None:
+        for status in statuses:
+            self.statuses[status.name] = status
+        states = [s.state for s in self.statuses.values()]
+        self.border_title = "training runs · " + ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
+        self._draw()
+
+    def _draw(self) -> None:
+        width = max(20, self.size.width - 2)
+        blocks = []
+        for name in self.names:
+            status = self.statuses.get(name)
+            blocks.append(run_block(status, width) if status is not None else Text(f"{name}  reading…", style="dim"))
+        self.update(Group(*blocks) if blocks else Text("no [runs.NAME] in the config", style="dim"))

@@ -1,0 +1,406 @@
+"""Training runs watched: the real SpecForge recordings (tests/fixtures/training) replayed through a
+real sshd as a growing log, checkpoints written the way the trainer writes them, every flag."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.config import parse_config
+from cockpit.errors import ConfigError
+from cockpit.hosts.commandlog import CommandLog
+from cockpit.hosts.follow import LogFollower, clean
+from cockpit.hosts.local import LocalTransport
+from cockpit.runs.parse import TrainingLog
+from cockpit.runs.spec import RunSpec
+from cockpit.runs.tfevents import EventReader, encode_record
+from cockpit.runs.watch import RunWatcher
+
+TRAINING = Path(__file__).resolve().parent / "fixtures" / "training"
+
+
+def lines_of(path: Path) -> list[str]:
+    parts = re.split(rb"\r\n|\r|\n", path.read_bytes())
+    return [clean(p) for p in parts if p]
+
+
+def parsed(name: str, clock=lambda: 1000.0) -> TrainingLog:
+    log = TrainingLog(clock=clock)
+    log.feed(lines_of(TRAINING / name / "train.log"))
+    return log
+
+
+def write_checkpoint(directory: Path, fixture: str, prefix: str, complete: bool = True) -> Path:
+    """A checkpoint as the trainer leaves it: config.json and model.safetensors rebuilt from the real
+    header (zeros for the tensors: only the header and the size are ever read)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    header = (TRAINING / fixture / f"{prefix}__model.safetensors.header.bin").read_bytes()
+    (length,) = struct.unpack("<Q", header[:8])
+    end = max(t["data_offsets"][1] for k, t in json.loads(header[8:8 + length]).items() if k != "__metadata__")
+    size = 8 + length + end
+    with open(directory / "model.safetensors", "wb") as handle:
+        handle.write(header)
+        handle.truncate(size if complete else size - 4096)
+    (directory / "config.json").write_bytes((TRAINING / fixture / f"{prefix}__config.json").read_bytes())
+    return directory
+
+
+def local() -> LocalTransport:
+    from cockpit.config import HostConfig
+
+    return LocalTransport(HostConfig(name="here", local=True), CommandLog())
+
+
+# --- each era's log, parsed ------------------------------------------------------------------------
+
+
+def test_e1_progress_positions_and_the_eval_bug():
+    log = parsed("E1")
+    assert (log.step, log.total, log.num_epochs) == (800, 800, 2)
+    assert log.per_position["train"] == [0.16, 0.15, 0.13, 0.13, 0.12, 0.12, 0.12]  # "Train Epoch [2/2], position i,  Acc"
+    assert "eval" not in log.per_position  # v0.1.0 printed the train lists as "Eval": not shown as eval
+    assert any("equal the train numbers" in n for n in log.notes)
+    assert log.state() == "finished" and "epoch_1" in log.finished
+    assert log.flags == []
+
+
+def test_e2_postfix_total_steps_and_a_crash_after_the_last_checkpoint():
+    log = parsed("E2-early")
+    assert log.loss == 2.20 and log.acc == 0.09  # the last bar's postfix
+    assert log.num_epochs == 2 and log.step == 800
+    assert log.per_position["eval"][0] == 0.13
+    assert log.state() == "crashed"
+    [flag] = log.flags
+    assert flag.kind == "traceback" and "Invalid process group specified" in flag.message
+    assert flag.line.endswith("ValueError: Invalid process group specified")  # the line that shows it
+    assert log.saved[-1].endswith("epoch_1")  # what was saved before it
+
+
+def test_e4_estimate_equals_specforges_own_simulated_acceptance_length():
+    log = parsed("E4-report-none")
+    meta = json.loads((TRAINING / "E4-report-none" / "outputs__tiny-llama-eagle3-offline__tiny-llama-eagle3-offline.best_meta.json").read_text())
+    from cockpit.drafter.acceptance import estimate
+
+    positions, source = log.positions()
+    assert source == "eval" and positions == meta["metrics"]["eval/per_position_acc"]
+    e = estimate(positions)
+    assert e.without_bonus == pytest.approx(meta["metrics"]["eval/simulated_acc_len"], rel=1e-9)  # SpecForge excludes the bonus
+    assert e.with_bonus == pytest.approx(1 + meta["metrics"]["eval/simulated_acc_len"], rel=1e-9)
+    assert log.step == 800 and log.state() == "finished" and "lr 0.0" in log.finished
+    # every rank prints the same line: de-duplicated on step
+    log.feed([line for line in lines_of(TRAINING / "E4-report-none" / "train.log") if line.startswith("step 800:")])
+    assert [p.step for p in log.history].count(800) == 1
+
+
+def test_a_failed_startup_is_a_crash_with_its_exception():
+    log = TrainingLog(clock=lambda: 0.0)
+    log.feed(lines_of(TRAINING / "failed-startup" / "E1.train.log"))
+    assert log.state() == "crashed"
+    assert [f.kind for f in log.flags] == ["traceback"]  # torchrun's ChildFailedError summary is not a second crash
+    assert "ImportError: cannot import name 'VideoReader'" in log.flags[0].message
+
+
+@pytest.mark.parametrize("line, kind", [
+    # the texts of runs-facts a.7, as torch prints them
+    ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.72 GiB "
+     "of which 1.02 GiB is free.", "oom"),
+    ("[rank3]:[E1203 10:00:00.000 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout: "
+     "WorkNCCL(SeqNum=4711, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600046 milliseconds before timing out.",
+     "nccl_timeout"),
+    ("  exitcode  : -9 (pid: 4242)", "killed_rank"),
+])
+def test_crash_signatures_are_flagged_with_their_line(line, kind):
+    log = parsed("E2-early")
+    log.reset()
+    log.feed(["Training Epoch 0:  10%|█         | 40/400 [00:04<00:36, 10.00it/s, loss=2.50, acc=0.10]", line])
+    assert log.state() == "crashed"
+    assert [(f.kind, f.line) for f in log.flags] == [(kind, line.strip())]
+
+
+def test_flat_zero_and_nan_are_flagged_but_a_bar_starting_at_zero_is_not():
+    bar = "Training Epoch 0:   6%|███      | {n}/2484 [09:06<2:14:55,  3.48s/it, loss={loss}, acc={acc}, time=3.46s]"
+    log = TrainingLog(clock=lambda: 0.0)
+    log.feed([bar.format(n=n, loss="0.00", acc="0.00") for n in range(1, 10)] + [bar.format(n=10, loss="4.10", acc="0.21")])
+    assert log.flags == []  # a few zeros at the start are not a flat run
+    log.feed([bar.format(n=n, loss="0.00", acc="0.00") for n in range(11, 80)])
+    assert [f.kind for f in log.flags] == ["flat_zero"] and "loss=0.00, acc=0.00" in log.flags[0].line
+    assert log.step == 79 and log.total is None and log.rate == pytest.approx(1 / 3.48)
+
+    e4 = TrainingLog(clock=lambda: 0.0)
+    e4.feed(["step 20: {'acc_0': 0.5, 'acc': 0.5, 'loss': nan, 'lr': 1e-4}"])  # Python's repr of a NaN: bare `nan`
+    assert [f.kind for f in e4.flags] == ["nan"] and e4.step == 20 and math.isnan(e4.loss)
+
+
+def test_a_stall_is_flagged_after_the_configured_minutes_and_progress_clears_it():
+    now = [1000.0]
+    log = TrainingLog(clock=lambda: now[0], stall_after_s=300)
+    log.feed(["Training Epoch 0:  10%|█         | 40/400 [00:04<00:36, 10.00it/s, loss=2.50, acc=0.10]"])
+    now[0] += 299
+    assert log.state() == "running"
+    now[0] += 2
+    assert log.state() == "stalled" and [f.kind for f in log.current_flags()] == ["stalled"]
+    log.feed(["Training Epoch 0:  10%|█         | 41/400 [05:05<36:00, 10.00it/s, loss=2.40, acc=0.10]"])
+    assert log.state() == "running" and log.current_flags() == []
+
+
+def test_garbage_is_ignored_never_flagged():
+    log = TrainingLog(clock=lambda: 0.0)
+    junk = [clean(bytes(range(256)) * 3), "Training Epoch 0:  10%|█  | 40/4", "step 12: {'acc_0': 0.5, 'lo", "Eval Epoch [1/2], position x,  Acc: ?",
+            "step 5: [1, 2]", "Train Epoch [1/2], position 0,  Acc: zz", "Traceback (most recent call last):", "  File \"x.py\", line 1"]
+    log.feed(junk)
+    assert log.flags == [] and log.state() == "unknown" and log.step is None
+
+
+# --- TensorBoard ------------------------------------------------------------------------------------
+
+
+def test_tensorboard_events_read_whole_and_cut_anywhere_give_the_same_scalars():
+    data = (TRAINING / "E2-early" / "outputs__tiny-llama-eagle3__runs__events.out.tfevents.1796290427.vm.684.0").read_bytes()
+    whole = EventReader().feed(data)
+    assert len(whole) == 206 and {s.tag for s in whole} >= {"train/acc_0", "eval/epoch_acc_6", "train/lr"}
+    for cut in (1, 7, 13, 500, len(data) // 2, len(data) - 1):
+        reader = EventReader()
+        assert reader.feed(data[:cut]) + reader.feed(data[cut:]) == whole and reader.corrupt == 0
+    reader = EventReader()
+    damaged = bytearray(data)
+    damaged[300] ^= 0xFF  # a flipped byte inside one record: that record is dropped, the rest read
+    got = reader.feed(bytes(damaged))
+    assert reader.corrupt >= 1 and 150 < len(got) < len(whole)
+    log = TrainingLog(clock=lambda: 0.0)
+    log.feed_scalars(whole)
+    console = parsed("E2-early").per_position["eval"]  # the same run's "Eval Epoch [2/2], position i,  Acc: 0.13" lines
+    assert [round(a, 2) for a in log.per_position["eval"]] == console and len(console) == 7
+
+
+def test_an_event_file_with_nan_is_flagged():
+    # an Event{step=5, summary{value{tag='train/loss', simple_value=nan}}} framed as TensorBoard does
+    tag = b"train/loss"
+    value = b"\x0a" + bytes([len(tag)]) + tag + b"\x15" + struct.pack("<f", float("nan"))
+    summary = b"\x0a" + bytes([len(value)]) + value
+    event = b"\x09" + struct.pack("<d", 1.0) + b"\x10\x05" + b"\x2a" + bytes([len(summary)]) + summary
+    scalars = EventReader().feed(encode_record(event))
+    log = TrainingLog(clock=lambda: 0.0)
+    log.feed_scalars(scalars)
+    assert [f.kind for f in log.flags] == ["nan"]
+
+
+# --- following a log ------------------------------------------------------------------------------
+
+
+def test_the_follower_survives_truncation_rotation_and_a_vanishing_file(tmp_path):
+    path = tmp_path / "train.log"
+    follower = LogFollower(local(), str(path))
+
+    async def go():
+        assert (await follower.poll()).event == "missing"
+        path.write_bytes(b"one\rtwo\npartial")
+        update = await follower.poll()
+        assert update.lines == ["one", "two"] and update.partial == "partial"
+        with open(path, "ab") as handle:
+            handle.write(b" bar\r\n")
+        assert (await follower.poll()).lines == ["partial bar"]
+        path.write_bytes(b"new\n")  # truncated: shorter than what was read
+        update = await follower.poll()
+        assert update.event == "truncated" and update.lines == ["new"]
+        path.write_bytes(b"NEW FILE, longer than before\n")  # rotated: same name, other first bytes
+        update = await follower.poll()
+        assert update.event == "rotated" and update.lines == ["NEW FILE, longer than before"]
+        path.unlink()
+        assert (await follower.poll()).event == "missing"
+
+    asyncio.run(go())
+
+
+# --- a run followed over SSH as it grows ------------------------------------------------------------
+
+
+def test_a_growing_run_over_ssh_progress_positions_checkpoints_and_events(tmp_path, sshd):
+    from cockpit.context import Context
+
+    out = tmp_path / "outputs"
+    log_path = tmp_path / "train.log"
+    config = parse_config(sshd.config_toml(sshd.host_toml("trainer")) +
+                          f'\n[runs.eagle3-train]\nhost = "trainer"\nlog = "{log_path}"\noutput_dir = "{out}"\ndepth = 5\n',
+                          str(tmp_path / "c.toml"))
+    ctx = Context.of(config)
+    data = (TRAINING / "E2-early" / "train.log").read_bytes()
+    cut = data.index(b"Training Epoch 1:")  # the first epoch written, the second not yet
+
+    async def go():
+        watcher = RunWatcher(ctx.runs["eagle3-train"], ctx.pool.get("trainer"))
+        try:
+            log_path.write_bytes(data[:cut - 3])  # cut in the middle of a bar update
+            status, events = await watcher.poll(catch_up=True)
+            assert status.state == "running" and status.step is not None and status.step <= 400 and status.total == 800
+            # epoch 1's evaluation was printed before epoch 2's bar began
+            assert status.per_position_source == "eval" and len(status.per_position_acc) == 7 and status.latest_checkpoint is None
+            first = status.step
+
+            write_checkpoint(out / "epoch_0", "E2-early", "outputs__tiny-llama-eagle3__epoch_0", complete=False)
+            status, events = await watcher.poll()
+            assert status.checkpoints[0]["complete"] is False and "still being written" in status.checkpoints[0]["why"]
+            assert status.latest_checkpoint["complete"] is False and events == []
+            write_checkpoint(out / "epoch_0", "E2-early", "outputs__tiny-llama-eagle3__epoch_0")
+            status, events = await watcher.poll()
+            assert status.latest_checkpoint["complete"] and status.latest_checkpoint["key_layout"] == "midlayer.*"
+            assert [e.kind for e in events] == ["checkpoint"]
+
+            with open(log_path, "ab") as handle:
+                handle.write(data[cut - 3:])
+            write_checkpoint(out / "epoch_1", "E2-early", "outputs__tiny-llama-eagle3__epoch_1")
+            status, events = await watcher.poll(catch_up=True)
+            assert status.step == 800 > first
+            assert status.state == "crashed" and status.flags[0].kind == "traceback"  # its real teardown error
+            assert sorted(e.kind for e in events) == ["checkpoint", "crashed"]
+            assert status.latest_checkpoint["path"].endswith("epoch_1")
+            est = status.estimate
+            assert est["source"] == "eval" and est["depth"] == 5 and est["with_bonus"] == pytest.approx(est["without_bonus"] + 1)
+        finally:
+            await ctx.close()
+
+    asyncio.run(go())
+
+
+def test_e4_state_dirs_need_an_export_and_temp_files_mean_not_yet(tmp_path):
+    out = tmp_path / "out"
+    step = out / "run-step200"
+    step.mkdir(parents=True)
+    (step / "training_state.pt.tmp").write_bytes(b"x" * 100)
+    spec = RunSpec("e4", "here", log=None, output_dir=str(out))
+
+    async def go():
+        watcher = RunWatcher(spec, local())
+        status, _ = await watcher.poll()
+        assert status.checkpoints[0]["complete"] is False and "still being written" in status.checkpoints[0]["why"]
+        os.replace(step / "training_state.pt.tmp", step / "training_state.pt")
+        (out / "run-latest").symlink_to("run-step200")
+        status, events = await watcher.poll()
+        assert len(status.checkpoints) == 1 and status.latest_checkpoint["needs_export"]
+        assert "specforge export" in status.latest_checkpoint["verdict"] and [e.kind for e in events] == ["checkpoint"]
+
+    asyncio.run(go())
+
+
+def test_layers0_checkpoint_is_judged_per_sglang_version(tmp_path):
+    """A checkpoint with layers.0.* keys (a vLLM-style export): not ready for 0.5.2, ready for 0.5.14."""
+    from cockpit.drafter.header import encode_header
+
+    directory = write_checkpoint(tmp_path / "out" / "epoch_0", "E1", "outputs__tiny-llama-eagle3__epoch_0")
+    raw = json.loads((directory / "model.safetensors").read_bytes()[8:8 + struct.unpack("<Q", (directory / "model.safetensors").read_bytes()[:8])[0]])
+    renamed = {(k.replace("midlayer.", "layers.0.", 1) if k.startswith("midlayer.") else k): v for k, v in raw.items()}
+    header = encode_header(renamed)
+    header = struct.pack("<Q", len(header)) + header
+    end = max(t["data_offsets"][1] for k, t in renamed.items() if k != "__metadata__")
+    with open(directory / "model.safetensors", "wb") as handle:
+        handle.write(header)
+        handle.truncate(len(header) + end)
+
+    async def go(version):
+        status, _ = await RunWatcher(RunSpec("r", "here", output_dir=str(tmp_path / "out"), sglang=version), local()).poll()
+        return status.latest_checkpoint
+
+    old, new = asyncio.run(go("0.5.2")), asyncio.run(go("0.5.14"))
+    assert old["key_layout"] == "layers.0.*" and old["verdict"].startswith("not ready for SGLang 0.5.2")
+    assert new["verdict"] == "ready for SGLang 0.5.14"
+
+
+# --- the CLI ----------------------------------------------------------------------------------------
+
+
+def run_cli(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+def test_cockpit_runs_json_keys_and_honest_exit_codes(tmp_path):
+    e4 = tmp_path / "e4.log"
+    e4.write_bytes((TRAINING / "E4-report-none" / "train.log").read_bytes())
+    crashed = tmp_path / "crashed.log"
+    crashed.write_bytes((TRAINING / "failed-startup" / "E1.train.log").read_bytes())
+    config = tmp_path / "c.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\n\n[runs.good]\nhost = "here"\nlog = "{e4}"\ndepth = 3\n\n'
+                      f'[runs.bad]\nhost = "here"\nlog = "{crashed}"\n\n[runs.gone]\nhost = "here"\nlog = "{tmp_path}/nope.log"\n')
+    good = run_cli("runs", "good", "--json", "-c", str(config))
+    assert good.returncode == 0, good.stderr
+    [run] = json.loads(good.stdout)["runs"]
+    assert {"name", "state", "step", "total", "eta_s", "loss", "acc", "per_position_acc", "estimated_accept_length",
+            "latest_checkpoint", "flags"} <= set(run)
+    assert run["state"] == "finished" and run["step"] == 800 and len(run["per_position_acc"]) == 7
+    assert run["estimated_accept_length"]["depth"] == 3 and run["estimated_accept_length"]["source"] == "eval"
+    assert set(run["estimated_accept_length"]) >= {"with_bonus", "without_bonus", "depth", "source"}
+    bad = run_cli("runs", "bad", "--json", "-c", str(config))
+    assert bad.returncode == 1
+    [flag] = json.loads(bad.stdout)["runs"][0]["flags"]
+    assert set(flag) == {"kind", "line", "message"} and flag["kind"] == "traceback"
+    gone = run_cli("runs", "gone", "-c", str(config))
+    assert gone.returncode == 2 and "nope.log is not there" in gone.stdout
+    text = run_cli("runs", "-c", str(config))
+    assert text.returncode == 2 and "good on here: FINISHED" in text.stdout and "! traceback" in text.stdout
+
+
+@pytest.mark.parametrize("table, message", [
+    ('[runs.x]\nhost = "nowhere"\nlog = "/a.log"\n', "no host named 'nowhere'"),
+    ('[runs.x]\nhost = "here"\n', "needs 'log'"),
+    ('[runs.x]\nhost = "here"\nlog = "train.log"\n', "must be an absolute path"),
+    ('[runs.x]\nhost = "here"\nlog = "/a.log"\ndepht = 4\n', "did you mean 'depth'"),
+    ('[runs.x]\nhost = "here"\nlog = "/a.log"\n\n[runbook]\n[[runbook.steps]]\nname = "w"\nkind = "wait_run"\nhost = "here"\nrun = "y"\n',
+     "no [runs.y]"),
+    ('[runs.x]\nhost = "here"\nlog = "/a.log"\n\n[runbook]\n[[runbook.steps]]\nname = "d"\nkind = "drafter_check"\nhost = "here"\n'
+     'from_step = "w"\n', "'w' is not a step before this one"),
+    ('[alerts]\ncommand = "notify-send"\n', "must be a list"),
+    ('[alerts]\nurls = ["not a url"]\n', "is not a notification URL"),
+])
+def test_config_check_rejects_bad_runs_and_alerts_naming_the_line(tmp_path, table, message):
+    config = tmp_path / "c.toml"
+    config.write_text('[hosts.here]\nlocal = true\n\n' + table)
+    result = run_cli("config", "check", str(config))
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert re.search(r"c\.toml(:\d+)?", result.stderr)
+    with pytest.raises(ConfigError):
+        from cockpit.context import check_config
+
+        check_config(parse_config(config.read_text(), str(config)))
+
+
+def test_e3_lines_built_from_specforges_format_strings():
+    """E3 (scripts/train_eagle3.py, 2025-11 to 2026-07) could not be recorded: its lines are built from
+    the f-strings of runs-facts a.2 (record_metrcs; the 2026-06 postfix; eval bars nested with ESC[A)."""
+    accuracies = [0.71, 0.62, 0.55, 0.49, 0.44, 0.40, 0.37]
+    lines = []
+    for i, acc in enumerate(accuracies):
+        lines.append(f"Eval - Step {5000} [{5000 + 1}/{2}], position {i},  Acc: {acc:.2f}")
+        lines.append(f"Eval - Step {5000} [{5000 + 1}/{2}], position {i},  Acceptance Rate: {acc * 0.9:.4f}")
+        lines.append(f"Eval - Step {5000} [{5000 + 1}/{2}], position {i}, pLoss: {1.2345678 + i}")
+    raw = ("Training Epoch 0:  40%|████      | 5000/12500 [2:05:00<3:07:30,  1.50s/it, loss=1.93, acc=0.71, "
+           "acceptance_rate=0.66, time=1.49s, grad_norm=0.84]\n\rEvaluating Epoch 0:  10%|█         | 5/48 [00:01<00:08,  5.00it/s]\x1b[A"
+           "\n" + "\n".join(lines) + "\n")
+    log = TrainingLog(clock=lambda: 0.0)
+    log.feed([clean(p) for p in re.split(rb"\r\n|\r|\n", raw.encode()) if p])
+    assert log.step == 5000 and log.loss == 1.93 and log.postfix["grad_norm"] == "0.84" and log.postfix["acceptance_rate"] == "0.66"
+    assert log.eta_s == pytest.approx((12500 - 5000) * 1.5)  # s/it: the rate inverted
+    assert log.per_position["train"] == accuracies  # "Eval - Step" is printed for train records too: not called eval
+    assert log.flags == [] and log.state() == "running"
+
+
+def test_an_old_log_of_a_dead_run_reads_as_stalled_not_running(tmp_path):
+    """The first read of a log last written an hour ago: its progress is an hour old (the file's mtime)."""
+    path = tmp_path / "train.log"
+    path.write_text("Training Epoch 0:  10%|█         | 40/400 [00:04<00:36, 10.00it/s, loss=2.50, acc=0.10]\n")
+    os.utime(path, (os.path.getmtime(path) - 3600, os.path.getmtime(path) - 3600))
+
+    async def go():
+        status, events = await RunWatcher(RunSpec("r", "here", log=str(path), stall_after_s=600), local()).poll()
+        return status, events
+
+    status, events = asyncio.run(go())
+    assert status.state == "stalled" and status.flags[0].kind == "stalled" and "60 min" in status.flags[0].message
+    assert events == []  # what the first read finds is not news

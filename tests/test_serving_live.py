@@ -1,0 +1,183 @@
+"""The serving server, live: figures and flags from real-format `Decode batch` lines (every SGLang
+wording), /metrics (prometheus_client's format) and /server_info.  The server is the demo's stand-in
+SGLang (cockpit/demo/server.py, named a stand-in: no GPU here): it writes 0.5.x decode lines and
+SGLang's metric names, and its faults are switched from a control file (the draft stops being used;
+decoding hangs while requests wait)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cockpit.config import HostConfig
+from cockpit.hosts.commandlog import CommandLog
+from cockpit.hosts.http import default_opener
+from cockpit.hosts.local import LocalTransport
+from cockpit.sglang.live import LiveFigures, LiveServer, parse_batch_line
+from harness.sshd import free_port
+
+# one decode line per wording of runs-facts b.2 (0.4.6, 0.4.10-0.5.3, 0.5.4-0.5.8, 0.5.10+, 0.5.23 extras, DP ranks, Ray prefix)
+LINES = [
+    "[2025-05-01 10:00:00 TP0] Decode batch. #running-req: 8, #token: 21730, token usage: 0.04, accept len: 2.95, cuda graph: True, "
+    "gen throughput (token/s): 812.40, #queue-req: 0",
+    "[2025-05-01 10:00:02 TP0] Decode batch. #running-req: 8, #token: 21730, token usage: 0.04, accept len: 2.90, cuda graph: True, "
+    "gen throughput (token/s): 800.00, #queue-req: 1, ",
+    "[2025-10-01 10:00:04 TP0] Decode batch, #running-req: 8, #token: 21730, token usage: 0.04, accept len: 2.80, accept rate: 0.70, "
+    "cuda graph: True, gen throughput (token/s): 790.00, #queue-req: 2, ",
+    "[2026-10-01 10:00:06.123 DP1 TP8] Decode batch, #running-req: 6, #token: 1000, token usage: 0.10, accept len: 2.70, "
+    "accept rate: 0.57, cuda graph: True, gen throughput (token/s): 780.00, #queue-req: 3",
+    "(SchedulerActor pid=123, ip=10.0.0.2) [2026-10-01 10:00:08 PP1 TP0] Decode batch [7], #running-req: 5, #token: 900, "
+    "token usage: 0.09, accept len: 2.60, accept rate: 0.53, cap len: 2.10, cuda graph: True, gen throughput (token/s): 770.00, "
+    "#queue-req: 4, est. decode TFLOPS/s (per GPU): 100.00",
+]
+
+
+def test_every_wording_of_the_decode_line_is_read():
+    figures = LiveFigures(clock=lambda: 0.0)
+    figures.feed(LINES)
+    assert [w.accept_len for w in figures.history] == [2.95, 2.90, 2.80, 2.70, 2.60]
+    assert [w.queued for w in figures.history] == [0, 1, 2, 3, 4]
+    assert [w.throughput for w in figures.history] == [812.40, 800.00, 790.00, 780.00, 770.00]
+    assert parse_batch_line(LINES[3]).ranks == "DP1 TP8"
+    prefill = ("[2026-10-01 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 1024, #cached-token: 0, token usage: 0.04, "
+               "#running-req: 7, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): 5120.33")
+    figures.feed([prefill, "[2026-10-01 10:00:00] INFO:     127.0.0.1:56304 - \"POST /generate HTTP/1.1\" 200 OK", "garbage \x00\xff"])
+    assert len(figures.history) == 5 and figures.last_prefill.number("#new-token") == 1024 and figures.flags == []
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("[2026-05-05 02:22:14 TP0] Scheduler hit an exception: Traceback (most recent call last):", "crashed"),
+    ("[2026-05-05 02:22:14 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "crashed"),
+    ("[2025-04-17 11:44:15 TP0] Watchdog timeout (self.watchdog_timeout=300)", "crashed"),
+    ("[2026-05-05 02:22:15] Received sigquit from a child process. It usually means the child failed.", "crashed"),
+    ("[2026-05-05 02:22:15] Subprocess scheduler_0 (pid=4242) crashed with exit code -9. Triggering SIGQUIT for cleanup...", "crashed"),
+    ("[2026-05-05 02:22:15 TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "oom"),
+    ("[2026-05-05 02:22:15 TP0] Decode out of memory. Try to lower your batch size.", "oom"),
+    ("[2026-05-05 02:22:15] Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. "
+     "tic start time: 02:22:15. last_heartbeat time: 02:21:55", "hung"),
+])
+def test_crash_and_oom_texts_are_flagged(line, kind):
+    figures = LiveFigures(clock=lambda: 0.0)
+    figures.feed([LINES[0], line])
+    assert [(f.kind, f.line) for f in figures.current_flags()] == [(kind, line)]
+
+
+def test_kv_pressure_is_counted_not_flagged():
+    figures = LiveFigures(clock=lambda: 0.0)
+    figures.feed(["[2026-05-05 02:22:15 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_token_ratio: 0.5 -> 0.6"] * 3)
+    assert figures.retractions == 3 and figures.flags == []
+
+
+def test_low_acceptance_without_load_is_not_a_lost_draft():
+    figures = LiveFigures(clock=lambda: 0.0)
+    idle = LINES[0].replace("#running-req: 8", "#running-req: 0").replace("accept len: 2.95", "accept len: 1.00")
+    figures.feed([idle] * 5)
+    assert figures.flags == []
+    loaded = LINES[0].replace("accept len: 2.95", "accept len: 1.02")
+    figures.feed([loaded] * 2)
+    assert figures.flags == []
+    figures.feed([loaded])
+    assert [f.kind for f in figures.flags] == ["draft_not_used"]
+    figures.feed([LINES[0]])  # the draft back: the flag goes
+    assert figures.flags == []
+
+
+async def _load(port: int, stop: asyncio.Event) -> None:
+    """One client keeping a long /generate stream open (requests in flight, as under load)."""
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        body = json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 100000}, "stream": True}).encode()
+        writer.write(f"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        try:
+            while not stop.is_set() and await reader.read(65536):
+                pass
+        finally:
+            writer.close()
+
+
+def test_standin_server_through_acceptance_collapse_and_a_hang(tmp_path):
+    port = free_port()
+    log = tmp_path / "server.log"
+    control = tmp_path / "control.json"
+    control.write_text("{}")
+    env = {**os.environ, "COCKPIT_DEMO_CONTROL": str(control)}
+    argv = [sys.executable, "-m", "cockpit.demo.server", "--model-path", "m", "--port", str(port), "--speculative-algorithm", "EAGLE3",
+            "--speculative-num-steps", "5", "--speculative-eagle-topk", "1", "--enable-metrics"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    transport = LocalTransport(HostConfig(name="here", local=True), CommandLog())
+    live = LiveServer(transport, str(log), f"http://127.0.0.1:{port}", opener=default_opener)
+
+    async def until(predicate, timeout: float):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            figures = await live.poll()
+            if predicate(figures):
+                return figures
+            await asyncio.sleep(0.3)
+        raise AssertionError(f"not within {timeout} s: {figures.to_json()}")
+
+    async def go():
+        stop = asyncio.Event()
+        clients = [asyncio.ensure_future(_load(port, stop)) for _ in range(4)]
+        try:
+            figures = await until(lambda f: len(f.history) >= 3 and f.lifetime_accept and f.counter_accept, 30)
+            data = figures.to_json()
+            assert data["running"] == 4 and data["accept_length"]["window"] > 1.5 and data["flags"] == []
+            assert data["accept_length"]["lifetime"] > 1.5 and data["accept_length"]["counters"] > 1.5  # Δtokens / Δverifies
+            assert {"log", "metrics", "server_info"} <= set(data["sources"])
+
+            control.write_text(json.dumps({"draft": False}))  # the draft stops being used
+            figures = await until(lambda f: any(x.kind == "draft_not_used" for x in f.current_flags()), 30)
+            flag = next(x for x in figures.current_flags() if x.kind == "draft_not_used")
+            assert "accept len: 1.00" in flag.line and "Decode batch" in flag.line
+
+            result = subprocess.run([sys.executable, "-m", "cockpit", "server", "--log", str(log), "--url", f"127.0.0.1:{port}", "--json"],
+                                    capture_output=True, text=True, timeout=60)
+            assert result.returncode == 1, result.stderr
+            out = json.loads(result.stdout)
+            assert {"throughput_tok_s", "running", "queued", "token_usage", "accept_length", "history", "flags"} <= set(out)
+            assert {"window", "lifetime"} <= set(out["accept_length"]) and "draft_not_used" in [f["kind"] for f in out["flags"]]
+
+            control.write_text(json.dumps({"draft": True, "hang": True}))  # the scheduler stops; requests stay open
+            figures = await until(lambda f: any(x.kind == "hung" for x in f.current_flags()), 30)
+            hung = next(x for x in figures.current_flags() if x.kind == "hung")
+            assert "no decode line for" in hung.message and "request(s) run" in hung.message
+        finally:
+            stop.set()
+            for client in clients:
+                client.cancel()
+            await asyncio.gather(*clients, return_exceptions=True)
+
+    try:
+        asyncio.run(go())
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_cockpit_server_exit_codes(tmp_path):
+    healthy = tmp_path / "ok.log"
+    healthy.write_text("\n".join(LINES) + "\n")
+    ok = subprocess.run([sys.executable, "-m", "cockpit", "server", "--log", str(healthy), "--json"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["flags"] == [] and json.loads(ok.stdout)["accept_length"]["window"] == 2.60
+    # the same log, last written 10 minutes ago: requests were running and no decode line came since: hung
+    os.utime(healthy, (time.time() - 600, time.time() - 600))
+    stale = subprocess.run([sys.executable, "-m", "cockpit", "server", "--log", str(healthy), "--json"], capture_output=True, text=True, timeout=60)
+    assert stale.returncode == 1 and [f["kind"] for f in json.loads(stale.stdout)["flags"]] == ["hung"]
+    idle = tmp_path / "idle.log"
+    idle.write_text(LINES[0].replace("#running-req: 8", "#running-req: 0") + "\n")
+    assert subprocess.run([sys.executable, "-m", "cockpit", "server", "--log", str(idle)], capture_output=True, timeout=60).returncode == 0
+    missing = subprocess.run([sys.executable, "-m", "cockpit", "server", "--log", str(tmp_path / "nope.log")], capture_output=True,
+                             text=True, timeout=60)
+    assert missing.returncode == 2 and "nope.log" in missing.stdout + missing.stderr and "Traceback" not in missing.stderr
