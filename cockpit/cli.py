@@ -85,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
              yes="stop without asking").add_argument("step", metavar="STEP")
     _command(plan_sub, "reset", "forget the recorded results (of STEP, or of every step)", config=True).add_argument(
         "step", nargs="?", metavar="STEP")
+    emit_cmd = _command(plan_sub, "emit", "a launch step as a Slurm sbatch script or a Kubernetes LeaderWorkerSet manifest "
+                        "(for nodes the cockpit cannot reach by SSH)", config=True)
+    emit_cmd.add_argument("step", metavar="STEP")
+    emit_cmd.add_argument("--format", choices=("slurm", "lws"), required=True)
+    emit_cmd.add_argument("--python", default="python3", help="the interpreter with SGLang on the nodes / in the image")
+    emit_cmd.add_argument("--image", default="lmsysorg/sglang:latest", help="lws: the container image")
+    emit_cmd.add_argument("--gpus-per-node", type=int, default=None, help="default: tp / nodes")
+    emit_cmd.add_argument("--out", metavar="FILE", help="write it to FILE instead of printing it")
 
     parse_log = _command(sub, "parse-log", "diagnose an SGLang server log: named flag errors and crash causes, with the fix", json=True)
     parse_log.add_argument("path", metavar="PATH")
@@ -165,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")
     init.add_argument("--force", action="store_true", help="replace an existing file")
     init.add_argument("--example", action="store_true", help="the annotated example config instead of questions (printed, or written to FILE)")
+    init.add_argument("--sample", choices=("deployment", "two-node"), default="deployment",
+                      help="with --example: the story's deployment (default), or one server over two nodes")
 
     _command(sub, "ui", "open the cockpit (the same as no command)", config=True).add_argument(
         "--read-only", action="store_true", default=argparse.SUPPRESS, help="monitoring only: no step or action can run")
@@ -344,10 +354,31 @@ def cmd_plan(args) -> int:
     from cockpit.runbook.model import StepState
     from cockpit.runbook.report import render_plan_text
 
-    if args.plan_command not in ("show", "run", "reset", "stop"):
+    if args.plan_command not in ("show", "run", "reset", "stop", "emit"):
         build_parser().parse_args(["plan", "--help"])
     ctx = context(args, need_config=True)
     runbook = runbook_of(ctx)
+    if args.plan_command == "emit":
+        from cockpit.sglang import emit as emitter
+        from cockpit.sglang.steps import SglangLaunch
+
+        spec = runbook.spec.step(args.step)
+        kind = runbook.kind(spec)
+        if not isinstance(kind, SglangLaunch):
+            raise CockpitError(f"'{args.step}' is a {spec.kind} step: plan emit takes an sglang_launch step")
+        if len(kind.hosts(spec)) < 2:
+            raise CockpitError(f"'{args.step}' launches on one host ({spec.host}): plan emit writes multi-node launches "
+                               "(hosts = [...] in the step)")
+        text = (emitter.slurm(kind, spec, args.python, args.gpus_per_node) if args.format == "slurm"
+                else emitter.lws(kind, spec, args.python, args.image, args.gpus_per_node))
+        if args.out:
+            from cockpit.paths import atomic_write
+
+            atomic_write(Path(args.out), text)
+            print(f"wrote {args.out}", file=sys.stderr)
+        else:
+            print(text, end="")
+        return EXIT_OK
     if args.plan_command == "reset":
         runbook.reset(args.step)
         print(f"reset {'step ' + args.step if args.step else 'every step'} of runbook {runbook.spec.name}")
@@ -593,6 +624,11 @@ def cmd_server(args) -> int:
         host_name, log = spec.host, log or server.log
         if url is None and server.port:
             url = f"http://127.0.0.1:{server.port}"
+        from cockpit.hosts.procs import group_of
+
+        members = group_of(runbook.result(args.step).evidence)
+    else:
+        members = []
     host_name = host_name or next((h.name for h in ctx.config.hosts if h.local), None)
     if host_name is None and log is not None:
         raise CockpitError("--log needs --host: the config has no local host")
@@ -607,7 +643,15 @@ def cmd_server(args) -> int:
         opener = None if args.host or args.step else default_opener
         live = LiveServer(transport, log, url, opener=opener)
         figures = await live.poll(catch_up=True)
-        return live, figures.to_json()
+        data = figures.to_json()
+        if len(members) > 1:  # a launch group: every node's state, and a failed node is a flag
+            from cockpit.sglang.grouplaunch import GroupWatcher
+
+            state = await GroupWatcher(c.pool.get, members).poll()
+            data["group"] = state.to_json()
+            if state.state == "failed":
+                data["flags"].append({"kind": "group_failed", "line": "", "message": state.cause})
+        return live, data
 
     live, data = with_context(ctx, go)
     data = {"step": args.step, "host": host_name, "log": log, "url": url, **data}
@@ -640,13 +684,13 @@ def cmd_init(args) -> int:
     from cockpit.paths import default_config_path
 
     if args.example and not args.path:
-        sys.stdout.write(example_text())
+        sys.stdout.write(example_text(args.sample))
         return EXIT_OK
     path = Path(args.path).expanduser() if args.path else default_config_path()
     if path.exists() and not args.force:
         raise CockpitError(f"{path} exists: pass --force to replace it (it is not merged)")
     if args.example:
-        written = write_text(path, example_text(), force=args.force)
+        written = write_text(path, example_text(args.sample), force=args.force)
     else:
         written = write_config(path, questionnaire(), force=args.force)
     print(f"wrote {written}; check it with: cockpit config check {written}")

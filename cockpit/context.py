@@ -50,7 +50,8 @@ class CheckedConfig:
         return {"hosts": [{"name": h.name, "local": h.local, "address": h.address, "user": h.user, "port": h.port,
                            "jump_host": h.jump_host, "roles": list(h.roles), "connect_timeout": h.connect_timeout}
                           for h in self.config.hosts],
-                "runbook": {"name": self.runbook.name, "steps": [{"name": s.name, "kind": s.kind, "host": s.host}
+                "runbook": {"name": self.runbook.name, "steps": [{"name": s.name, "kind": s.kind, "host": s.host,
+                                                                  "hosts": list(self.runbook.kind(s).hosts(s))}
                                                                  for s in self.runbook.steps]},
                 "runs": [r.to_json() for r in self.runs.values()],
                 "sweep": None if sweep is None else {"launch_step": sweep.launch_step, "configs": [c.label for c in sweep.configs()],
@@ -61,7 +62,8 @@ class CheckedConfig:
         for host in self.config.hosts:
             roles = f" [{', '.join(host.roles)}]" if host.roles else ""
             lines.append(f"  {host.label}{f' via {host.jump_host}' if host.jump_host else ''}{roles}")
-        lines += [f"  step {n}. {s.name}: {s.kind} on {s.host}" for n, s in enumerate(self.runbook.steps, start=1)]
+        lines += [f"  step {n}. {s.name}: {s.kind} on {', '.join(self.runbook.kind(s).hosts(s))}"
+                  for n, s in enumerate(self.runbook.steps, start=1)]
         lines += [f"  run {r.name} on {r.host}: " + ", ".join(x for x in (r.log, r.output_dir) if x) for r in self.runs.values()]
         if self.sweep is not None:
             lines.append(f"  sweep: relaunch '{self.sweep.launch_step}' for {', '.join(c.label for c in self.sweep.configs())}; "

@@ -142,11 +142,15 @@ def render_config(answers: dict) -> str:
     return "\n".join(lines)
 
 
-def example_text() -> str:
-    """The annotated example config shipped with the cockpit (the story's deployment)."""
-    from cockpit.resources import SAMPLE_CONFIG, sample
+EXAMPLES = {"deployment": "deployment.toml", "two-node": "two-node.toml"}
 
-    return sample(SAMPLE_CONFIG).read_text(encoding="utf-8")
+
+def example_text(name: str = "deployment") -> str:
+    """An annotated example config shipped with the cockpit: the story's deployment, or the same
+    drafter served over two nodes (a launch group)."""
+    from cockpit.resources import sample
+
+    return sample(EXAMPLES[name]).read_text(encoding="utf-8")
 
 
 def write_text(path: Path, text: str, force: bool = False) -> Path:

@@ -92,6 +92,10 @@ def test_sample_configs_are_valid():
 
     samples = sorted((Path(__file__).resolve().parent.parent / "sample_configs").glob("*.toml"))
     assert samples, "sample_configs/ holds no config"
+    from cockpit.context import check_config
+
     for sample in samples:
         config = load_config(sample)
         assert config.hosts, sample
+        check_config(config)  # whole, as config check and plan run read it (runs, alerts, groups)
+    assert {s.name for s in samples} >= {"deployment.toml", "two-node.toml"}

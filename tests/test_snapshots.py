@@ -214,8 +214,28 @@ async def _serving(pilot) -> None:
         await _keys(pilot, "s")
 
 
+async def _group(pilot) -> None:
+    """A launch group whose rank 1 died after the start: failed, never half-up; the cause names the node."""
+    from cockpit.sglang.diagnose import LogReport
+    from cockpit.sglang.group import group_state, node_state
+    from cockpit.sglang.server import ServerStatus
+    from cockpit.ui.widgets.server_log import ServerLogPane
+
+    await _runs(pilot)
+    rank0 = node_state(0, "node0", ["[2026-12-03 10:00:00 TP0] The server is fired up and ready to roll!"], True)
+    rank1 = node_state(1, "node1", ["[2026-12-03 10:00:00 TP8] Dummy health check server started in background thread at 0.0.0.0:30000"],
+                       False)
+    lines = ["[rank0]:[E1203 10:05:00.000000 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 0] Timeout at NCCL work: 32, last "
+             "enqueued NCCL work: 32, last completed NCCL work: 31."]
+    pane = pilot.app.query_one(ServerLogPane)
+    pane.follow("serve @node0+1")
+    pane.show(ServerStatus("ready", False, LogReport(), lines, {}, group_state([rank0, rank1]).to_json()))
+    if not pilot.app.layout_state.shown("server"):
+        await _keys(pilot, "s")
+
+
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
-@pytest.mark.parametrize("pane", ["runs", "serving"])
+@pytest.mark.parametrize("pane", ["runs", "serving", "group-failed"])
 def test_runs_and_serving_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size, pane):
     """The real E2 recording (crashed at teardown after its last checkpoint) and decode lines of every SGLang wording."""
     import shutil
@@ -235,7 +255,7 @@ def test_runs_and_serving_snapshot(snap_compare, tmp_path, fixtures, monkeypatch
     async def run_before(pilot) -> None:
         await pilot.pause()
         app.clear_notifications()
-        await (_runs if pane == "runs" else _serving)(pilot)
+        await {"runs": _runs, "serving": _serving, "group-failed": _group}[pane](pilot)
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -30,15 +30,19 @@ def _label(spec: StepSpec) -> str:
     return spec.params.get("path") or f"the checkpoint of '{spec.params.get('from_step')}'"
 
 
-async def _inspect(ctx: RunContext, spec: StepSpec):
-    path = draft_path(ctx, spec)
-    if ctx.hub.config.host(spec.host).local:
+async def inspect_on(hub, host: str, path: str):
+    """inspect_draft of a path on a host: the local disk, or header-only over SFTP."""
+    if hub.config.host(host).local:
         from cockpit.drafter.inspect import inspect_draft
 
         return await asyncio.to_thread(inspect_draft, path)
     from cockpit.drafter.remote import inspect_remote
 
-    return await inspect_remote(ctx.transport(spec.host), path)
+    return await inspect_remote(hub.pool.get(host), path)
+
+
+async def _inspect(ctx: RunContext, spec: StepSpec):
+    return await inspect_on(ctx.hub, spec.host, draft_path(ctx, spec))
 
 
 async def _fix(ctx: RunContext, spec: StepSpec):

@@ -59,6 +59,19 @@ class LaunchedProcess:
                    started_at=started if isinstance(started, (int, float)) and not isinstance(started, bool) else None)
 
 
+def group_of(evidence: dict[str, Any] | None) -> list[LaunchedProcess]:
+    """Every rank a launch group's evidence records (`group`: one entry per node, rank 0 first);
+    a one-host launch: its one process; nothing: []."""
+    if not isinstance(evidence, dict):
+        return []
+    members = evidence.get("group")
+    if isinstance(members, list) and members:
+        found = [LaunchedProcess.from_evidence(m) for m in members if isinstance(m, dict)]
+        return [m for m in found if m is not None]
+    one = LaunchedProcess.from_evidence(evidence)
+    return [one] if one is not None else []
+
+
 # --- listing processes ------------------------------------------------------------------------------
 
 PS_ARGV = ["ps", "-ww", "-eo", "pid=,ppid=,user=,args="]  # -ww: never cut command lines to COLUMNS

@@ -32,12 +32,14 @@ class GpuClean(StepKind):
     params = {
         "max_used_mib": Param(int, DEFAULT_MAX_USED_MIB, help="used memory allowed per GPU"),
         "gpus": Param(list, None, help="only these GPU indices (default: every GPU)"),
-        "expect_gpus": Param(int, None, help="fail unless the host reports this many GPUs"),
+        "expect_gpus": Param(int, None, help="fail unless the host reports this many GPUs (each node, in a group)"),
+        "hosts": Param(list, None, help="instead of host: every node of a launch group, each verified"),
     }
 
     def title(self, spec: StepSpec) -> str:
         which = "every GPU" if not spec.params.get("gpus") else "GPUs " + ",".join(map(str, spec.params["gpus"]))
-        return spec.title or f"{which} of {spec.host} clean"
+        nodes = self.hosts(spec)
+        return spec.title or f"{which} of {spec.host if len(nodes) == 1 else ', '.join(nodes)} clean"
 
     def why(self, spec: StepSpec) -> str:
         limit = spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB)
@@ -49,23 +51,45 @@ class GpuClean(StepKind):
             return "gpus must be a list of GPU indices (integers >= 0)"
         return None
 
+    async def _judge(self, ctx: RunContext, spec: StepSpec, host: str):
+        snapshot = await ctx.hub.monitor_for(ctx.hub.config.host(host)).sample_once()
+        ctx.hub.publish(snapshot)
+        return judge(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
+                     spec.params.get("expect_gpus"))
+
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
-        monitor = ctx.hub.monitor_for(ctx.hub.config.host(spec.host))
-        snapshot = await monitor.sample_once()
-        ctx.hub.publish(snapshot)
-        report = judge(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
-                       spec.params.get("expect_gpus"))
-        if report.error:
-            return StepResult(StepState.FAILED, started, _now(), f"could not verify {spec.host}: {report.error}")
-        if report.clean:
-            count = len(report.evidence["gpus"])
-            return StepResult(StepState.PASSED, started, _now(), f"{spec.host}: {count} GPU(s) clean, no compute processes",
-                              evidence=report.evidence)
-        return StepResult(StepState.FAILED, started, _now(), "; ".join(report.reasons), evidence=report.evidence)
+        nodes = self.hosts(spec)
+        reports = await asyncio.gather(*(self._judge(ctx, spec, host) for host in nodes))  # every node at once
+        if len(nodes) == 1:
+            report = reports[0]
+            if report.error:
+                return StepResult(StepState.FAILED, started, _now(), f"could not verify {spec.host}: {report.error}")
+            if report.clean:
+                count = len(report.evidence["gpus"])
+                return StepResult(StepState.PASSED, started, _now(), f"{spec.host}: {count} GPU(s) clean, no compute processes",
+                                  evidence=report.evidence)
+            return StepResult(StepState.FAILED, started, _now(), "; ".join(report.reasons), evidence=report.evidence)
+        evidence = {"nodes": {host: report.evidence for host, report in zip(nodes, reports)}}
+        problems = []
+        for host, report in zip(nodes, reports):
+            if report.error:
+                problems.append(f"could not verify {host}: {report.error}")
+            elif not report.clean:
+                problems.append(f"{host}: " + "; ".join(report.reasons))
+        if problems:
+            return StepResult(StepState.FAILED, started, _now(), "; ".join(problems), evidence=evidence)
+        count = sum(len(r.evidence["gpus"]) for r in reports)
+        return StepResult(StepState.PASSED, started, _now(), f"{len(nodes)} nodes, {count} GPU(s) clean, no compute processes",
+                          evidence=evidence)
 
     def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
-        evidence = result.evidence
+        nodes = result.evidence.get("nodes")
+        if isinstance(nodes, dict):
+            return [line for evidence in nodes.values() if isinstance(evidence, dict) for line in self._explain_one(evidence)]
+        return self._explain_one(result.evidence)
+
+    def _explain_one(self, evidence: dict) -> list[str]:
         gpus = evidence.get("gpus") or []
         if not gpus:
             return []
@@ -78,9 +102,10 @@ class GpuClean(StepKind):
         return lines
 
     def contradicted_by(self, spec: StepSpec, snapshot: HostSnapshot) -> list[str]:
-        """Reasons a later telemetry snapshot contradicts a pass (empty: it still holds)."""
-        return dirty_reasons(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
-                             spec.params.get("expect_gpus"))
+        """Reasons a later telemetry snapshot (of one of its hosts) contradicts a pass (empty: it still holds)."""
+        reasons = dirty_reasons(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
+                                spec.params.get("expect_gpus"))
+        return [f"{snapshot.name}: {r}" for r in reasons] if len(self.hosts(spec)) > 1 else reasons
 
 
 # --- command -----------------------------------------------------------------------------------------

@@ -169,16 +169,18 @@ class Runbook:
     def gates(self) -> list[StepSpec]:
         return [s for s in self.spec.steps if self.kind(s).gate]
 
-    def consumed(self, gate: StepSpec) -> bool:
-        """Has a launch on the gate's host started since the gate passed (and still runs)?  Then the
-        GPU memory telemetry shows is that server's: the gate did its job, and is not invalidated by it."""
+    def consumed(self, gate: StepSpec, host: str | None = None) -> bool:
+        """Has a launch on the gate's host (`host`: that one of its hosts) started since the gate passed
+        (and still runs)?  Then the GPU memory telemetry shows is that server's: the gate did its
+        job, and is not invalidated by it."""
         passed = self.results.get(gate.name)
         if passed is None or passed.finished_at is None:
             return False
+        hosts = {host} if host else set(self.kind(gate).hosts(gate))
         for spec in self.spec.steps:
             result = self.results.get(spec.name)
             running = result is not None and (result.state in (StepState.PASSED, StepState.RUNNING) or spec.name in self._relaunching)
-            if (self.kind(spec).launch and gate.host in self.kind(spec).hosts(spec) and running
+            if (self.kind(spec).launch and hosts & set(self.kind(spec).hosts(spec)) and running
                     and (result.started_at or 0) >= passed.finished_at):
                 return True
         return False
@@ -187,10 +189,11 @@ class Runbook:
         warnings = []
         launch_hosts = self.kind(spec).hosts(spec)
         for step in self.gates():
-            if step.host not in launch_hosts:
-                warnings.append(f"verified {step.host}, launching on {', '.join(launch_hosts)}")
+            outside = [h for h in self.kind(step).hosts(step) if h not in launch_hosts]
+            if outside:
+                warnings.append(f"verified {', '.join(outside)}, launching on {', '.join(launch_hosts)}")
         for host in launch_hosts:
-            if not any(step.host == host for step in self.gates()):
+            if not any(host in self.kind(step).hosts(step) for step in self.gates()):
                 warnings.append(f"no gpu_clean step checks {host}, the launch host")
         return warnings
 
@@ -229,16 +232,17 @@ class Runbook:
     async def _launch_gate(self, spec: StepSpec, confirm: Confirm) -> list[str]:
         """Re-run every gate step of the launch host(s) now; reasons to refuse (empty: go)."""
         hosts = self.kind(spec).hosts(spec)
-        checks = [s for s in self.gates() if s.host in hosts]
-        reasons = [f"no gpu_clean step verifies {host}, the launch host; add one before '{spec.name}'"
-                   for host in hosts if not any(c.host == host for c in checks)]
+        checks = [s for s in self.gates() if set(self.kind(s).hosts(s)) & set(hosts)]
+        reasons = [f"no gpu_clean step verifies {host}, " + ("a node of the launch group" if len(hosts) > 1 else "the launch host")
+                   + f"; add one before '{spec.name}'" for host in hosts if not any(host in self.kind(c).hosts(c) for c in checks)]
         if reasons:
             return reasons
         for check in checks:
             result = await self._execute(check, confirm, note="re-verified before launch")
             age = self.clock() - (result.finished_at or 0)
             if result.state is not StepState.PASSED:
-                reasons.append(f"'{check.name}' failed on {check.host}: {result.message}")
+                where = ", ".join(self.kind(check).hosts(check))
+                reasons.append(f"'{check.name}' failed on {where}: {result.message}")
             elif age > self.spec.freshness_s:
                 reasons.append(f"'{check.name}' evidence is {age:.0f} s old (limit {self.spec.freshness_s:g} s)")
         return reasons
@@ -353,31 +357,40 @@ class Runbook:
         return LaunchedProcess.from_evidence(result.evidence, spec.host) if result is not None else None
 
     async def stop_server(self, name: str, confirm: Confirm = deny, planned: bool = False) -> str:
-        """Stop the process a launch step started (asks first).  The step turns stale before the
-        process is signalled, so whoever watches the server knows its end was asked for (a sweep's
-        relaunch is `planned`: said so in the step's message).  Returns what happened."""
+        """Stop the process a launch step started (every rank of a group; asks first).  The step
+        turns stale before the processes are signalled, so whoever watches the server knows its end
+        was asked for (a sweep's relaunch is `planned`: said so in the step's message).  Returns
+        what happened."""
+        from cockpit.hosts.procs import group_of
+
         spec = self.spec.step(name)
         if not self.kind(spec).launch:
             raise CockpitError(f"'{name}' is a {spec.kind} step: it starts no server")
-        server = self.launched(name)
-        if server is None:
+        result = self.results.get(name)
+        members = group_of(result.evidence if result is not None else None)
+        if not members:
             return f"'{name}' has started no server"
-        transport = self.hub.pool.get(spec.host)
-        if not await process_alive(transport, server.pid):
-            return f"pid {server.pid} on {spec.host} is not running"
-        if not await confirm(f"On {spec.host}, stop the server of step '{name}': SIGTERM pid {server.pid}, then SIGKILL after 10 s"):
-            self.store.audit("declined", step=name, host=spec.host, plan=f"stop pid {server.pid}")
+        alive = [m for m in members if await process_alive(self.hub.pool.get(m.host or spec.host), m.pid)]
+        if not alive:
+            return ", ".join(f"pid {m.pid} on {m.host or spec.host}" for m in members) + (" is" if len(members) == 1 else " are") + " not running"
+        what = "; ".join(f"pid {m.pid} on {m.host or spec.host}" for m in alive)
+        if not await confirm(f"Stop the server of step '{name}': SIGTERM {what}, then SIGKILL after 10 s"):
+            self.store.audit("declined", step=name, host=spec.host, plan=f"stop {what}")
             return "not confirmed: nothing was done"
         why = "relaunched by the sweep" if planned else "stopped"
         if planned:
             self._relaunching.add(name)
         # stale, not failed: it passed, and no longer holds since its server was stopped
         self.results[name] = replace(self.results[name], state=StepState.STALE,
-                                     message=f"server {why} (pid {server.pid}); run the step to start it again")
+                                     message=f"server {why} ({what}); run the step to start it again")
         self._changed()
-        gone = await stop_process(transport, server.pid)
-        self.store.audit("kill", step=name, host=spec.host, pids=[server.pid], why="sweep" if planned else "stop", gone=gone)
-        return f"stopped pid {server.pid} on {spec.host}" if gone else f"pid {server.pid} on {spec.host} is still running after SIGKILL"
+        done = []
+        for member in alive:
+            host = member.host or spec.host
+            gone = await stop_process(self.hub.pool.get(host), member.pid)
+            self.store.audit("kill", step=name, host=host, pids=[member.pid], why="sweep" if planned else "stop", gone=gone)
+            done.append(f"stopped pid {member.pid} on {host}" if gone else f"pid {member.pid} on {host} is still running after SIGKILL")
+        return "; ".join(done)
 
     def set_override(self, name: str, argv: list[str], why: str) -> None:
         """Replace a launch step's command line (a fix applied from a diagnosis); kept until reset."""
@@ -408,7 +421,7 @@ class Runbook:
         if snapshot.sampled_at is None or not snapshot.state.reached:
             return contradicted
         for spec in self.gates():
-            if spec.host != snapshot.name or self.consumed(spec):
+            if snapshot.name not in self.kind(spec).hosts(spec) or self.consumed(spec, snapshot.name):
                 continue
             result = self.results.get(spec.name)
             if result is None or result.state not in (StepState.PASSED, StepState.STALE) or snapshot.sampled_at <= (result.finished_at or 0):

@@ -81,8 +81,8 @@ class StepKind:
         return None
 
     def hosts(self, spec: StepSpec) -> tuple[str, ...]:
-        """Every host the step acts on (a launch across several nodes names more than one)."""
-        return (spec.host,)
+        """Every host the step acts on (a group: `hosts`, rank 0 first; else its one host)."""
+        return tuple(spec.params.get("hosts") or (spec.host,))
 
     async def plan(self, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
         """What the step will do, for a confirmation (None: nothing to confirm), and data for run."""

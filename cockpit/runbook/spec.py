@@ -94,9 +94,13 @@ def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
     for index, item in enumerate(steps_raw):
         if not isinstance(item, dict):
             raise fail("each step must be a table", index)
+        if "host" not in item and isinstance(item.get("hosts"), list) and item["hosts"] and isinstance(item["hosts"][0], str):
+            item = {**item, "host": item["hosts"][0]}  # a group: the first host is rank 0 (checked below)
+        elif "host" in item and "hosts" in item:
+            raise fail("give 'host' (one host) or 'hosts' (a group, rank 0 first), not both", index, "hosts")
         for required in ("name", "kind", "host"):
             if required not in item:
-                raise fail(f"step {index + 1} needs '{required}'", index)
+                raise fail(f"step {index + 1} needs '{required}'" + (" (or 'hosts' for a group)" if required == "host" else ""), index)
             if not isinstance(item[required], str) or not item[required]:
                 raise fail(f"'{required}' must be a non-empty string", index, required)
         step_name, kind_name, host = item["name"], item["kind"], item["host"]
@@ -114,6 +118,20 @@ def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
             hint = difflib.get_close_matches(host, sorted(hosts), n=1)
             extra = f" (did you mean '{hint[0]}'?)" if hint else ""
             raise fail(f"no host named '{host}'{extra}", index, "host")
+        if "hosts" in item:
+            group = item["hosts"]
+            if "hosts" not in kind.params:
+                raise fail(f"'{kind_name}' steps run on one host: give 'host'", index, "hosts")
+            if not isinstance(group, list) or not group or not all(isinstance(h, str) and h for h in group):
+                raise fail("'hosts' must be a non-empty list of host names (rank 0 first)", index, "hosts")
+            twice = sorted({h for h in group if group.count(h) > 1})
+            if twice:
+                raise fail(f"'{twice[0]}' is in the group twice: each node is one host", index, "hosts")
+            for member in group:
+                if member not in hosts:
+                    hint = difflib.get_close_matches(member, sorted(hosts), n=1)
+                    extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+                    raise fail(f"no host named '{member}'{extra}", index, "hosts")
         params = {}
         for key, value in item.items():
             if key in ("name", "kind", "host", "title"):

@@ -42,8 +42,9 @@ def server_argv(python: str, model_path: str, draft_path: str | None = None, dep
 # --- health ---------------------------------------------------------------------------------------
 
 
-async def probe_health(transport: Transport, port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> str:
-    """'loading' (nothing listens), 'warming' (503), 'ready' (200), or 'http NNN' / 'error: ...'."""
+async def probe_health(transport: Transport, port: int, host: str = "127.0.0.1", timeout: float = 5.0, path: str = "/health") -> str:
+    """'loading' (nothing listens), 'warming' (503), 'ready' (200), or 'http NNN' / 'error: ...'.
+    A launch group's readiness is rank 0's /health_generate (the other nodes' /health is a stub)."""
     try:
         reader, writer = await asyncio.wait_for(transport.open_tcp(host, port), timeout)
     except (ConnectionRefusedError, ConnectionResetError):
@@ -54,7 +55,7 @@ async def probe_health(transport: Transport, port: int, host: str = "127.0.0.1",
             return "loading"
         return f"error: {text or type(exc).__name__}"
     try:
-        writer.write(f"GET /health HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
         status = await asyncio.wait_for(reader.readline(), timeout)
     except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
         return f"error: {type(exc).__name__}"
@@ -139,15 +140,17 @@ class ServerStatus:
     report: LogReport
     new_lines: list[str]
     figures: dict = field(default_factory=dict)  # live serving figures (sglang/live.py to_json): throughput, acceptance, flags
+    group: dict | None = None  # a launch group's state (sglang/group.py GroupState.to_json): every node
 
 
 class ServerWatcher:
     """One poll at a time: new log lines, health and liveness of a launched server, diagnosed.
     The log pane runs it in a worker and posts what it returns."""
 
-    def __init__(self, transport: Transport, pid: int, port: int, log: str, keep_lines: int = 2000):
+    def __init__(self, transport: Transport, pid: int, port: int, log: str, keep_lines: int = 2000, group=None):
         from cockpit.sglang.live import LiveServer
 
+        self.group = group  # a GroupWatcher over every node of a launch group (rank 0 is this server)
         self.transport = transport
         self.pid = pid
         self.port = port
@@ -167,7 +170,12 @@ class ServerWatcher:
         alive = health == "ready" or await process_alive(self.transport, self.pid)
         if health == "ready":
             await self.live.poll()  # /metrics (when enabled) and /server_info
-        return ServerStatus(health, alive, diagnose_lines(self.lines), new, self.live.figures.to_json(history=60))
+        group = None
+        if self.group is not None:
+            state = await self.group.poll()
+            group = state.to_json()
+            alive = alive and state.state != "failed"  # one dead rank: the group is failed, never half-up
+        return ServerStatus(health, alive, diagnose_lines(self.lines), new, self.live.figures.to_json(history=60), group)
 
 
 async def watch_server(watcher: ServerWatcher, publish, interval: float = 1.0) -> None:

@@ -15,6 +15,7 @@ from cockpit.sglang.diagnose import diagnose_lines
 from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
 from cockpit.sglang.schema import load_schema
 from cockpit.sglang.depth import DepthConfig, with_depth
+from cockpit.sglang.group import DEFAULT_DIST_PORT, GROUP_FLAGS, Refused as _Refused
 from cockpit.sglang.server import DEFAULT_PORT, LogFollower, server_argv, wait_ready
 
 
@@ -30,12 +31,6 @@ def depth_of(params: dict[str, Any]) -> DepthConfig | None:
     if params.get("draft_tokens") is not None:
         return DepthConfig.of_draft_tokens(params["draft_tokens"])
     return None
-
-
-class _Refused:
-    def __init__(self, report: LintReport, argv: list[str]):
-        self.report = report
-        self.argv = argv
 
 
 class SglangLaunch(Launch):
@@ -61,11 +56,22 @@ class SglangLaunch(Launch):
         "lint": Param(bool, True),
         "settle_s": Param((int, float), 3.0),
         "cwd": Param(str, None),
+        # a launch group: one server over several nodes (sglang/group.py)
+        "hosts": Param(list, None, help="instead of host: every node of a multi-node launch, rank 0 first"),
+        "nnodes": Param(int, None, help="the number of nodes (a check: it must equal the number of hosts)"),
+        "dist_init_port": Param(int, DEFAULT_DIST_PORT, help="rank 0's rendezvous port"),
+        "dist_init_addr": Param(str, None, help="host:port of rank 0 as the other nodes reach it (default: rank 0's address)"),
+        "dist_timeout": Param(int, 300, help="seconds a node waits for its peers before failing (SGLang's --dist-timeout)"),
+        "gated": Param(bool, True, help="SGLang 0.5.23+: every node joins, the GPUs are verified again, then the group is activated"),
+        "gated_port": Param(int, None, help="the gated launch's port on rank 0 (default: dist_init_port + 1000)"),
+        "join_timeout_s": Param((int, float), 600.0, help="how long the cockpit waits for every node to join"),
     }
 
     def title(self, spec: StepSpec) -> str:
         depth = depth_of(spec.params)
-        return spec.title or f"launch SGLang on {spec.host}" + (f", {depth.label}" if depth else "")
+        nodes = self.hosts(spec)
+        where = spec.host if len(nodes) == 1 else f"{len(nodes)} nodes ({', '.join(nodes)})"
+        return spec.title or f"launch SGLang on {where}" + (f", {depth.label}" if depth else "")
 
     def why(self, spec: StepSpec) -> str:
         return "flags checked against the host's own SGLang first; runs only with fresh clean-GPU evidence"
@@ -81,6 +87,37 @@ class SglangLaunch(Launch):
         extra = spec.params.get("extra_args") or []
         if not all(isinstance(w, str) for w in extra):
             return "extra_args must be a list of strings"
+        nodes = self.hosts(spec)
+        if spec.params.get("nnodes") is not None and spec.params["nnodes"] != len(nodes):
+            return f"nnodes is {spec.params['nnodes']} but the group has {len(nodes)} host(s): {', '.join(nodes)}"
+        if len(nodes) > 1:
+            if any(w.split("=", 1)[0] in GROUP_FLAGS for w in extra):
+                return "extra_args must not set --nnodes, --node-rank or --dist-init-addr: the group sets them per node"
+            addr = spec.params.get("dist_init_addr")
+            if addr is not None:
+                host, _, port = addr.rpartition(":")
+                if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                    return f"dist_init_addr '{addr}' must be host:port, e.g. 10.0.0.1:20000"
+            tp = spec.params.get("tp")
+            if tp is not None and tp % len(nodes):
+                return f"tp {tp} must be divisible by the {len(nodes)} nodes (SGLang: tp_size must be divisible by number of nodes)"
+        return None
+
+    def check_references(self, spec: StepSpec, before, config):
+        nodes = self.hosts(spec)
+        if len(nodes) < 2:
+            return None
+        rank0 = config.host(nodes[0])
+        addr = spec.params.get("dist_init_addr")
+        if addr is None:
+            if rank0.local:
+                return "dist_init_addr", (f"rank 0 ({rank0.name}) is this machine: give dist_init_addr, the address:port the other nodes "
+                                          "reach it at")
+            return None
+        host = addr.rpartition(":")[0].strip("[]")
+        if host not in (rank0.address, rank0.name) and not rank0.local:
+            return "dist_init_addr", (f"{addr} is not rank 0's address ({rank0.name} is {rank0.address}): the other nodes would wait "
+                                      "for a rendezvous that is never there; rank 0 is the first of 'hosts'")
         return None
 
     def log_path(self, spec: StepSpec) -> str:
@@ -111,6 +148,10 @@ class SglangLaunch(Launch):
         return await host_schema(ctx.transport(spec.host), python)
 
     async def plan(self, ctx: RunContext, spec: StepSpec):
+        if len(self.hosts(spec)) > 1:
+            from cockpit.sglang.grouplaunch import plan_group
+
+            return await plan_group(self, ctx, spec)
         argv = self.argv(ctx, spec)
         lint = LintReport()
         if spec.params.get("lint", True):
@@ -131,9 +172,14 @@ class SglangLaunch(Launch):
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
+        if len(self.hosts(spec)) > 1 and not isinstance(planned, _Refused):
+            from cockpit.sglang.grouplaunch import run_group
+
+            return await run_group(self, ctx, spec, planned)
         if isinstance(planned, _Refused):
             errors = planned.report.errors
-            return StepResult(StepState.FAILED, started, _now(), f"refused before launch: {errors[0].message}",
+            why = planned.message or errors[0].message
+            return StepResult(StepState.FAILED, started, _now(), f"refused before launch: {why}",
                               {"argv": planned.argv, "diagnoses": [d.to_json() for d in planned.report.diagnoses]})
         old_pid, lint, argv = planned
         pid, problem = await self.start(ctx, spec, argv, old_pid)
@@ -198,6 +244,14 @@ class SglangReady(StepKind):
         server = ctx.runbook.launched(launch.name)
         if result is None or result.state is not StepState.PASSED or server is None or server.port is None:
             return StepResult(StepState.FAILED, started, _now(), f"'{launch.name}' has not started a server")
+        from cockpit.hosts.procs import group_of
+
+        members = group_of(result.evidence)
+        if len(members) > 1:
+            from cockpit.sglang.grouplaunch import wait_group_ready
+
+            return await wait_group_ready(ctx, spec, launch, members, float(spec.params.get("timeout_s", 1800.0)),
+                                          float(spec.params.get("poll_s", 1.0)))
         transport = ctx.transport(launch.host)
         outcome = await wait_ready(transport, server.pid, server.port, server.log,
                                    float(spec.params.get("timeout_s", 1800.0)), float(spec.params.get("poll_s", 1.0)))

@@ -412,7 +412,15 @@ class CockpitApp(RunbookActions, App[int]):
             self.show_keys()
             self.notify(result.message, title=f"{spec.name} failed", severity="error", timeout=10)
             return
-        watcher = ServerWatcher(self.hub.pool.get(spec.host), server.pid, server.port, server.log)
+        from cockpit.hosts.procs import group_of
+
+        members = group_of(result.evidence)
+        group = None
+        if len(members) > 1:
+            from cockpit.sglang.grouplaunch import GroupWatcher
+
+            group = GroupWatcher(self.hub.pool.get, members)
+        watcher = ServerWatcher(self.hub.pool.get(spec.host), server.pid, server.port, server.log, group=group)
         self.run_worker(watch_server(watcher, lambda status: self.post_message(ServerPolled(str(key), status))),
                         name="server watch", group="server-watch", exclusive=True, exit_on_error=False)
 

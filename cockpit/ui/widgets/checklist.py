@@ -36,7 +36,8 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
         line.append(">" if number == selected else " ", style="bold reverse" if number == selected else "")
         line.append(f" {mark} ", style=style)
         line.append(f"{number + 1}. {view.spec.name}", style="bold" if number == selected else "")
-        line.append(f" @{view.spec.host}", style="cyan")
+        group = view.spec.params.get("hosts") or ()
+        line.append(f" @{view.spec.host}" + (f"+{len(group) - 1}" if len(group) > 1 else ""), style="cyan")  # a group: rank 0 + the others
         line.append(f"  {view.state.value}", style=style)
         if view.locked:
             line.append("  LOCKED" if ascii_only else "  🔒 locked", style="bold red")

@@ -23,6 +23,15 @@ def status_line(status: ServerStatus | None, target: str) -> Text:
     # health first: in a narrow terminal the milestones are what the ellipsis takes
     health_style = {"ready": "bold green", "warming": "yellow", "loading": "cyan"}.get(status.health, "red")
     text.append(f"health: {status.health}  ", style=health_style)
+    group = status.group
+    if group:
+        nodes = group.get("nodes") or []
+        if group.get("state") == "failed":
+            text.append("GROUP FAILED", style="bold white on red")  # why, below (it wraps there)
+            text.append("  ")
+            return text
+        ready = sum(1 for n in nodes if n.get("state") == "ready")
+        text.append(f"group: {group.get('state')} ({ready}/{len(nodes)} nodes ready)  ", style="bold green" if ready == len(nodes) else "cyan")
     if not status.alive and status.health != "not started":
         text.append("PROCESS DEAD", style="bold white on red")
         text.append("  ")
@@ -31,6 +40,21 @@ def status_line(status: ServerStatus | None, target: str) -> Text:
         if name in ("HTTP server up", "draft CUDA graphs"):
             continue
         text.append(("✔ " if name in seen else "· ") + name + "  ", style="green" if name in seen else "dim")
+    return text
+
+
+def group_text(group: dict | None) -> Text:
+    """A launch group: each node's state, and when it failed, which node and why."""
+    text = Text()
+    if not group:
+        return text
+    if group.get("state") == "failed":
+        text.append(f"✘ [group] {group.get('cause')}\n", style="bold red")
+    for node in group.get("nodes") or []:
+        state = node.get("state")
+        style = {"ready": "green", "failed": "bold red"}.get(state, "cyan")
+        text.append(f"rank {node.get('rank')} {node.get('host')}: ", style="bold")
+        text.append(f"{state}" + ("" if node.get("alive") else " (process gone)") + "   ", style=style)
     return text
 
 
@@ -147,7 +171,10 @@ class ServerLogPane(Vertical):
             lines_log.write(Text(line, style=style))
         self.flagged = bad_lines
         self.query_one("#server-status", Static).update(status_line(status, self.target))
-        self.query_one("#server-diagnoses", Static).update(diagnosis_text(status.report.diagnoses))
+        found = diagnosis_text(status.report.diagnoses)
+        if status.group:
+            found = group_text(status.group) + (Text("\n") + found if found.plain else Text())
+        self.query_one("#server-diagnoses", Static).update(found)
         live = self.query_one("#server-live", Static)
         live.update(live_text(status.figures))
         live.display = bool(status.figures.get("sources"))

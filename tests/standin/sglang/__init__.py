@@ -5,4 +5,6 @@ prints and answers: the recorded `--help` of SGLang 0.5.23, argparse's usage cra
 the real format, the real start-up milestone lines, and /health 503 then 200.
 """
 
-__version__ = "0.5.23"
+import os
+
+__version__ = os.environ.get("SGLANG_STANDIN_VERSION", "0.5.23")  # a node on another version: set it for that host

@@ -71,6 +71,8 @@ def main(argv):
         crash(text, "the following arguments are required: --model-path/--model")
     port = int(values.get("--port", 30000))
     stamp(f"server_args=ServerArgs(model_path={values['--model-path']!r}, port={port})")
+    if int(values.get("--nnodes", 1)) > 1:
+        return asyncio.run(multi_node(values, scenario, port))
     stamp("Load weight begin. avail mem=139.10 GB")
     time.sleep(float(scenario.get("load_s", 0.3)))
     if scenario.get("crash") == "gpus_not_clean":
@@ -92,6 +94,37 @@ def main(argv):
         stamp("The server is fired up and ready to roll!")
 
     asyncio.run(serve(port, scenario, values, warm))
+    return 0
+
+
+async def multi_node(values, scenario, port):
+    """One node of a group (multinode.py): rendezvous, the gated launch, then rank 0 serves and the
+    others answer /health from a stub."""
+    from sglang import multinode
+
+    joined = await multinode.rendezvous(values)
+    if joined is None:
+        return 1
+    rank, links, activated = joined
+    if "--gated-launch-port" in values:
+        await multinode.gated(values, rank, links, activated)
+    stamp("Load weight begin. avail mem=139.10 GB")
+    await asyncio.sleep(float(scenario.get("load_s", 0.3)))
+    stamp("Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=60.12 GB, mem usage=78.98 GB.")
+    if rank == 0:
+        from sglang.serving import Serving
+
+        serving = Serving(scenario, values)
+        server = await asyncio.start_server(serving.handle, "127.0.0.1", port, backlog=1024)
+        stamp(f"Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)")
+        await asyncio.sleep(float(scenario.get("warmup_s", 0.3)))
+        serving.ready = True
+        stamp("The server is fired up and ready to roll!")
+        async with server:
+            await server.serve_forever()
+    else:
+        await multinode.dummy_health(values, rank)
+        await asyncio.Event().wait()
     return 0
 
 

@@ -1,0 +1,175 @@
+"""A launch group: one SGLang server over several nodes (scale-facts §1).  Every node runs the same
+command; only `--node-rank` differs; `--dist-init-addr` is rank 0's address.  Only rank 0 serves
+HTTP (the others answer /health with 200 from a stub), so readiness is rank 0's alone.
+
+Per node, its log says how far it got: starting, waiting for peers (torch's rendezvous), joined,
+gated (0.5.23's `--gated-launch-port`: joined, waiting for activation before any GPU memory),
+loading, ready; or failed, with the line that says why (a rendezvous that timed out with N/M clients,
+a peer it could not reach, an NCCL watchdog timeout, out of memory, a dead process).  The group is
+ready when every node is, and failed as soon as one node is: rank 0 does not exit when a peer dies,
+so a group with one dead rank is failed, never half-up.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr", "--gated-launch-port")
+DEFAULT_DIST_PORT = 20000
+
+STATES = ("starting", "waiting for peers", "joined", "gated", "loading", "ready")
+
+_PROGRESS = [
+    ("waiting for peers", re.compile(r"Init torch distributed begin|Init parallel begin")),
+    ("joined", re.compile(r"Init torch distributed ends|Init parallel ends|Custom allreduce is disabled because this process group spans")),
+    ("gated", re.compile(r"Gated launch waiting for activation")),
+    ("loading", re.compile(r"Gated launch activated|Load weight begin")),
+]
+_READY_RANK0 = re.compile(r"The server is fired up and ready to roll!")
+_READY_PEER = re.compile(r"Dummy health check server started")
+_FAILURES = [
+    ("rendezvous_timeout", re.compile(r"DistStoreError: Timed out after (?P<s>\d+) seconds waiting for clients\. (?P<n>\d+)/(?P<m>\d+) clients joined")),
+    ("peer_unreachable", re.compile(r"client socket has timed out after (?P<ms>\d+)ms while trying to connect to \((?P<host>[^,]+), (?P<port>\d+)\)")),
+    ("nccl_timeout", re.compile(r"Watchdog caught collective operation timeout|Timeout at NCCL work|Some NCCL operations have failed or timed out")),
+    ("oom", re.compile(r"OutOfMemoryError|CUDA out of memory")),
+    ("scheduler_died", re.compile(r"Scheduler hit an exception|scheduler is dead|Received sigquit from a child process")),
+    ("port_in_use", re.compile(r"Address already in use|Port is already in use")),
+]
+_RETRYING = re.compile(r"TCP client failed to connect/validate to host (?P<host>\S+):(?P<port>\d+)|client socket has failed to connect to")
+
+
+class Refused:
+    """A launch refused before anything started: its lint report (a flag error), or a message naming
+    the node of a group that fails a check."""
+
+    def __init__(self, report, argv: list[str], message: str | None = None):
+        self.report = report
+        self.argv = argv
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Member:
+    rank: int
+    host: str  # the config's host name
+    address: str  # where the others reach it (rank 0's is the dist-init address)
+
+
+def group_argv(base: list[str], nnodes: int, rank: int, dist_init: str, gated_port: int | None = None,
+               dist_timeout: int | None = None) -> list[str]:
+    """One node's command: the group's command with its rank (any group flags in `base` replaced)."""
+    argv: list[str] = []
+    skip = False
+    for word in base:
+        if skip:
+            skip = False
+            continue
+        name = word.split("=", 1)[0]
+        if name in GROUP_FLAGS or (dist_timeout is not None and name == "--dist-timeout"):
+            skip = "=" not in word
+            continue
+        argv.append(word)
+    argv += ["--nnodes", str(nnodes), "--node-rank", str(rank), "--dist-init-addr", dist_init]
+    if dist_timeout is not None:
+        argv += ["--dist-timeout", str(dist_timeout)]
+    if gated_port is not None:
+        argv += ["--gated-launch-port", str(gated_port)]
+    return argv
+
+
+@dataclass
+class NodeState:
+    rank: int
+    host: str
+    state: str = "starting"
+    alive: bool = True
+    failure: str | None = None  # the failure kind
+    line: str = ""  # the log line that shows the state (or the failure)
+    lines_seen: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "host": self.host, "state": "failed" if self.failed else self.state, "alive": self.alive,
+                "failure": self.failure, "line": self.line}
+
+
+def node_state(rank: int, host: str, lines: list[str], alive: bool) -> NodeState:
+    node = NodeState(rank, host, alive=alive, lines_seen=len(lines))
+    order = {name: i for i, name in enumerate(STATES)}
+    for line in lines:
+        for kind, pattern in _FAILURES:
+            if pattern.search(line):
+                if node.failure is None:
+                    node.failure, node.line = kind, line.strip()
+                break
+        else:
+            ready = _READY_RANK0 if rank == 0 else _READY_PEER
+            if ready.search(line):
+                node.state, node.line = "ready", line.strip()
+                continue
+            for state, pattern in _PROGRESS:
+                if pattern.search(line) and order[state] >= order.get(node.state, 0):
+                    node.state, node.line = state, line.strip()
+    if not alive and node.failure is None:
+        node.failure = "exited"
+    return node
+
+
+@dataclass
+class GroupState:
+    state: str  # the group's: the least advanced node's, "ready" when all are, "failed" when one is
+    nodes: list[NodeState] = field(default_factory=list)
+    cause: str = ""  # the first node that failed and why, in a sentence
+
+    def to_json(self) -> dict:
+        return {"state": self.state, "cause": self.cause, "nodes": [n.to_json() for n in self.nodes]}
+
+
+def describe(node: NodeState, nodes: list[NodeState]) -> str:
+    """Why a node failed, naming the node(s) to look at."""
+    name = f"rank {node.rank} ({node.host})"
+    if node.failure == "rendezvous_timeout":
+        m = _FAILURES[0][1].search(node.line)
+        missing = [f"rank {n.rank} ({n.host})" for n in nodes if n.rank != node.rank and n.state in ("starting", "waiting for peers")]
+        joined = f"{m.group('n')}/{m.group('m')} clients joined" if m else "not every peer joined"
+        who = ", ".join(missing) if missing else "a peer"
+        return f"{who} never joined: {name} timed out waiting for them ({joined})"
+    if node.failure == "peer_unreachable":
+        m = _FAILURES[1][1].search(node.line)
+        where = f"{m.group('host')}:{m.group('port')}" if m else "rank 0"
+        return f"{name} could not reach rank 0 at {where} (is rank 0 up, the port open, the address right?)"
+    if node.failure == "nccl_timeout":
+        dead = [f"rank {n.rank} ({n.host})" for n in nodes if not n.alive]
+        return f"{name}: an NCCL collective timed out" + (f"; {', '.join(dead)} is gone" if dead else " (a peer died or hangs)")
+    if node.failure == "oom":
+        return f"{name} ran out of GPU memory"
+    if node.failure == "exited":
+        return f"{name}: its process exited while {node.state}" + ("" if node.state == "ready" else "; its log tells why")
+    if node.failure == "port_in_use":
+        return f"{name}: a port it needs is in use ({node.line[:120]})"
+    return f"{name}: {node.failure} ({node.line[:160]})"
+
+
+def group_state(nodes: list[NodeState]) -> GroupState:
+    failed = [n for n in nodes if n.failed]
+    if failed:
+        # the root cause first: a node that died beats the peers that then timed out waiting for it
+        priority = {"exited": 0, "oom": 1, "scheduler_died": 1, "port_in_use": 1, "peer_unreachable": 2, "rendezvous_timeout": 3,
+                    "nccl_timeout": 4}
+        first = min(failed, key=lambda n: (priority.get(n.failure, 5), n.rank))
+        return GroupState("failed", nodes, describe(first, nodes))
+    order = {name: i for i, name in enumerate(STATES)}
+    least = min(nodes, key=lambda n: order.get(n.state, 0)) if nodes else None
+    return GroupState(least.state if least else "starting", nodes)
+
+
+def retrying(lines: list[str]) -> str | None:
+    """The last 'failed to connect ... retrying' warning: a node still trying to reach rank 0."""
+    for line in reversed(lines):
+        if _RETRYING.search(line):
+            return line.strip()
+    return None
