@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--watch", action="store_true", help="stream the status every interval (the default without --once; --json: one object per line)")
     status.add_argument("--timeout", type=float, default=None, metavar="S", help="give up on a host after S seconds (default: its connect timeout + 15)")
     status.add_argument("--host", action="append", metavar="NAME", help="only these hosts (repeatable)")
+    status.add_argument("--role", action="append", metavar="ROLE", help="only hosts with this role (repeatable)")
+    status.add_argument("--summary", action="store_true", default=None,
+                        help="one line per host (the default beyond 16 hosts; --no-summary for every GPU)")
+    status.add_argument("--no-summary", dest="summary", action="store_false", help="every GPU of every host, however many")
 
     config_sub = sub.add_parser("config", help="check a config file").add_subparsers(dest="config_command", metavar="ACTION")
     _command(config_sub, "check", "parse and validate a config; exit 0 when it is good", json=True).add_argument("file", metavar="FILE")
@@ -160,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--log", metavar="FILE", help="a server log to read (on --host, default this machine)")
     server.add_argument("--url", metavar="URL", help="the server's base URL: /metrics (--enable-metrics) and /server_info")
     server.add_argument("--host", metavar="H", help="the host --log is on, and --url is reached from")
+    server.add_argument("--prometheus", metavar="SELECTOR", help="read SGLang's series from [prometheus], e.g. 'instance=\"10.0.0.1:30000\"'")
     alert_sub = sub.add_parser("alert", help="alerts: bell, desktop notification, command, notification URLs ([alerts])").add_subparsers(
         dest="alert_command", metavar="ACTION")
     _command(alert_sub, "test", "send a test alert through every configured channel; exit 0 delivered, 1 a channel failed",
@@ -257,14 +262,34 @@ def emit(args, data, text: str) -> None:
 # --- hosts and telemetry ----------------------------------------------------------------------------
 
 
-def cmd_status(args) -> int:
-    from cockpit.telemetry.report import render_status_text, status_exit_code
+SUMMARY_AT = 16  # beyond this many hosts `status` prints one line per host
 
-    ctx = context(args, hosts=args.host)
+
+def cmd_status(args) -> int:
+    from cockpit.telemetry.report import render_status_text, render_summary_text, status_exit_code, summarize
+
+    hosts = args.host
+    if args.role:
+        from cockpit.config import load_config
+
+        config = load_config(getattr(args, "config", None))
+        hosts = [h.name for h in config.hosts if set(h.roles) & set(args.role) and (not args.host or h.name in args.host)]
+        if not hosts:
+            known = sorted({r for h in config.hosts for r in h.roles})
+            raise CockpitError(f"no host has role {', '.join(args.role)}; roles: {', '.join(known) or 'none'}")
+    ctx = context(args, hosts=hosts)
+    many = args.summary if args.summary is not None else len(ctx.hub.config.hosts) > SUMMARY_AT
+
+    def render(snapshots, now):
+        return render_summary_text(snapshots, now) if many else render_status_text(snapshots, now)
+
     if args.once:
         snapshots = with_context(ctx, lambda c: c.hub.sample_once(args.timeout))
         now = time.time()
-        emit(args, {"hosts": [s.to_json(now) for s in snapshots]}, render_status_text(snapshots, now))
+        data = {"hosts": [s.to_json(now) for s in snapshots]}
+        if many:
+            data["summary"] = [summarize(s, now).to_json() for s in snapshots]
+        emit(args, data, render(snapshots, now))
         return status_exit_code(snapshots)
 
     async def watch(c) -> int:
@@ -282,7 +307,7 @@ def cmd_status(args) -> int:
                 if args.json:
                     sys.stdout.write(json.dumps({"time": now, "hosts": [s.to_json(now) for s in snapshots]}) + "\n")
                 else:
-                    sys.stdout.write(f"--- {time.strftime('%H:%M:%S', time.localtime(now))}\n{render_status_text(snapshots, now)}\n")
+                    sys.stdout.write(f"--- {time.strftime('%H:%M:%S', time.localtime(now))}\n{render(snapshots, now)}\n")
                 sys.stdout.flush()
             except BrokenPipeError:
                 break  # the reader went away (| head, a dropped terminal): stop quietly
@@ -608,7 +633,9 @@ def cmd_server(args) -> int:
         except ValueError as exc:
             raise CockpitError(f"--url: {exc}") from None
     host_name, log = args.host, args.log
-    if args.step is not None or (log is None and url is None):
+    if args.prometheus is not None and ctx.config.prometheus is None:
+        raise CockpitError("--prometheus reads through the config's [prometheus] table: add it (url = ...)")
+    if args.step is not None or (log is None and url is None and args.prometheus is None):
         runbook = runbook_of(ctx)
         if args.step is None:
             started = [s.name for s in runbook.spec.steps if runbook.kind(s).launch and runbook.launched(s.name)]
@@ -643,6 +670,15 @@ def cmd_server(args) -> int:
         opener = None if args.host or args.step else default_opener
         live = LiveServer(transport, log, url, opener=opener)
         figures = await live.poll(catch_up=True)
+        if args.prometheus is not None:
+            from cockpit.telemetry.prometheus import PrometheusError, sglang_values
+
+            try:
+                figures.feed_values(await sglang_values(ctx.config.prometheus, args.prometheus))
+            except PrometheusError as exc:
+                live.unreachable = str(exc)
+            if "prometheus" not in figures.sources and live.unreachable is None:
+                live.unreachable = f"no sglang:* series in Prometheus match {args.prometheus}"
         data = figures.to_json()
         if len(members) > 1:  # a launch group: every node's state, and a failed node is a flag
             from cockpit.sglang.grouplaunch import GroupWatcher
@@ -654,7 +690,7 @@ def cmd_server(args) -> int:
         return live, data
 
     live, data = with_context(ctx, go)
-    data = {"step": args.step, "host": host_name, "log": log, "url": url, **data}
+    data = {"step": args.step, "host": host_name, "log": log, "url": url, "prometheus": args.prometheus, **data}
     unreadable = live.unreachable or (live.log_missing and f"{log}: no such file on {host_name}")
     if unreadable and not data["sources"]:
         data["error"] = unreadable

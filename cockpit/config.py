@@ -35,15 +35,23 @@ class HostConfig:
     keepalive_interval: float = 15.0
     max_channels: int = 8
     nvidia_smi: str = "nvidia-smi"
-    telemetry: str = "auto"  # auto | smi | nvml (nvml only for a local host)
+    telemetry: str = "auto"  # auto | smi | nvml (nvml only for a local host) | prometheus
     python: str = "python3"
     known_hosts: str | None = None
     accent: str | None = None
+    prometheus_host: str | None = None  # the host's label value in Prometheus (default: its name)
+
+    @property
+    def ssh_reachable(self) -> bool:
+        """Can processes be listed, killed and launched there (SSH, or this machine)?"""
+        return self.local or self.address is not None
 
     @property
     def label(self) -> str:
         if self.local:
             return f"{self.name} (local)"
+        if self.address is None and self.telemetry == "prometheus":
+            return f"{self.name} (Prometheus)"
         target = self.address or self.name
         if self.user:
             target = f"{self.user}@{target}"
@@ -84,12 +92,29 @@ class UiSettings:
 
 
 @dataclass(frozen=True)
+class PrometheusSettings:
+    """[prometheus]: GPUs read from a Prometheus that scrapes NVIDIA's DCGM exporter (one query per
+    interval for every GPU of every host that says telemetry = "prometheus")."""
+
+    url: str
+    host_label: str | None = None  # None: Hostname or hostname (the exporter renamed it in 2026)
+    token_env: str | None = None  # an environment variable holding a bearer token
+    selector: str | None = None  # extra label matchers, e.g. 'cluster="prod"'
+    interval_s: float = 5.0
+    timeout_s: float = 5.0
+    stale_after_s: float = 90.0  # a sample older than this is shown stale (DCGM's default interval is 30 s)
+    gone_after_s: float = 300.0  # a host with no series for this long is gone
+    sglang_selector: str | None = None  # SGLang's own series there (e.g. 'job="sglang"'): the serving pane reads them
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path | None
     hosts: tuple[HostConfig, ...]
     ssh: SshSettings = field(default_factory=SshSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     ui: UiSettings = field(default_factory=UiSettings)
+    prometheus: PrometheusSettings | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     text: str = field(default="", compare=False, repr=False)
     implicit: bool = False  # no config file: this machine only
@@ -202,7 +227,7 @@ class _Checker:
 
 _HOST_KEYS = {
     "address", "user", "port", "identity_file", "jump_host", "connect_timeout", "roles", "local",
-    "keepalive_interval", "max_channels", "nvidia_smi", "telemetry", "python", "known_hosts", "accent",
+    "keepalive_interval", "max_channels", "nvidia_smi", "telemetry", "python", "known_hosts", "accent", "prometheus_host",
 }
 
 
@@ -215,8 +240,10 @@ def _parse_host(check: _Checker, name: str, data: Any) -> HostConfig:
     check.unknown_keys(table, data, _HOST_KEYS)
     local = check.get(table, data, "local", bool, False)
     address = check.get(table, data, "address", str, None)
-    if not local and address is None:
-        raise check.fail(table, None, f"host '{name}' needs 'address' (an IP, DNS name or ~/.ssh/config alias) or 'local = true'")
+    telemetry = check.get(table, data, "telemetry", str, "auto")
+    if not local and address is None and telemetry != "prometheus":
+        raise check.fail(table, None, f"host '{name}' needs 'address' (an IP, DNS name or ~/.ssh/config alias) or 'local = true' "
+                         "(or telemetry = \"prometheus\": its GPUs from Prometheus, without SSH)")
     if address is not None and (address.startswith("-") or any(c.isspace() for c in address)):
         raise check.fail(table, "address", f"'{address}' is not a host address")
     user = check.get(table, data, "user", str, None)
@@ -229,9 +256,8 @@ def _parse_host(check: _Checker, name: str, data: Any) -> HostConfig:
     for role in roles:
         if not isinstance(role, str) or not role:
             raise check.fail(table, "roles", f"roles must be non-empty strings, got {role!r}")
-    telemetry = check.get(table, data, "telemetry", str, "auto")
-    if telemetry not in ("auto", "smi", "nvml"):
-        raise check.fail(table, "telemetry", f"must be 'auto', 'smi' or 'nvml', got '{telemetry}'")
+    if telemetry not in ("auto", "smi", "nvml", "prometheus"):
+        raise check.fail(table, "telemetry", f"must be 'auto', 'smi', 'nvml' or 'prometheus', got '{telemetry}'")
     if telemetry == "nvml" and not local:
         raise check.fail(table, "telemetry", "NVML reads only the machine the cockpit runs on: use it with 'local = true'")
     return HostConfig(
@@ -251,6 +277,7 @@ def _parse_host(check: _Checker, name: str, data: Any) -> HostConfig:
         python=check.get(table, data, "python", str, "python3"),
         known_hosts=check.get(table, data, "known_hosts", str, None),
         accent=check.get(table, data, "accent", str, None),
+        prometheus_host=check.get(table, data, "prometheus_host", str, None),
     )
 
 
@@ -263,7 +290,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         line = int(match.group(1)) if match else None
         raise ConfigError(path, f"not valid TOML: {message}", line=line) from None
     check = _Checker(path, text)
-    check.unknown_tables(raw, {"hosts", "ssh", "telemetry", "runbook", "bench", "ui", "keymap", "runs", "alerts"})
+    check.unknown_tables(raw, {"hosts", "ssh", "telemetry", "runbook", "bench", "ui", "keymap", "runs", "alerts", "prometheus"})
 
     ssh_raw = raw.get("ssh", {})
     if not isinstance(ssh_raw, dict):
@@ -319,7 +346,48 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         if host.jump_host and host.jump_host in names and host.jump_host == host.name:
             raise check.fail(("hosts", host.name), "jump_host", "a host cannot be its own jump host")
     _check_jump_cycles(check, hosts)
-    return Config(path=Path(path) if path != "<config>" else None, hosts=hosts, ssh=ssh, telemetry=telemetry, ui=ui, raw=raw, text=text)
+    prometheus = _parse_prometheus(check, raw)
+    watched = [h.name for h in hosts if h.telemetry == "prometheus"]
+    if watched and prometheus is None:
+        raise check.fail(("hosts", watched[0]), "telemetry", "telemetry = \"prometheus\" needs a [prometheus] table with its url")
+    return Config(path=Path(path) if path != "<config>" else None, hosts=hosts, ssh=ssh, telemetry=telemetry, ui=ui,
+                  prometheus=prometheus, raw=raw, text=text)
+
+
+def _parse_prometheus(check: _Checker, raw: dict[str, Any]) -> PrometheusSettings | None:
+    data = raw.get("prometheus")
+    if data is None:
+        return None
+    table = ("prometheus",)
+    if not isinstance(data, dict):
+        raise check.fail((), "prometheus", "must be a table: [prometheus] with url")
+    check.unknown_keys(table, data, {"url", "host_label", "token_env", "selector", "interval_s", "timeout_s", "stale_after_s",
+                                     "gone_after_s", "sglang_selector"})
+    url = check.get(table, data, "url", str, None)
+    if url is None:
+        raise check.fail(table, None, "[prometheus] needs url, e.g. url = \"http://prometheus:9090\"")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise check.fail(table, "url", f"'{url}' is not an http:// or https:// URL")
+    label = check.get(table, data, "host_label", str, None)
+    if label is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", label):
+        raise check.fail(table, "host_label", f"'{label}' is not a Prometheus label name")
+    token_env = check.get(table, data, "token_env", str, None)
+    if token_env is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", token_env):
+        raise check.fail(table, "token_env", f"'{token_env}' is not an environment variable name (the token itself never goes in the file)")
+    selector = check.get(table, data, "selector", str, None)
+    if selector is not None and not re.match(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"[^"]*"(\s*,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"[^"]*")*\s*$', selector):
+        raise check.fail(table, "selector", f"'{selector}' is not a list of label matchers, e.g. cluster=\"prod\", job=~\"dcgm.*\"")
+    matchers = r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"[^"]*"(\s*,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"[^"]*")*\s*$'
+    sglang = check.get(table, data, "sglang_selector", str, None)
+    if sglang is not None and not re.match(matchers, sglang):
+        raise check.fail(table, "sglang_selector", f"'{sglang}' is not a list of label matchers, e.g. job=\"sglang\"")
+    return PrometheusSettings(
+        url=url.rstrip("/"), host_label=label, token_env=token_env, selector=selector, sglang_selector=sglang,
+        interval_s=check.get(table, data, "interval_s", float, 5.0, minimum=0.5),
+        timeout_s=check.get(table, data, "timeout_s", float, 5.0, minimum=0.1),
+        stale_after_s=check.get(table, data, "stale_after_s", float, 90.0, minimum=1.0),
+        gone_after_s=check.get(table, data, "gone_after_s", float, 300.0, minimum=1.0),
+    )
 
 
 def _check_jump_cycles(check: _Checker, hosts: tuple[HostConfig, ...]) -> None:

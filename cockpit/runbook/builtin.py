@@ -52,7 +52,7 @@ class GpuClean(StepKind):
         return None
 
     async def _judge(self, ctx: RunContext, spec: StepSpec, host: str):
-        snapshot = await ctx.hub.monitor_for(ctx.hub.config.host(host)).sample_once()
+        snapshot = await ctx.hub.gate_sample(ctx.hub.config.host(host))  # with its processes (over SSH for a Prometheus host)
         ctx.hub.publish(snapshot)
         return judge(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
                      spec.params.get("expect_gpus"))
@@ -211,7 +211,7 @@ class KillStale(StepKind):
         rows = await list_processes(ctx.transport(spec.host))
         held: dict[int, list[tuple[int | None, int | None]]] = {}
         with contextlib.suppress(TransportError, OSError, asyncio.TimeoutError):
-            snapshot = await ctx.hub.monitor_for(ctx.hub.config.host(spec.host)).sample_once()
+            snapshot = await ctx.hub.gate_sample(ctx.hub.config.host(spec.host))
             ctx.hub.publish(snapshot)
             for proc in snapshot.processes:
                 held.setdefault(proc.pid, []).append((proc.gpu_index, proc.used_memory_mib))

@@ -91,7 +91,6 @@ def judge(snapshot: HostSnapshot, max_used_mib: int = DEFAULT_MAX_USED_MIB, gpus
 async def verify_host(hub, host: str, max_used_mib: int = DEFAULT_MAX_USED_MIB, gpus: list[int] | None = None,
                       expect_gpus: int | None = None, timeout: float | None = None) -> CleanReport:
     """A fresh one-shot sample of the host (never the streaming cache), judged."""
-    monitor = hub.monitor_for(hub.config.host(host))
-    snapshot = await monitor.sample_once(timeout)
+    snapshot = await hub.gate_sample(hub.config.host(host), timeout)  # with its processes (SSH for a Prometheus host)
     hub.publish(snapshot)
     return judge(snapshot, max_used_mib, gpus, expect_gpus)

@@ -118,6 +118,10 @@ def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
             hint = difflib.get_close_matches(host, sorted(hosts), n=1)
             extra = f" (did you mean '{hint[0]}'?)" if hint else ""
             raise fail(f"no host named '{host}'{extra}", index, "host")
+        for member in ([host] + [h for h in item.get("hosts") or [] if isinstance(h, str) and h in hosts]):
+            if not config.host(member).ssh_reachable:
+                raise fail(f"host '{member}' has no address: it is read through Prometheus only, and a step acts on the host "
+                           "(processes, files, commands); give it an address to reach it by SSH", index, "hosts" if "hosts" in item else "host")
         if "hosts" in item:
             group = item["hosts"]
             if "hosts" not in kind.params:

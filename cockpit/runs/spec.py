@@ -44,6 +44,8 @@ def parse_runs(config: Config) -> dict[str, RunSpec]:
             raise check.fail(table, None, f"run '{name}' needs 'host' (one of: {', '.join(sorted(hosts)) or 'no hosts configured'})")
         if host not in hosts:
             raise check.fail(table, "host", f"no host named '{host}'; hosts: {', '.join(sorted(hosts)) or 'none'}")
+        if not config.host(host).ssh_reachable:
+            raise check.fail(table, "host", f"host '{host}' has no address (Prometheus only): a run's log is read over SSH")
         log = check.get(table, data, "log", str, None)
         output_dir = check.get(table, data, "output_dir", str, None)
         if log is None and output_dir is None:

@@ -22,16 +22,18 @@ def _command(kind, spec, python: str) -> list[str]:
     return [python if i == 0 else word for i, word in enumerate(base)]
 
 
-def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
+def _parts(kind, spec, python: str, gpus_per_node: int | None):
+    """(nodes, rendezvous port, HTTP port, GPUs per node, the command before the group flags, after them)."""
     nodes = len(kind.hosts(spec))
-    port = spec.params.get("dist_init_port") or 20000
-    http_port = spec.params.get("port", 30000)
     tp = spec.params.get("tp")
-    gpus = gpus_per_node or (tp // nodes if tp else 8)
     argv = group_argv(_command(kind, spec, python), nodes, 0, "HEAD:0", dist_timeout=spec.params.get("dist_timeout"))
-    # the group flags are filled in per task below: drop the placeholders group_argv put in
-    cut = argv.index("--nnodes")
-    fixed, tail = argv[:cut], argv[cut + 6:]
+    cut = argv.index("--nnodes")  # the group flags are filled in by the scheduler: drop group_argv's placeholders
+    return (nodes, spec.params.get("dist_init_port") or 20000, spec.params.get("port", 30000),
+            gpus_per_node or (tp // nodes if tp else 8), argv[:cut], argv[cut + 6:])
+
+
+def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
+    nodes, port, http_port, gpus, fixed, tail = _parts(kind, spec, python, gpus_per_node)
     lines = [
         "#!/bin/bash",
         f"# cockpit plan emit {spec.name} --format slurm: SGLang on {nodes} nodes, the command the cockpit would run.",
@@ -63,17 +65,10 @@ def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None)
 
 
 def lws(kind, spec, python: str = "python3", image: str = "lmsysorg/sglang:latest", gpus_per_node: int | None = None) -> str:
-    nodes = len(kind.hosts(spec))
-    port = spec.params.get("dist_init_port") or 20000
-    http_port = spec.params.get("port", 30000)
-    tp = spec.params.get("tp")
-    gpus = gpus_per_node or (tp // nodes if tp else 8)
-    argv = group_argv(_command(kind, spec, python), nodes, 0, "HEAD:0", dist_timeout=spec.params.get("dist_timeout"))
-    cut = argv.index("--nnodes")
-    fixed, tail = argv[:cut], argv[cut + 6:]
+    nodes, port, http_port, gpus, fixed, tail = _parts(kind, spec, python, gpus_per_node)
     command = fixed + ["--nnodes", "$(LWS_GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)",
                        "--dist-init-addr", f"$(LWS_LEADER_ADDRESS):{port}"] + tail
-    leader = [w for w in command]
+    leader = list(command)
     if "--host" not in leader:
         leader += ["--host", "0.0.0.0"]
     name = f"cockpit-{spec.name}".lower().replace("_", "-")

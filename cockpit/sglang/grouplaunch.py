@@ -242,7 +242,7 @@ async def _activate(ctx: RunContext, spec: StepSpec, planned: GroupPlan, process
     gate = next((s for s in ctx.runbook.gates() if set(ctx.runbook.kind(s).hosts(s)) & set(m.host for m in planned.members)), None)
     limit = gate.params.get("max_used_mib", DEFAULT_MAX_USED_MIB) if gate is not None else DEFAULT_MAX_USED_MIB
     for member in planned.members:
-        snapshot = await ctx.hub.monitor_for(ctx.hub.config.host(member.host)).sample_once()
+        snapshot = await ctx.hub.gate_sample(ctx.hub.config.host(member.host))
         ctx.hub.publish(snapshot)
         report = judge(without(snapshot, {p.pid for p in processes if p.host == member.host}), limit)
         if report.error or not report.clean:

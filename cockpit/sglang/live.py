@@ -191,9 +191,14 @@ class LiveFigures:
                     values[name] = values.get(name, 0.0) + sample.value if name.endswith("_total") else sample.value
         except (ValueError, IndexError, KeyError, TypeError):
             return  # not Prometheus text (an error page): nothing trusted
+        self.feed_values(values, now, "metrics")
+
+    def feed_values(self, values: dict[str, float], now: float | None = None, source: str = "prometheus") -> None:
+        """SGLang's series by name (without `sglang:`), from its /metrics or from a Prometheus that scrapes it."""
+        now = self.clock() if now is None else now
         if not values:
             return
-        self.sources.add("metrics")
+        self.sources.add(source)
         self.metrics = values
         counters = (values.get("generation_tokens_total"), values.get("spec_verify_calls_total"))
         if None not in counters:

@@ -147,9 +147,10 @@ class ServerWatcher:
     """One poll at a time: new log lines, health and liveness of a launched server, diagnosed.
     The log pane runs it in a worker and posts what it returns."""
 
-    def __init__(self, transport: Transport, pid: int, port: int, log: str, keep_lines: int = 2000, group=None):
+    def __init__(self, transport: Transport, pid: int, port: int, log: str, keep_lines: int = 2000, group=None, prometheus=None):
         from cockpit.sglang.live import LiveServer
 
+        self.prometheus = prometheus  # (PrometheusSettings, selector): SGLang's series as Prometheus scraped them
         self.group = group  # a GroupWatcher over every node of a launch group (rank 0 is this server)
         self.transport = transport
         self.pid = pid
@@ -170,6 +171,11 @@ class ServerWatcher:
         alive = health == "ready" or await process_alive(self.transport, self.pid)
         if health == "ready":
             await self.live.poll()  # /metrics (when enabled) and /server_info
+            if self.prometheus is not None:
+                from cockpit.telemetry.prometheus import PrometheusError, sglang_values
+
+                with contextlib.suppress(PrometheusError):
+                    self.live.figures.feed_values(await sglang_values(*self.prometheus))
         group = None
         if self.group is not None:
             state = await self.group.poll()

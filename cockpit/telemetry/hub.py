@@ -43,6 +43,12 @@ class TelemetryHub:
         self.snapshots: Topic[HostSnapshot] = Topic()
         self._tasks: list[asyncio.Task] = []
         self.published = 0
+        watched = [h for h in config.hosts if h.telemetry == "prometheus"]
+        self.prometheus = None
+        if watched and config.prometheus is not None:
+            from cockpit.telemetry.prometheus import PrometheusFleet
+
+            self.prometheus = PrometheusFleet(config.prometheus, watched)  # one query per interval for all of them
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         return self.snapshots.subscribe(subscriber)
@@ -56,8 +62,26 @@ class TelemetryHub:
     def monitor_for(self, host: HostConfig) -> _MonitorBase:
         monitor = self.monitors.get(host.name)
         if monitor is None:
-            monitor = self.monitors[host.name] = self._factory(host, self.config, self.pool, self.publish)
+            if host.telemetry == "prometheus" and self.prometheus is not None:
+                from cockpit.telemetry.prometheus import PrometheusMonitor
+
+                monitor = PrometheusMonitor(host, self.prometheus, self.publish)
+            else:
+                monitor = self._factory(host, self.config, self.pool, self.publish)
+            self.monitors[host.name] = monitor
         return monitor
+
+    async def gate_sample(self, host: HostConfig, timeout: float | None = None) -> HostSnapshot:
+        """A sample a GPU gate can rely on: GPUs *and* the processes on them.  A host read through
+        Prometheus has no process list there (DCGM exports none): it is asked over SSH, or the
+        sample says plainly that its processes could not be checked."""
+        if host.telemetry != "prometheus":
+            return await self.monitor_for(host).sample_once(timeout)
+        if not host.ssh_reachable:
+            return HostSnapshot(name=host.name, state=HostState.DRIVER_ERROR, roles=host.roles, source="prometheus",
+                                error=f"its processes could not be checked: {host.name} is read through Prometheus only (no address "
+                                "to reach it by SSH), and Prometheus has no process list; a GPU gate needs one")
+        return await SmiMonitor(host, self.pool.get(host), self.config.telemetry, lambda _s: None, self.config.ssh).sample_once(timeout)
 
     def retry_now(self, names=None) -> list[str]:
         """Reconnect these hosts (all that are waiting, when None) now instead of after their backoff."""

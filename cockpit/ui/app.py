@@ -155,7 +155,12 @@ class CockpitApp(RunbookActions, App[int]):
             self.run_worker(self._watch_runs(), name="training runs", group="runs", exclusive=True, exit_on_error=False)
         # One timer paints everything: pending samples and the ages in the titles, in one frame.
         self.set_interval(max(0.25, min(1.0, self.config.telemetry.interval_ms / 1000.0)), self._paint_pending)
-        if self.panes:
+        if self.hosts_view.fleet is not None:
+            for name, snapshot in self.hub.latest.items():
+                self.hosts_view.fleet.update(snapshot)
+            self.hosts_view.fleet.tick()  # its title's totals
+            self.hosts_view.fleet.focus()
+        elif self.panes:
             next(iter(self.panes.values())).focus()
 
     async def on_unmount(self) -> None:
@@ -257,6 +262,9 @@ class CockpitApp(RunbookActions, App[int]):
         pane = self._panes().get(view)
         if view == "hosts":
             pane = self._focused_host() or next((p for p in self.panes.values() if p.display), None)
+            fleet = self.hosts_view.fleet
+            if pane is None and fleet is not None and fleet.display:
+                pane = fleet
         elif pane is not None and not pane.can_focus:  # the server log: its log is what takes the focus
             pane = next((w for w in pane.query("*") if w.can_focus), None)
         if pane is not None:
@@ -275,18 +283,24 @@ class CockpitApp(RunbookActions, App[int]):
     def on_host_updated(self, message: HostUpdated) -> None:  # (handlers query panes: none while shutting down)
         # Coalesced: hosts sample at staggered moments; painting each as it comes would cost a
         # frame per host per second.  Pending snapshots are painted together by _paint_pending.
-        if message.snapshot.name in self.panes:
+        if message.snapshot.name in self.panes or self.hosts_view.fleet is not None:
             self.updates_handled += 1
             self._pending[message.snapshot.name] = message.snapshot
 
     def _paint_pending(self) -> None:
         pending, self._pending = self._pending, {}
+        fleet = self.hosts_view.fleet
         with self.batch_update():
             for name, snapshot in pending.items():
-                self.panes[name].show(snapshot, self.hub.history.get(name))
+                if name in self.panes:
+                    self.panes[name].show(snapshot, self.hub.history.get(name))
+                if fleet is not None:
+                    fleet.update(snapshot)
             for name, pane in self.panes.items():
-                if name not in pending:
+                if name not in pending and pane.display:
                     pane.tick()
+            if fleet is not None and fleet.display:
+                fleet.tick()
 
     def on_runbook_changed(self, message: RunbookChanged) -> None:
         for pane in self.query(ChecklistPane):
@@ -420,7 +434,9 @@ class CockpitApp(RunbookActions, App[int]):
             from cockpit.sglang.grouplaunch import GroupWatcher
 
             group = GroupWatcher(self.hub.pool.get, members)
-        watcher = ServerWatcher(self.hub.pool.get(spec.host), server.pid, server.port, server.log, group=group)
+        settings = self.config.prometheus
+        prometheus = (settings, settings.sglang_selector) if settings is not None and settings.sglang_selector else None
+        watcher = ServerWatcher(self.hub.pool.get(spec.host), server.pid, server.port, server.log, group=group, prometheus=prometheus)
         self.run_worker(watch_server(watcher, lambda status: self.post_message(ServerPolled(str(key), status))),
                         name="server watch", group="server-watch", exclusive=True, exit_on_error=False)
 
@@ -503,6 +519,34 @@ class CockpitApp(RunbookActions, App[int]):
         self.press_view("hosts")
 
     # --- hosts --------------------------------------------------------------------------------------
+
+    def on_fleet_table_open(self, message) -> None:
+        pane = self.hosts_view.open_host(message.host)
+        snapshot = self.hub.latest.get(message.host)
+        if snapshot is not None:
+            pane.show(snapshot, self.hub.history.get(message.host))
+        pane.focus()
+        self.show_keys()
+
+    def on_fleet_table_filter(self, message) -> None:
+        self.hosts_view.show_filter()
+
+    def on_input_changed(self, event) -> None:
+        if event.input.id == "fleet-filter" and self.hosts_view.fleet is not None:
+            self.hosts_view.fleet.set_filter(event.value)
+
+    def on_input_submitted(self, event) -> None:
+        if event.input.id == "fleet-filter" and self.hosts_view.fleet is not None:
+            event.input.display = False
+            self.hosts_view.fleet.focus()
+
+    def on_key(self, event) -> None:
+        focused = self.screen_stack[0].focused if self.screen_stack else None
+        if event.key == "escape" and getattr(focused, "id", None) == "fleet-filter" and self.hosts_view.fleet is not None:
+            focused.display = False
+            self.hosts_view.fleet.set_filter("")
+            self.hosts_view.fleet.focus()
+            event.stop()
 
     def _focused_host(self) -> HostPane | None:
         return self.focused if isinstance(self.focused, HostPane) else None

@@ -217,6 +217,8 @@ def host_body(snapshot: HostSnapshot, histories: dict[int, GpuHistory], width: i
         for proc in snapshot.processes:
             where = f"GPU{proc.gpu_index}" if proc.gpu_index is not None else "GPU?"
             tail.append(f"  {where:<5} pid {proc.pid:<8} {_num(proc.used_memory_mib, '{} MiB'):>10}  {(proc.name or '?')[:40]}\n", style="yellow")
+    elif snapshot.source == "prometheus":
+        tail.append("  processes: unknown here (DCGM exports none; a GPU gate asks the host over SSH)\n", style="dim")
     elif snapshot.state.reached:
         tail.append("  no compute processes\n", style="dim")
     head.rstrip()

@@ -4,30 +4,69 @@ between them.  The app's actions call these; this widget owns the panes and what
 from __future__ import annotations
 
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from cockpit.config import HostConfig
+from cockpit.ui.widgets.fleet import FleetTable
 from cockpit.ui.widgets.host_pane import HostPane
+
+FLEET_AT = 16  # beyond this many hosts: one line per host (the fleet view); enter opens a host's pane
 
 
 class HostsView(VerticalScroll):
-    def __init__(self, hosts: tuple[HostConfig, ...], ascii_only: bool = False, **kwargs):
+    def __init__(self, hosts: tuple[HostConfig, ...], ascii_only: bool = False, fleet_at: int = FLEET_AT, **kwargs):
         super().__init__(**kwargs)
         self.hosts = hosts
-        self.panes: dict[str, HostPane] = {host.name: HostPane(host, ascii_only=ascii_only) for host in hosts}
+        self.ascii_only = ascii_only
+        self.fleet: FleetTable | None = FleetTable(hosts, id="fleet") if len(hosts) > fleet_at else None
+        # a fleet builds a host's pane when it is opened, not 128 of them up front
+        self.panes: dict[str, HostPane] = {} if self.fleet else {host.name: HostPane(host, ascii_only=ascii_only) for host in hosts}
         self.zoomed: str | None = None
 
     def compose(self):
         if not self.hosts:
             yield Static("No hosts configured. Add [hosts.NAME] tables to the config "
                          "(`cockpit init --example` prints an annotated one).", id="empty")
+        if self.fleet is not None:
+            search = Input(placeholder="filter: a name's part, role:NAME, state:down (enter keeps it, esc clears)", id="fleet-filter")
+            search.display = False
+            yield search
+            yield self.fleet
         yield from self.panes.values()
+
+    def open_host(self, name: str) -> HostPane:
+        """A fleet's host in its own pane (zoomed: the fleet hides until it is closed)."""
+        pane = self.panes.get(name)
+        if pane is None:
+            pane = self.panes[name] = HostPane(next(h for h in self.hosts if h.name == name), ascii_only=self.ascii_only)
+            self.mount(pane)
+        for other in self.panes.values():
+            other.display = other is pane
+        if self.fleet is not None:
+            self.fleet.display = False
+        self.zoomed = name
+        return pane
+
+    def show_filter(self) -> Input | None:
+        if self.fleet is None:
+            return None
+        search = self.query_one("#fleet-filter", Input)
+        search.display = True
+        search.value = self.fleet.filter_text
+        search.focus()
+        return search
 
     def toggle_zoom(self, pane: HostPane | None) -> str | None:
         """Zoom the given pane (only it shows), or unzoom; a reason when there is nothing to zoom."""
         if self.zoomed is not None:
             self.panes[self.zoomed].zoom_gpu(None)
             self.zoomed = None
+            if self.fleet is not None:  # back to the fleet's lines
+                for other in self.panes.values():
+                    other.display = False
+                self.fleet.display = True
+                self.fleet.focus()
+                return None
             for other in self.panes.values():
                 other.display = True
             if pane:
