@@ -17,6 +17,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT
+
 _TQDM = re.compile(
     r"(?P<desc>Training Epoch (?P<epoch>\d+)|Evaluating Epoch \d+|Training):\s+(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<tot>\d+)"
     r" \[(?P<el>[\d:]+)<(?P<rem>[\d:?]+),\s+(?P<rate>[\d.?]+)(?P<unit>s/it|it/s|s/step|step/s)(?:, (?P<post>[^\]]*))?\]")
@@ -30,8 +32,8 @@ _COMPLETED = re.compile(r"Training completed at step (?P<step>\d+)")
 _STARTING = re.compile(r"Starting training from epoch")
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")
 _EXCEPTION = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Failed))(?::\s*(?P<text>.*))?$")
-_OOM = re.compile(r"OutOfMemoryError|CUDA out of memory")
-_NCCL = re.compile(r"Watchdog caught collective operation timeout|NCCL.*timed? ?out", re.IGNORECASE)
+_OOM = re.compile(CUDA_OOM)
+_NCCL = re.compile(NCCL_TIMEOUT)
 _KILLED = re.compile(r"exitcode\s*:\s*-9\b|Signals\.SIGKILL|died with <Signals\.SIG(?:KILL|SEGV|ABRT)")
 _BARE_FLOAT = re.compile(r"(?<![\w'\"])(-?inf|nan)(?![\w'\"])")
 
@@ -203,7 +205,7 @@ class TrainingLog:
         kind = None
         if _OOM.search(text):
             kind, message = "oom", "CUDA out of memory"
-        elif _NCCL.search(text) and "Watchdog" in text:
+        elif _NCCL.search(text):
             kind, message = "nccl_timeout", "an NCCL collective timed out (a rank died or hung)"
         elif _KILLED.search(text):
             kind, message = "killed_rank", "a rank was killed (SIGKILL: the OOM killer, or a scheduler)"

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
+
 GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr", "--gated-launch-port")
 DEFAULT_DIST_PORT = 20000
 
@@ -31,9 +33,9 @@ _READY_PEER = re.compile(r"Dummy health check server started")
 _FAILURES = [
     ("rendezvous_timeout", re.compile(r"DistStoreError: Timed out after (?P<s>\d+) seconds waiting for clients\. (?P<n>\d+)/(?P<m>\d+) clients joined")),
     ("peer_unreachable", re.compile(r"client socket has timed out after (?P<ms>\d+)ms while trying to connect to \((?P<host>[^,]+), (?P<port>\d+)\)")),
-    ("nccl_timeout", re.compile(r"Watchdog caught collective operation timeout|Timeout at NCCL work|Some NCCL operations have failed or timed out")),
-    ("oom", re.compile(r"OutOfMemoryError|CUDA out of memory")),
-    ("scheduler_died", re.compile(r"Scheduler hit an exception|scheduler is dead|Received sigquit from a child process")),
+    ("nccl_timeout", re.compile(NCCL_TIMEOUT)),
+    ("oom", re.compile(CUDA_OOM)),
+    ("scheduler_died", re.compile(SCHEDULER_DIED)),
     ("port_in_use", re.compile(r"Address already in use|Port is already in use")),
 ]
 _RETRYING = re.compile(r"TCP client failed to connect/validate to host (?P<host>\S+):(?P<port>\d+)|client socket has failed to connect to")

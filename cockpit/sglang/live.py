@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.hosts.http import request
 
 # runs-facts "What a monitor should parse", item 5: every version's decode and prefill lines
@@ -32,15 +33,10 @@ HUNG_FACTOR = 3.0
 MIN_INTERVAL_S = 1.0
 
 _CRASH = [
-    ("crashed", re.compile(r"[Ww]atchdog timeout \(")),
-    ("crashed", re.compile(r"Scheduler hit an exception")),
-    ("crashed", re.compile(r"Received sigquit from a child process")),
-    ("crashed", re.compile(r"SIGQUIT received\.")),
-    ("crashed", re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code")),
-    ("crashed", re.compile(r"scheduler is dead")),
-    ("crashed", re.compile(r"Watchdog caught collective operation timeout")),
-    ("oom", re.compile(r"OutOfMemoryError|CUDA out of memory|(?:Prefill|Decode) out of memory\. Try to lower|"
-                       r"^Out of memory\. Try to lower|alloc_req_slots runs out of memory|Out of memory even after retracting")),
+    ("crashed", re.compile(r"[Ww]atchdog timeout \(|SIGQUIT received\.|Subprocess \S+ \(pid=\d+\) crashed with exit code|"
+                           + SCHEDULER_DIED + "|" + NCCL_TIMEOUT)),
+    ("oom", re.compile(CUDA_OOM + r"|(?:Prefill|Decode) out of memory\. Try to lower|^Out of memory\. Try to lower|"
+                       r"alloc_req_slots runs out of memory|Out of memory even after retracting")),
     ("hung", re.compile(r"Health check failed\. Server couldn't get a response")),
 ]
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests|Decode out of memory happened\. #retracted_reqs")
@@ -58,9 +54,10 @@ class BatchLine:
         if value is None:
             return None
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
             return None
+        return number if math.isfinite(number) else None  # a garbled "nan" is not a figure
 
 
 def parse_batch_line(line: str) -> BatchLine | None:
