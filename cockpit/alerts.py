@@ -86,7 +86,7 @@ def parse_alerts(config: Config) -> AlertSettings:
     )
 
 
-def terminal_sequence(alert: Alert, desktop: bool = True, in_tmux: bool | None = None) -> str:
+def terminal_sequence(alert: Alert, desktop: bool = True, in_tmux: bool | None = None, bell: bool = True) -> str:
     """The bytes for the terminal: BEL, and a desktop notification (OSC 777, which urxvt, foot,
     WezTerm, Ghostty and VTE terminals show; OSC 9 for iTerm2, Windows Terminal, kitty), each
     wrapped in tmux's DCS passthrough inside tmux (needs `set -g allow-passthrough on`; the bell
@@ -94,7 +94,7 @@ def terminal_sequence(alert: Alert, desktop: bool = True, in_tmux: bool | None =
     in_tmux = bool(os.environ.get("TMUX")) if in_tmux is None else in_tmux
     title = _safe(alert.title)
     body = _safe(alert.text)
-    out = "\a"
+    out = "\a" if bell else ""
     if desktop:
         for osc in (f"\x1b]777;notify;{title};{body}\x07", f"\x1b]9;{title}: {body}\x07"):
             out += ("\x1bPtmux;" + osc.replace("\x1b", "\x1b\x1b") + "\x1b\\") if in_tmux else osc
@@ -139,7 +139,7 @@ class Alerter:
         self._sent.append(now)
         if self.terminal is not None and (self.settings.bell or self.settings.desktop):
             try:
-                self.terminal(terminal_sequence(alert, self.settings.desktop) if self.settings.bell or self.settings.desktop else "")
+                self.terminal(terminal_sequence(alert, self.settings.desktop, bell=self.settings.bell))
                 delivery.channels["terminal"] = "ok"
             except OSError as exc:
                 delivery.channels["terminal"] = f"failed: {exc}"

@@ -227,10 +227,18 @@ def echo_commands(log, enabled: bool) -> None:
     log.events.subscribe(echo)
 
 
-def context(args, hosts: list[str] | None = None, need_config: bool = False):
-    from cockpit.context import Context
+def context(args, hosts: list[str] | None = None, need_config: bool = False, roles: list[str] | None = None):
+    """The Context of the config (`hosts`: only these are watched; `roles`: only hosts with one of them)."""
+    from cockpit.context import Context, load_checked
 
-    ctx = Context.load(getattr(args, "config", None), hosts=hosts)
+    checked = load_checked(getattr(args, "config", None))
+    if roles:
+        config = checked.config
+        hosts = [h.name for h in config.hosts if set(h.roles) & set(roles) and (not hosts or h.name in hosts)]
+        if not hosts:
+            known = sorted({r for h in config.hosts for r in h.roles})
+            raise CockpitError(f"no host has role {', '.join(roles)}; roles: {', '.join(known) or 'none'}")
+    ctx = Context(checked, hosts=hosts)
     if need_config and ctx.config.implicit:
         raise CockpitError(f"no config: {NO_CONFIG_HINT}")
     echo_commands(ctx.log, getattr(args, "log_commands", False))
@@ -268,16 +276,7 @@ SUMMARY_AT = 16  # beyond this many hosts `status` prints one line per host
 def cmd_status(args) -> int:
     from cockpit.telemetry.report import render_status_text, render_summary_text, status_exit_code, summarize
 
-    hosts = args.host
-    if args.role:
-        from cockpit.config import load_config
-
-        config = load_config(getattr(args, "config", None))
-        hosts = [h.name for h in config.hosts if set(h.roles) & set(args.role) and (not args.host or h.name in args.host)]
-        if not hosts:
-            known = sorted({r for h in config.hosts for r in h.roles})
-            raise CockpitError(f"no host has role {', '.join(args.role)}; roles: {', '.join(known) or 'none'}")
-    ctx = context(args, hosts=hosts)
+    ctx = context(args, hosts=args.host, roles=args.role)
     many = args.summary if args.summary is not None else len(ctx.hub.config.hosts) > SUMMARY_AT
 
     def render(snapshots, now):

@@ -104,6 +104,7 @@ def test_a_command_gets_the_alert_as_arguments_never_through_a_shell(tmp_path):
 def test_the_terminal_sequence_and_its_tmux_wrapping():
     alert = Alert("sweep_done", "k", "sweep; done", "depth 5\x07 wins\x1b[31m")
     plain = terminal_sequence(alert, in_tmux=False)
+    assert terminal_sequence(alert, in_tmux=False, bell=False).startswith("\x1b]777;")  # [alerts] bell = false: no bell
     assert plain.startswith("\a") and "\x1b]777;notify;sweep, done;depth 5 wins[31m\x07" in plain  # no control byte inside
     wrapped = terminal_sequence(alert, in_tmux=True)
     assert "\x1bPtmux;\x1b\x1b]777;notify;" in wrapped and wrapped.endswith("\x1b\\")

@@ -136,6 +136,13 @@ def header_from(read, size: int, path: str | Path) -> Header:
     """Read and check one file's header through `read(offset, size) -> bytes`: 8 + N bytes, never
     the tensors (a local file, or one on a host over SFTP)."""
     head = read(0, min(64, size))
+    length = header_length(head, size, path)
+    return parse_header_bytes(head[:8], read(8, length), size, str(path))
+
+
+def header_length(head: bytes, size: int, path: str | Path) -> int:
+    """N from a file's first bytes (up to 64 of them), checked against the file's size; raises
+    HeaderError naming what the file is when it is not safetensors."""
     prefix = head[:8]
     if len(prefix) < 8:
         raise _not_safetensors(Path(path), head, f"only {size} bytes long")
@@ -146,7 +153,7 @@ def header_from(read, size: int, path: str | Path) -> Header:
         if what_it_is(head):
             raise _not_safetensors(Path(path), head, "")
         raise HeaderError(f"{path}: header length {length} runs past the end of the file ({size} bytes): truncated?")
-    return parse_header_bytes(prefix, read(8, length), size, str(path))
+    return length
 
 
 def read_header(path: str | Path) -> Header:

@@ -126,12 +126,6 @@ class LocalTransport(Transport):
     async def open_tcp(self, host: str, port: int):
         return await asyncio.open_connection(host, port)
 
-    async def stat_size(self, path: str) -> int | None:
-        try:
-            return os.stat(path).st_size
-        except FileNotFoundError:
-            return None
-
     async def stat(self, path: str) -> FileStat | None:
         try:
             st = os.stat(path)

@@ -310,15 +310,6 @@ class SshTransport(Transport):
             self._sftp_conn = conn
         return self._sftp
 
-    async def stat_size(self, path: str) -> int | None:
-        sftp = await self._sftp_client()
-        try:
-            return (await sftp.stat(path)).size
-        except asyncssh.SFTPNoSuchFile:
-            return None
-        except asyncssh.SFTPError as exc:
-            raise Unreachable(f"{self.name}: cannot stat {path}: {exc.reason}") from None
-
     async def stat(self, path: str) -> FileStat | None:
         sftp = await self._sftp_client()
         try:

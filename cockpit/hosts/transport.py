@@ -168,10 +168,6 @@ class Transport(abc.ABC):
         return []
 
     @abc.abstractmethod
-    async def stat_size(self, path: str) -> int | None:
-        """Size of a file on the host, None if it does not exist."""
-
-    @abc.abstractmethod
     async def read_range(self, path: str, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size) of a file on the host (no process started for it)."""
 

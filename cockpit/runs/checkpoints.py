@@ -16,17 +16,15 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-import struct
 from dataclasses import dataclass, field
 
-from cockpit.drafter.header import HeaderError, parse_header_bytes
+from cockpit.drafter.header import HeaderError, header_length, parse_header_bytes
 from cockpit.drafter.inspect import RANGES, build_report, version_range
 from cockpit.hosts.transport import FileStat, Transport
 
 _EPOCH = re.compile(r"^epoch_(?P<epoch>\d+)(?:_step_(?P<step>\d+))?$")
 _STEP = re.compile(r"^(?P<run>.+)-step(?P<step>\d+)$")
 _LATEST = re.compile(r"^(?P<run>.+)-latest$")
-MAX_HEADER = 100 * 1024 * 1024
 
 
 @dataclass
@@ -68,13 +66,10 @@ def _order(name: str) -> tuple[int, int] | None:
 
 
 async def read_safetensors_header(transport: Transport, path: str, size: int):
-    """The header of a safetensors file on the host (8 + N bytes); raises HeaderError."""
-    prefix = await transport.read_range(path, 0, 8)
-    if len(prefix) < 8:
-        raise HeaderError(f"{path}: only {size} bytes")
-    (length,) = struct.unpack("<Q", prefix)
-    if length > MAX_HEADER or 8 + length > size:
-        raise HeaderError(f"{path}: header length {length} runs past the end of the file ({size} bytes): still being written?")
+    """The header of a safetensors file on the host (8 + N bytes); raises HeaderError, and Incomplete
+    for a file shorter than its header says (a save still being written)."""
+    head = await transport.read_range(path, 0, min(64, size))
+    length = header_length(head, size, path)
     header_bytes = await transport.read_range(path, 8, length)
     try:
         raw = json.loads(header_bytes)
@@ -83,7 +78,7 @@ async def read_safetensors_header(transport: Transport, path: str, size: int):
         end = None  # not even a header: parse_header_bytes says what is wrong
     if end is not None and size < 8 + length + end:
         raise Incomplete(f"{posixpath.basename(path)} is {size} bytes of {8 + length + end}: still being written")
-    return parse_header_bytes(prefix, header_bytes, size, path)
+    return parse_header_bytes(head[:8], header_bytes, size, path)
 
 
 class Incomplete(HeaderError):

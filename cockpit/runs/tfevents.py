@@ -146,6 +146,11 @@ class EventReader:
     _buffer: bytes = b""
     scalars: list = field(default_factory=list)
 
+    @property
+    def read_to(self) -> int:
+        """The file offset its bytes reach (records read, plus a cut record waiting for its rest)."""
+        return self.offset + len(self._buffer)
+
     def feed(self, data: bytes) -> list[Scalar]:
         buf = self._buffer + data
         pos, found = 0, []

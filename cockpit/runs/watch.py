@@ -135,8 +135,8 @@ class RunWatcher:
         _, _, path, size = max(candidates)
         if path != self._events_file or size < self._events.offset:
             self._events_file, self._events = path, EventReader()
-        while size > self._events.offset + len(self._events._buffer):
-            start = self._events.offset + len(self._events._buffer)
+        while size > self._events.read_to:
+            start = self._events.read_to
             data = await self.transport.read_range(path, start, min(size - start, 4 << 20))
             if not data:
                 break

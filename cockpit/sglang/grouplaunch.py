@@ -146,8 +146,8 @@ async def _stop_all(ctx: RunContext, spec: StepSpec, processes: list[LaunchedPro
             ctx.audit("kill", host=process.host, step=spec.name, signal="TERM", pids=[process.pid], why=why, gone=gone)
 
 
-async def node_lines(ctx: RunContext, process: LaunchedProcess, followers: dict) -> list[str]:
-    follower = followers.setdefault(process.host, (LogFollower(ctx.transport(process.host), process.log, tail_bytes=1 << 20), []))
+async def node_lines(transport_of, process: LaunchedProcess, followers: dict) -> list[str]:
+    follower = followers.setdefault(process.host, (LogFollower(transport_of(process.host), process.log, tail_bytes=1 << 20), []))
     try:
         update = await follower[0].poll()
         follower[1].extend(update.lines)
@@ -157,12 +157,13 @@ async def node_lines(ctx: RunContext, process: LaunchedProcess, followers: dict)
     return follower[1]
 
 
-async def states(ctx: RunContext, processes: list[LaunchedProcess], followers: dict):
+async def states(transport_of, processes: list[LaunchedProcess], followers: dict):
+    """Every node's state from its log and its process (`transport_of(host)`: that host's transport)."""
     nodes = []
     for rank, process in enumerate(processes):
-        lines = await node_lines(ctx, process, followers)
+        lines = await node_lines(transport_of, process, followers)
         try:
-            alive = await process_alive(ctx.transport(process.host), process.pid)
+            alive = await process_alive(transport_of(process.host), process.pid)
         except (TransportError, OSError):
             alive = True  # unreachable is not dead: the next poll says
         nodes.append(node_state(rank, process.host, lines, alive))
@@ -196,7 +197,7 @@ async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: GroupPlan) -
             return StepResult(StepState.FAILED, started, _now(), outcome[0], evidence)
         evidence["activated"] = True
     await asyncio.sleep(float(spec.params.get("settle_s", 3.0)))
-    group = await states(ctx, processes, followers)
+    group = await states(ctx.transport, processes, followers)
     evidence["group_state"] = group.to_json()
     if group.state == "failed":
         await _stop_all(ctx, spec, processes, "a node failed")
@@ -229,7 +230,7 @@ async def _activate(ctx: RunContext, spec: StepSpec, planned: GroupPlan, process
 
     deadline = time.monotonic() + float(spec.params.get("join_timeout_s", 600.0))
     while True:
-        group = await states(ctx, processes, followers)
+        group = await states(ctx.transport, processes, followers)
         if group.state == "failed":
             return f"the group failed before activation: {group.cause}", group.to_json()
         if all(n.state in ("gated", "loading", "ready") for n in group.nodes):
@@ -283,20 +284,13 @@ class GroupWatcher:
     """Every node of a running group, polled together: their logs and processes, the group's state
     (the TUI and `cockpit server` show it; a group with one dead rank is failed, never half-up)."""
 
-    def __init__(self, transports, processes: list[LaunchedProcess]):
-        self.transports = transports  # host name -> Transport
+    def __init__(self, transport_of, processes: list[LaunchedProcess]):
+        self.transport_of = transport_of  # host name -> Transport
         self.processes = processes
         self.followers: dict = {}
 
     async def poll(self):
-        class _Ctx:
-            def __init__(self, transports):
-                self._t = transports
-
-            def transport(self, host):
-                return self._t(host)
-
-        return await states(_Ctx(self.transports), self.processes, self.followers)
+        return await states(self.transport_of, self.processes, self.followers)
 
 
 async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, processes: list[LaunchedProcess],
@@ -310,7 +304,7 @@ async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, pr
     followers: dict = {}
     deadline = time.monotonic() + timeout
     while True:
-        group = await states(ctx, processes, followers)
+        group = await states(ctx.transport, processes, followers)
         facts = {"pid": rank0.pid, "port": rank0.port, "log": rank0.log, "group_state": group.to_json()}
         if group.state == "failed":
             await _stop_all(ctx, launch, processes, "a node failed")
