@@ -159,6 +159,8 @@ class ServerWatcher:
         self.lines: list[str] = []
         self.keep_lines = keep_lines
         self.live = LiveServer(transport, None, f"http://127.0.0.1:{port}")  # the log's lines are fed from here
+        self.ask_every_s = 5.0
+        self._asked = float("-inf")
 
     async def poll(self) -> ServerStatus:
         new: list[str] = []
@@ -169,8 +171,11 @@ class ServerWatcher:
         self.live.figures.feed(new)
         health = await probe_health(self.transport, self.port)
         alive = health == "ready" or await process_alive(self.transport, self.pid)
-        if health == "ready":
-            await self.live.poll()  # /metrics (when enabled) and /server_info
+        if health == "ready" and time.monotonic() - self._asked >= self.ask_every_s:
+            # /metrics, /server_info (and Prometheus) every few seconds, not every poll: the log's decode
+            # lines come every poll already, and /server_info goes through the scheduler
+            self._asked = time.monotonic()
+            await self.live.poll()
             if self.prometheus is not None:
                 from cockpit.telemetry.prometheus import PrometheusError, sglang_values
 
