@@ -246,6 +246,8 @@ def context(args, hosts: list[str] | None = None, need_config: bool = False, rol
 
 
 def runbook_of(ctx):
+    if ctx.runbook is None and ctx.config.implicit:
+        raise CockpitError(f"no config, so no runbook: {NO_CONFIG_HINT}")
     if ctx.runbook is None:
         raise CockpitError(f"{ctx.config.path} has no runbook: add [[runbook.steps]] tables "
                            "(`cockpit init --example` prints an annotated config with one)")

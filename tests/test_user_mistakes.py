@@ -175,3 +175,9 @@ async def test_first_run_without_a_config_says_what_to_do_next(monkeypatch):
         await pilot.pause()
         texts = [n.message for n in app._notifications]
         assert any("cockpit init" in t and "cockpit demo" in t for t in texts), texts
+
+
+def test_server_without_a_config_says_what_to_do(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "cockpit", "server"], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none")})
+    assert result.returncode == 2 and "no config" in result.stderr and "None" not in result.stderr
