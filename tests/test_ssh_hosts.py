@@ -254,3 +254,60 @@ async def test_jump_host_connection_is_the_route(sshd):
         assert [r.host for r in pool.log.records()] == ["behind"]
     finally:
         await pool.close()
+
+
+# A command's output in awkward writes: a line longer than MAX_LINE, CRLF, a UTF-8 character split
+# across two writes, a last line without its newline.  Both transports give the same lines.
+_AWKWARD_WRITER = r"""
+import os, sys, time
+out = sys.stdout.buffer
+def put(data):
+    out.write(data); out.flush(); time.sleep(0.05)
+put(b"first\r\nsecond\n")
+put(b"x" * 70000)
+put(b"y" * 70000 + b"\nafter-long\n")
+caf = "caf\u00e9 line\n".encode()
+put(caf[:4]); put(caf[4:])
+put(b"0, 1, 2\n1, 2, 3\n2, 3, 4\n")
+put(b"no newline at the end")
+"""
+
+
+async def _stream_lines(transport) -> tuple[list[str], int]:
+    import sys as _sys
+
+    stream = await transport.stream([_sys.executable if transport.host.local else "python3", "-c", _AWKWARD_WRITER])
+    lines, batches = [], 0
+    async with stream:
+        async for batch in stream.batches():
+            lines += batch
+            batches += 1
+    return lines, batches
+
+
+def _expected_awkward() -> list[str]:
+    from cockpit.hosts.transport import MAX_LINE
+
+    return ["first", "second", "x" * MAX_LINE, "after-long", "caf\u00e9 line", "0, 1, 2", "1, 2, 3", "2, 3, 4", "no newline at the end"]
+
+
+async def test_stream_lines_from_awkward_writes_local():
+    from cockpit.config import HostConfig
+    from cockpit.hosts.commandlog import CommandLog
+    from cockpit.hosts.local import LocalTransport
+
+    lines, batches = await _stream_lines(LocalTransport(HostConfig(name="here", local=True), CommandLog()))
+    assert lines == _expected_awkward()
+    assert batches < len(lines)  # the three lines written at once came as one batch
+
+
+async def test_stream_lines_from_awkward_writes_over_ssh(sshd):
+    from cockpit.hosts.pool import TransportPool
+
+    pool = TransportPool(parse_config(sshd.config_toml(sshd.host_toml("h"))))
+    try:
+        lines, batches = await _stream_lines(pool.get("h"))
+        assert lines == _expected_awkward()
+        assert batches < len(lines)
+    finally:
+        await pool.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import time
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 
 import stat as stat_module
 
-from cockpit.hosts.transport import MAX_LINE, CommandResult, FileStat, LineStream, Transport, quote_argv
+from cockpit.hosts.transport import CHUNK, MAX_LINE, CommandResult, FileStat, LineStream, Transport, quote_argv
 
 
 def _not_found(argv: Sequence[str], start: float) -> CommandResult:
@@ -21,6 +22,7 @@ class LocalLineStream(LineStream):
     def __init__(self, log, record, proc: asyncio.subprocess.Process):
         super().__init__(log, record)
         self._proc = proc
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a chunk may end inside a character
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
@@ -34,19 +36,13 @@ class LocalLineStream(LineStream):
                 return
             self.stderr_tail.append(line.decode("utf-8", "replace").rstrip("\r\n"))
 
-    async def _readline(self) -> str | None:
+    async def _read_chunk(self) -> str | None:
         assert self._proc.stdout is not None
         while True:
-            try:
-                line = await self._proc.stdout.readline()
-            except (ValueError, asyncio.LimitOverrunError):
-                # A line beyond the reader's limit: skip what is buffered and go on.
-                with contextlib.suppress(Exception):
-                    await self._proc.stdout.read(MAX_LINE)
-                continue
-            if not line:
-                return None
-            return line.decode("utf-8", "replace").rstrip("\r\n")
+            data = await self._proc.stdout.read(CHUNK)
+            text = self._decoder.decode(data, final=not data)
+            if text or not data:
+                return text or None
 
     async def _stop(self) -> None:
         if self._proc.returncode is None:

@@ -21,6 +21,7 @@ from cockpit.config import HostConfig, SshSettings
 from cockpit.hosts.commandlog import CommandLog
 from cockpit.hosts.state import HostState
 from cockpit.hosts.transport import (
+    CHUNK,
     MAX_LINE,
     AuthFailed,
     CommandResult,
@@ -82,14 +83,12 @@ class SshLineStream(LineStream):
             async for line in self._proc.stderr:
                 self.stderr_tail.append(line.rstrip("\r\n")[:MAX_LINE])
 
-    async def _readline(self) -> str | None:
+    async def _read_chunk(self) -> str | None:
         try:
-            line = await self._proc.stdout.readline()
+            data = await self._proc.stdout.read(CHUNK)
         except (asyncssh.Error, OSError, asyncio.IncompleteReadError, BrokenPipeError):
             return None
-        if not line:
-            return None
-        return line.rstrip("\r\n")[:MAX_LINE]
+        return data or None
 
     async def _stop(self) -> None:
         try:

@@ -323,15 +323,16 @@ class SmiMonitor(_MonitorBase):
         helpers.append(asyncio.ensure_future(self._restart_when_silent(stream)))
         try:
             async with stream:
-                async for line in stream:
+                async for lines in stream.batches():  # a tick arrives as one write: one wake-up
                     self._last_line = time.monotonic()
-                    tick = assembler.feed(line)
-                    if tick is None:
-                        if line.strip() and not line[:1].isdigit():
-                            recent_text.append(line.strip())
-                        continue
-                    if not self._tick_is_short(*tick):
-                        self._set_gpus(*tick, source="nvidia-smi")
+                    for line in lines:
+                        tick = assembler.feed(line)
+                        if tick is None:
+                            if line.strip() and not line[:1].isdigit():
+                                recent_text.append(line.strip())
+                            continue
+                        if not self._tick_is_short(*tick):
+                            self._set_gpus(*tick, source="nvidia-smi")
         finally:
             for helper in helpers:
                 helper.cancel()
