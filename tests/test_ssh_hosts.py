@@ -311,3 +311,22 @@ async def test_stream_lines_from_awkward_writes_over_ssh(sshd):
         assert batches < len(lines)
     finally:
         await pool.close()
+
+
+@pytest.mark.parametrize("ssh_config_text, cipher", [
+    ("", "aes128-gcm@openssh.com"),  # no Ciphers line: AES-GCM first (one OpenSSL call per packet)
+    ("Host *\n  Ciphers aes256-ctr\n", "aes256-ctr"),  # the user's own choice is followed
+])
+async def test_cipher_is_aes_gcm_unless_ssh_config_names_one(sshd, tmp_path, ssh_config_text, cipher):
+    from cockpit.hosts.pool import TransportPool
+
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(ssh_config_text)
+    text = sshd.config_toml(sshd.host_toml("h")).replace("config = []", f'config = ["{ssh_config}"]')
+    pool = TransportPool(parse_config(text))
+    try:
+        transport = pool.get("h")
+        await transport.connect()
+        assert transport.connection.get_extra_info("recv_cipher") == cipher
+    finally:
+        await pool.close()

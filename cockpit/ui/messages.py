@@ -1,6 +1,7 @@
 """Every message the cockpit's workers and subscriptions post to the app: small dataclasses (as
 toolong's messages.py).  Workers and core subscribers never touch widgets; they post one of these,
-and the app's handlers change the widgets."""
+and the app's handlers change the widgets.  (Host samples, several a second, are not messages: the
+hub's subscriber queues them in a dict that the paint timer draws; see CockpitApp._queue_snapshot.)"""
 
 from __future__ import annotations
 
@@ -10,12 +11,6 @@ from typing import Any
 from textual.message import Message
 
 from cockpit.hosts.commandlog import CommandRecord
-from cockpit.telemetry.model import HostSnapshot
-
-
-@dataclass
-class HostUpdated(Message):
-    snapshot: HostSnapshot
 
 
 @dataclass

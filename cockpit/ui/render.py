@@ -126,6 +126,35 @@ def _style(name: str, dim: bool = False, base: Style | None = None) -> Style:
     return base + style if base is not None else style
 
 
+@lru_cache(maxsize=1024)
+def _row_prefix(index: int, name: str | None, used_mib: int | None, total_mib: int | None, wide: bool, ascii_only: bool,
+                dim: bool, base: Style | None) -> tuple[tuple[Segment, ...], int]:
+    """A GPU row's start (number, name, memory bar and figures) and its width: it moves only when
+    the GPU's memory does, so it is made once per value, not once a second."""
+    out: list[Segment] = []
+
+    def add(text: str, style: str = "") -> None:
+        if text:
+            out.append(Segment(text, _style(style, dim, base)))
+
+    add(f"GPU{index:>2} ", "bold")
+    bar_width = 16 if wide else 10
+    if wide:
+        add(f"{(name or '?')[:14]:<14} ", "dim")
+    full, empty = ("#", ".") if ascii_only else ("█", "░")
+    if used_mib is None or not total_mib:
+        add("?" * bar_width, "dim")
+    else:
+        fraction = max(0.0, min(1.0, used_mib / total_mib))
+        filled = int(round(fraction * bar_width))
+        if used_mib > 0 and filled == 0:
+            filled = 1
+        add(full * filled, usage_style(fraction))
+        add(empty * (bar_width - filled), usage_style(fraction) + " dim")  # memory_bar's Text style runs under it
+    add(f" {_num(used_mib):>6}/{_num(total_mib):<6}M")
+    return tuple(out), sum(len(segment.text) for segment in out)
+
+
 def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, ascii_only: bool = False,
                      dim: bool = False, base: Style | None = None) -> tuple[Segment, ...] | None:
     """gpu_row as segments, built directly: every GPU line of every host changes each second, and
@@ -135,8 +164,9 @@ def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, asc
     pane makes its strip without another pass.  None for a lost GPU (rare: gpu_row renders it)."""
     if gpu.lost:
         return None
-    out: list[Segment] = []
-    used = 0
+    wide = width >= 110
+    prefix, used = _row_prefix(gpu.index, gpu.name, gpu.memory_used_mib, gpu.memory_total_mib, wide, ascii_only, dim, base)
+    out: list[Segment] = list(prefix)
 
     def add(text: str, style: str = "") -> None:
         nonlocal used
@@ -144,22 +174,6 @@ def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, asc
             out.append(Segment(text, _style(style, dim, base)))
             used += len(text)
 
-    add(f"GPU{gpu.index:>2} ", "bold")
-    wide = width >= 110
-    bar_width = 16 if wide else 10
-    if wide:
-        add(f"{(gpu.name or '?')[:14]:<14} ", "dim")
-    full, empty = ("#", ".") if ascii_only else ("█", "░")
-    if gpu.memory_used_mib is None or not gpu.memory_total_mib:
-        add("?" * bar_width, "dim")
-    else:
-        fraction = max(0.0, min(1.0, gpu.memory_used_mib / gpu.memory_total_mib))
-        filled = int(round(fraction * bar_width))
-        if gpu.memory_used_mib > 0 and filled == 0:
-            filled = 1
-        add(full * filled, usage_style(fraction))
-        add(empty * (bar_width - filled), usage_style(fraction) + " dim")  # memory_bar's Text style runs under it
-    add(f" {_num(gpu.memory_used_mib):>6}/{_num(gpu.memory_total_mib):<6}M")
     power = f"{_num(gpu.power_w, '{:.0f}')}/{_num(gpu.power_limit_w, '{:.0f}')}W"
     add(f" {power:>8}")
     util = gpu.utilization_pct

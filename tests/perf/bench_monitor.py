@@ -8,7 +8,10 @@ behind it).  For each N it measures, each in its own process so CPU time is the 
   - headless: the TelemetryHub (what `cockpit status --watch` runs);
   - ui: the real `cockpit` TUI in a pseudo-terminal, its output read and thrown away;
   - naive: one `ssh host nvidia-smi --query-gpu=...` process per host per second (the deployment's way),
-    CPU of the ssh processes it starts counted.
+    CPU of the ssh processes it starts counted;
+  - floor: no cockpit at all: a bare Textual app with N bordered panes whose 8 lines each get new
+    (pre-made) text every second, in the same pseudo-terminal: what Textual's own drawing of that
+    many changing lines costs, the part of the TUI's figure no cockpit code can remove.
 It prints CPU seconds per host-sample, % of one core, memory (RSS) after warm-up and at the end,
 and the ratio naive/cockpit.  Remote-side CPU (sshd, nvidia-smi) is not counted for either.
 """
@@ -92,12 +95,56 @@ def measure_headless(config_path: Path, seconds: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure_ui(config_path: Path, seconds: float, hosts: int) -> dict:
+def child_floor(hosts: int) -> None:
+    """The floor: Textual alone, repainting 8 lines of each of `hosts` bordered panes once a second."""
+    import random
+
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.app import App
+    from textual.containers import VerticalScroll
+    from textual.strip import Strip
+    from textual.widget import Widget
+
+    rng = random.Random(1)
+    styles = [Style.parse(s) for s in ("bold", "green", "dim", "", "cyan", "yellow")]
+    # pre-made lines: the floor measures drawing only, no formatting
+    variants = [[Strip([Segment(f"GPU{g:>2} {rng.random():.6f} ", styles[0]), Segment("█" * 6, styles[1]), Segment("░" * 10, styles[2]),
+                        Segment(f" {rng.randint(0, 143771):>6}/143771M {rng.randint(60, 700):>4}/700W", styles[3]),
+                        Segment(" " + "".join(rng.choice("▁▂▃▄▅▆▇█") for _ in range(40)), styles[4])]) for g in range(8)]
+                for _ in range(16)]
+
+    class Pane(Widget):
+        DEFAULT_CSS = "Pane { border: round $primary; height: 10; padding: 0 1; }"
+        tick = 0
+
+        def render_line(self, y: int) -> Strip:
+            return variants[self.tick % len(variants)][y] if y < 8 else Strip.blank(self.size.width)
+
+        def advance(self) -> None:
+            self.tick += 1
+            self.refresh()
+
+    class Floor(App):
+        def compose(self):
+            with VerticalScroll():
+                for _ in range(hosts):
+                    yield Pane()
+
+        def on_mount(self) -> None:
+            self.set_interval(1.0, lambda: [pane.advance() for pane in self.query(Pane)])
+
+    Floor().run()
+
+
+def measure_ui(config_path: Path, seconds: float, hosts: int, floor: bool = False) -> dict:
     import psutil
 
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["TERM"] = "xterm-256color"
+        if floor:
+            os.execvp(sys.executable, [sys.executable, __file__, "--child-floor", str(hosts)])
         os.execvp(sys.executable, [sys.executable, "-m", "cockpit", "--config", str(config_path)])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
     proc = psutil.Process(pid)
@@ -172,6 +219,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child-headless":
         child_headless(sys.argv[2], float(sys.argv[3]))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-floor":
+        child_floor(int(sys.argv[2]))
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--hosts", default="1,8,64")
     parser.add_argument("--seconds", type=float, default=20.0)
@@ -195,6 +245,8 @@ def main() -> None:
                     results[mode] = measure_headless(config, args.seconds)
                 elif mode == "ui":
                     results[mode] = measure_ui(config, args.seconds, hosts)
+                elif mode == "floor":
+                    results[mode] = measure_ui(config, args.seconds, hosts, floor=True)
                 else:
                     results[mode] = measure_naive(harness, hosts, args.seconds)
             naive = results.get("naive")

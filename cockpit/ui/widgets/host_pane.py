@@ -55,6 +55,8 @@ class HostPane(Widget, can_focus=True):
         self.snapshot = HostSnapshot(name=host.name, state=HostState.CONNECTING, roles=host.roles)
         self.history: HostHistory | None = None
         self._signatures: list[tuple] = []
+        self._rest_key: tuple | None = None
+        self._rest: tuple[list[Text], list[Text]] = ([], [])
         # Lines are rendered to strips when the compositor asks for them (render_line), so a pane
         # scrolled out of view costs its text only, not its segments (64 hosts: most are).
         self._lines: list[Text] = []
@@ -117,28 +119,41 @@ class HostPane(Widget, can_focus=True):
         if self.zoomed_gpu is not None and self.zoomed_gpu in gpus:
             body = gpu_detail(gpus[self.zoomed_gpu], histories.get(self.zoomed_gpu), width, self.snapshot.processes, self.ascii_only)
             return body.split("\n", allow_blank=True) if body.plain else [Text("")]
-        dim = self.snapshot.state is HostState.STALE
-        lines: list[tuple[Segment, ...] | Text] = []
-        rest = host_body(self.snapshot, histories, width, self.ascii_only, rows=False)
+        snap = self.snapshot
+        dim = snap.state is HostState.STALE
+        # The lines around the GPU rows (error, processes) change rarely: made again only when
+        # what they show changed.
+        rest_key = (snap.error, snap.state, bool(snap.gpus), snap.processes, snap.source, width, self.ascii_only)
+        if rest_key != self._rest_key:
+            head, tail = host_body(snap, histories, width, self.ascii_only, rows=False)
+            self._rest_key = rest_key
+            self._rest = (head.split("\n", allow_blank=True) if head.plain else [],
+                          tail.split("\n", allow_blank=True) if tail.plain else [])
+        head_lines, tail_lines = self._rest
         if self._base_style is None:
             self._base_style = self.rich_style  # the widget's own colours under the line's, as Textual's Log does
         base = self._base_style
-        rows = [gpu_row_segments(g, histories.get(g.index), width, self.ascii_only, dim, base) for g in self.snapshot.gpus]
-        head, tail = rest
-        lines += head.split("\n", allow_blank=True) if head.plain else []
-        for gpu, row in zip(self.snapshot.gpus, rows):
-            lines.append(row if row is not None else gpu_row(gpu, histories.get(gpu.index), width, self.ascii_only, dim))
-        lines += tail.split("\n", allow_blank=True) if tail.plain else []
+        lines: list[tuple[Segment, ...] | Text] = list(head_lines)
+        for gpu in snap.gpus:
+            history = histories.get(gpu.index)
+            row = gpu_row_segments(gpu, history, width, self.ascii_only, dim, base)
+            lines.append(row if row is not None else gpu_row(gpu, history, width, self.ascii_only, dim))
+        lines += tail_lines
         return lines or [Text("")]
 
+    def _content_width(self) -> int:
+        # From the pane's own size, not content_region: that asks the compositor's map where the
+        # pane is on the screen, on every line drawn (a tenth of the TUI's time at 8x8).
+        return max(0, self.outer_size.width - self.styles.gutter.width)
+
     def _refresh_body(self, force: bool = False) -> None:
-        width = max(40, self.content_region.width or self.size.width or 80)
+        width = max(40, self._content_width() or 80)
         if force or width != self._rendered_width:
             self._base_style = None  # colours or width changed: rows are finished with the new ones
         lines = self._lines_for(width)
-        # a line's signature: its segments as built (cheap: cached styles), or a Text's plain text and spans
-        signatures = [line if isinstance(line, tuple) else (line.plain, tuple((s.start, s.end, str(s.style)) for s in line.spans))
-                      for line in lines]
+        # A line is its own signature: segments as built (cached styles) compare cheaply, a Text
+        # compares its plain text and spans, and the lines around the rows are the same objects.
+        signatures = lines
         height = len(lines) + 2  # lines plus the border
         if force or width != self._rendered_width or len(signatures) != len(self._signatures):
             self._signatures = signatures
@@ -169,7 +184,7 @@ class HostPane(Widget, can_focus=True):
         return Strip(segments).crop_extend(0, width, None).apply_style(self._base_style)
 
     def render_line(self, y: int) -> Strip:
-        width = self.content_region.width or self._rendered_width
+        width = self._content_width() or self._rendered_width
         if 0 <= y < len(self._strips):
             strip = self._strips[y]
             if strip is None:
