@@ -8,7 +8,6 @@ a traceback.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -18,172 +17,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from cockpit import __version__
+from cockpit.cli_args import build_parser
 from cockpit.errors import CockpitError
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE = 0, 1, 2
 NO_CONFIG_HINT = ("`cockpit init` writes a config (`cockpit init --example` prints an annotated one); "
                   "`cockpit demo` shows the whole flow on this machine")
-
-
-def _add_config(parser: argparse.ArgumentParser, top: bool = False) -> None:
-    # Subcommands take --config too; SUPPRESS keeps them from resetting a value given before the command.
-    parser.add_argument("--config", "-c", metavar="FILE", default=None if top else argparse.SUPPRESS, help="config file (default: $XDG_CONFIG_HOME/cockpit/config.toml, else this machine only)")
-    parser.add_argument("--log-commands", action="store_true", default=False if top else argparse.SUPPRESS, help="print every command run on a host to stderr")
-
-
-def _command(sub, name: str, help: str, config: bool = False, json: bool = False, yes: str | None = None, **kw):
-    parser = sub.add_parser(name, help=help, **kw)
-    if config:
-        _add_config(parser)
-    if json:
-        parser.add_argument("--json", action="store_true", help="JSON output")
-    if yes:
-        parser.add_argument("--yes", action="store_true", help=yes)
-    return parser
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="cockpit",
-        description="A terminal cockpit for deploying EAGLE-3 drafters with SGLang on GPU hosts. "
-        "With no command, opens the cockpit (the TUI) on the configured hosts, or on this machine.",
-    )
-    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
-    _add_config(parser, top=True)
-    parser.add_argument("--read-only", action="store_true", help="open the cockpit for monitoring only: no step or action can run")
-    parser.add_argument("--theme", metavar="NAME", help="cockpit-dark, cockpit-light, cockpit-contrast, cockpit-terminal (follows the terminal's palette), or a file in ~/.config/cockpit/themes")
-    parser.add_argument("--ascii", action="store_true", help="ASCII borders and glyphs")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    status = _command(sub, "status", "every host and GPU, once or streaming (no TUI)", config=True, json=True)
-    status.add_argument("--once", action="store_true", help="sample every host once and exit")
-    status.add_argument("--watch", action="store_true", help="stream the status every interval (the default without --once; --json: one object per line)")
-    status.add_argument("--timeout", type=float, default=None, metavar="S", help="give up on a host after S seconds (default: its connect timeout + 15)")
-    status.add_argument("--host", action="append", metavar="NAME", help="only these hosts (repeatable)")
-    status.add_argument("--role", action="append", metavar="ROLE", help="only hosts with this role (repeatable)")
-    status.add_argument("--summary", action="store_true", default=None,
-                        help="one line per host (the default beyond 16 hosts; --no-summary for every GPU)")
-    status.add_argument("--no-summary", dest="summary", action="store_false", help="every GPU of every host, however many")
-
-    config_sub = sub.add_parser("config", help="check a config file").add_subparsers(dest="config_command", metavar="ACTION")
-    _command(config_sub, "check", "parse and validate a config; exit 0 when it is good", json=True).add_argument("file", metavar="FILE")
-
-    _command(sub, "trust", "show a host's SSH key fingerprint and add it to known_hosts (trust on first use)", config=True,
-             yes="do not ask").add_argument("host", metavar="HOST")
-
-    verify = _command(sub, "verify", "are every GPU of HOST clean? exit 0 clean, 1 not clean, 2 could not verify", config=True, json=True)
-    verify.add_argument("host", metavar="HOST")
-    verify.add_argument("--max-used-mib", type=int, default=None, metavar="MIB", help="used memory allowed per GPU (default 256)")
-    verify.add_argument("--gpus", default=None, metavar="LIST", help="only these GPU indices, e.g. 0,1,2,3")
-    verify.add_argument("--timeout", type=float, default=None, metavar="S")
-
-    plan_sub = sub.add_parser("plan", help="the runbook: show, run or reset its steps").add_subparsers(dest="plan_command", metavar="ACTION")
-    _command(plan_sub, "show", "every step with its state and evidence", config=True, json=True)
-    run = _command(plan_sub, "run", "run STEP, or every step from the first not yet passed", config=True, json=True,
-                   yes="confirm destructive steps without asking (the plan is still printed)")
-    run.add_argument("step", nargs="?", metavar="STEP")
-    run.add_argument("--force", metavar="STEP", help="skip the gate of STEP (needs --reason; recorded in the audit log)")
-    run.add_argument("--reason", metavar="TEXT", help="why the gate is skipped")
-    _command(plan_sub, "stop", "stop the server a launch step started (asks, or --yes)", config=True,
-             yes="stop without asking").add_argument("step", metavar="STEP")
-    _command(plan_sub, "reset", "forget the recorded results (of STEP, or of every step)", config=True).add_argument(
-        "step", nargs="?", metavar="STEP")
-    emit_cmd = _command(plan_sub, "emit", "a launch step as a Slurm sbatch script or a Kubernetes LeaderWorkerSet manifest "
-                        "(for nodes the cockpit cannot reach by SSH)", config=True)
-    emit_cmd.add_argument("step", metavar="STEP")
-    emit_cmd.add_argument("--format", choices=("slurm", "lws"), required=True)
-    emit_cmd.add_argument("--python", default="python3", help="the interpreter with SGLang on the nodes / in the image")
-    emit_cmd.add_argument("--image", default="lmsysorg/sglang:latest", help="lws: the container image")
-    emit_cmd.add_argument("--gpus-per-node", type=int, default=None, help="default: tp / nodes")
-    emit_cmd.add_argument("--out", metavar="FILE", help="write it to FILE instead of printing it")
-
-    parse_log = _command(sub, "parse-log", "diagnose an SGLang server log: named flag errors and crash causes, with the fix", json=True)
-    parse_log.add_argument("path", metavar="PATH")
-    parse_log.add_argument("--help-text", metavar="FILE", help="SGLang --help output (or a cockpit schema JSON) for better suggestions")
-
-    lint = _command(sub, "lint-flags", "check an SGLang command line before launch: exit 0 accepted, 1 it would fail", config=True,
-                    json=True, usage="cockpit lint-flags [--host H | --help-text FILE] [--json] -- ARGS...")
-    source = lint.add_mutually_exclusive_group()
-    source.add_argument("--host", metavar="H", help="use the flags of the SGLang installed on host H")
-    source.add_argument("--help-text", "--schema", dest="help_text", metavar="FILE", help="SGLang --help output or a schema JSON")
-    lint.add_argument("--python", default=None, help="the interpreter on the host (default: the host's 'python' setting)")
-    lint.add_argument("--deep", action="store_true", help="with --host: also run SGLang's own parser there (prepare_server_args, no server started)")
-    lint.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
-
-    drafter_sub = sub.add_parser("drafter", help="EAGLE-3 draft checkpoints: inspect, fix key names, convert").add_subparsers(
-        dest="drafter_command", metavar="ACTION")
-    inspect = _command(drafter_sub, "inspect", "is a draft ready for SGLang? exit 0 ready, 1 problems, 2 unreadable", json=True)
-    inspect.add_argument("path", metavar="PATH")
-    inspect.add_argument("--sglang", metavar="VERSION", help="judge for this SGLang version only")
-    inspect.add_argument("--keys", action="store_true", help="list every key with dtype and shape")
-    fix = _command(drafter_sub, "fix-keys", "rename keys (default layers.0. to midlayer.) in place, crash-safe", config=True, json=True,
-                   yes="rewrite without asking")
-    fix.add_argument("path", metavar="PATH")
-    fix.add_argument("--rule", action="append", metavar="OLD=NEW", help="a prefix rename (repeatable); default layers.0.=midlayer.")
-    fix.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
-    fix.add_argument("--host", metavar="H", help="PATH is on host H: fixed over SFTP, header bytes only")
-    conv = _command(drafter_sub, "convert", "a training checkpoint (.bin/.pt) to SGLang-ready safetensors; a vLLM speculators "
-                    "draft to SGLang's layout in place", json=True, yes="convert in place without asking")
-    conv.add_argument("src", metavar="SRC")
-    conv.add_argument("dst", metavar="DST", nargs="?")
-    conv.add_argument("--dtype", help="cast floating tensors: bf16, fp16, fp32 (default: keep)")
-    conv.add_argument("--rule", action="append", metavar="OLD=NEW", help="key prefix renames (default: strip draft_model. and module., layers.0. to midlayer.)")
-    conv.add_argument("--overwrite", action="store_true")
-
-    bench_sub = sub.add_parser("bench", help="benchmarks against SGLang: one run, a depth sweep, reports").add_subparsers(
-        dest="bench_command", metavar="ACTION")
-    brun = _command(bench_sub, "run", "one benchmark against a running server", json=True)
-    brun.add_argument("--endpoint", required=True, metavar="URL", help="e.g. http://127.0.0.1:30000 (or 127.0.0.1:30000)")
-    brun.add_argument("--api", choices=("sglang", "openai"), default="sglang")
-    brun.add_argument("--prompts", metavar="FILE", help="JSONL of chat messages (default: the shipped sample)")
-    for name, default in (("--requests", 64), ("--concurrency", 8), ("--max-tokens", 256)):
-        brun.add_argument(name, type=int, default=default)
-    brun.add_argument("--temperature", type=float, default=0.0)
-    brun.add_argument("--warmup", type=int, default=None, help="warm-up requests (default: one per concurrent stream)")
-    brun.add_argument("--seed", type=int, default=None, help="shuffle the prompts with this seed (default: file order)")
-    brun.add_argument("--label", default=None)
-    brun.add_argument("--no-save", action="store_true")
-    report = _command(bench_sub, "report", "the latest sweep's decision, or stored runs side by side", json=True)
-    report.add_argument("runs", nargs="*", metavar="RUN", help="runs to compare side by side (default: the latest sweep)")
-    report.add_argument("--last", type=int, default=10, help="without a sweep: this many latest runs")
-    report.add_argument("--sweep", metavar="ID", help="the sweep to report (default: the latest)")
-    report.add_argument("--format", choices=("text", "md", "csv", "json"), default=None, help="md: a shareable Markdown report")
-    report.add_argument("--out", metavar="FILE", help="write the report to FILE instead of printing it")
-    _command(bench_sub, "sweep", "relaunch the server per depth config and benchmark each (see [bench] in the config)", config=True,
-             json=True, yes="relaunch without asking").add_argument(
-        "--after", choices=("recommended", "original", "stop"), help="what runs when it is done (default: [bench] after, recommended)")
-
-    runs = _command(sub, "runs", "training runs of [runs.NAME]: progress, accuracy per position, estimated acceptance length, "
-                    "checkpoints, flags; exit 0 healthy, 1 something flagged, 2 could not read", config=True, json=True)
-    runs.add_argument("name", nargs="?", metavar="NAME", help="only this run")
-    server = _command(sub, "server", "live figures of a serving SGLang (throughput, requests, acceptance, flags): of the server "
-                      "a launch STEP started, or of --log FILE / --url URL; exit 0 healthy, 1 flagged, 2 could not read",
-                      config=True, json=True)
-    server.add_argument("step", nargs="?", metavar="STEP", help="a launch step of the runbook (default: the last one that started a server)")
-    server.add_argument("--log", metavar="FILE", help="a server log to read (on --host, default this machine)")
-    server.add_argument("--url", metavar="URL", help="the server's base URL: /metrics (--enable-metrics) and /server_info")
-    server.add_argument("--host", metavar="H", help="the host --log is on, and --url is reached from")
-    server.add_argument("--prometheus", metavar="SELECTOR", help="read SGLang's series from [prometheus], e.g. 'instance=\"10.0.0.1:30000\"'")
-    alert_sub = sub.add_parser("alert", help="alerts: bell, desktop notification, command, notification URLs ([alerts])").add_subparsers(
-        dest="alert_command", metavar="ACTION")
-    _command(alert_sub, "test", "send a test alert through every configured channel; exit 0 delivered, 1 a channel failed",
-             config=True, json=True)
-
-    demo = _command(sub, "demo", "the whole deployment of the story on this machine: no GPU, no network beyond loopback")
-    demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder)")
-    demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME")
-
-    init = _command(sub, "init", "a short questionnaire that writes a commented config")
-    init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")
-    init.add_argument("--force", action="store_true", help="replace an existing file")
-    init.add_argument("--example", action="store_true", help="the annotated example config instead of questions (printed, or written to FILE)")
-    init.add_argument("--sample", choices=("deployment", "two-node"), default="deployment",
-                      help="with --example: the story's deployment (default), or one server over two nodes")
-
-    _command(sub, "ui", "open the cockpit (the same as no command)", config=True).add_argument(
-        "--read-only", action="store_true", default=argparse.SUPPRESS, help="monitoring only: no step or action can run")
-    return parser
 
 
 # --- shared helpers ---------------------------------------------------------------------------------
@@ -624,7 +463,8 @@ def cmd_runs(args) -> int:
 
 def cmd_server(args) -> int:
     from cockpit.hosts.http import default_opener, normalize_endpoint
-    from cockpit.sglang.live import LiveServer, render_live
+    from cockpit.sglang.live import render_live
+    from cockpit.sglang.target import launched_server, named_server, read_server
 
     ctx = context(args)
     url = None
@@ -633,66 +473,19 @@ def cmd_server(args) -> int:
             url = normalize_endpoint(args.url)
         except ValueError as exc:
             raise CockpitError(f"--url: {exc}") from None
-    host_name, log = args.host, args.log
     if args.prometheus is not None and ctx.config.prometheus is None:
         raise CockpitError("--prometheus reads through the config's [prometheus] table: add it (url = ...)")
-    if args.step is not None or (log is None and url is None and args.prometheus is None):
-        runbook = runbook_of(ctx)
-        if args.step is None:
-            started = [s.name for s in runbook.spec.steps if runbook.kind(s).launch and runbook.launched(s.name)]
-            if not started:
-                raise CockpitError("no launch step has started a server: name a step, or give --log FILE / --url URL")
-            args.step = started[-1]
-        spec = runbook.spec.step(args.step)
-        if not runbook.kind(spec).launch:
-            raise CockpitError(f"'{args.step}' is a {spec.kind} step: it starts no server")
-        server = runbook.launched(args.step)
-        if server is None:
-            raise CockpitError(f"'{args.step}' has not started a server: run it first (cockpit plan run {args.step})")
-        host_name, log = spec.host, log or server.log
-        if url is None and server.port:
-            url = f"http://127.0.0.1:{server.port}"
-        from cockpit.hosts.procs import group_of
-
-        members = group_of(runbook.result(args.step).evidence)
+    if args.step is not None or (args.log is None and url is None and args.prometheus is None):
+        target = launched_server(runbook_of(ctx), args.step)
+        if args.log is not None:
+            target.log = named_server(ctx.config, target.host, args.log, None).log
+        target.url = url or target.url
     else:
-        members = []
-    host_name = host_name or next((h.name for h in ctx.config.hosts if h.local), None)
-    if host_name is None and log is not None:
-        raise CockpitError("--log needs --host: the config has no local host")
-    if log is not None and not os.path.isabs(log):
-        if host_name and ctx.config.host(host_name).local:
-            log = os.path.abspath(log)
-        else:
-            raise CockpitError(f"--log {log}: give an absolute path on {host_name}")
-
-    async def go(c):
-        transport = c.pool.get(host_name) if host_name else None
-        opener = None if args.host or args.step else default_opener
-        live = LiveServer(transport, log, url, opener=opener)
-        figures = await live.poll(catch_up=True)
-        if args.prometheus is not None:
-            from cockpit.telemetry.prometheus import PrometheusError, sglang_values
-
-            try:
-                figures.feed_values(await sglang_values(ctx.config.prometheus, args.prometheus))
-            except PrometheusError as exc:
-                live.unreachable = str(exc)
-            if "prometheus" not in figures.sources and live.unreachable is None:
-                live.unreachable = f"no sglang:* series in Prometheus match {args.prometheus}"
-        data = figures.to_json()
-        if len(members) > 1:  # a launch group: every node's state, and a failed node is a flag
-            from cockpit.sglang.grouplaunch import GroupWatcher
-
-            state = await GroupWatcher(c.pool.get, members).poll()
-            data["group"] = state.to_json()
-            if state.state == "failed":
-                data["flags"].append({"kind": "group_failed", "line": "", "message": state.cause})
-        return live, data
-
-    live, data = with_context(ctx, go)
-    data = {"step": args.step, "host": host_name, "log": log, "url": url, "prometheus": args.prometheus, **data}
-    unreadable = live.unreachable or (live.log_missing and f"{log}: no such file on {host_name}")
+        target = named_server(ctx.config, args.host, args.log, url)
+    opener = None if args.host or target.step else default_opener
+    live, data = with_context(ctx, lambda c: read_server(target, c.pool.get, opener, ctx.config.prometheus, args.prometheus))
+    data = {"step": target.step, "host": target.host, "log": target.log, "url": target.url, "prometheus": args.prometheus, **data}
+    unreadable = live.unreachable or (live.log_missing and f"{target.log}: no such file on {target.host}")
     if unreadable and not data["sources"]:
         data["error"] = unreadable
         emit(args, data, f"cockpit: could not read the server: {unreadable}")

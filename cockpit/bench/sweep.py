@@ -367,3 +367,23 @@ def stored_report(runs: list[str], sweep_id: str | None, fmt: str, last: int = 1
     rows = store.compare([store.load_run(p) for p in paths])
     return json.dumps({"runs": rows}, indent=2) if fmt == "json" else render_table(rows)
 
+
+def finished_sweep_alerts(runbook, since: float, seen: dict[str, float]) -> list:
+    """An alert for each sweep step that ended (passed or failed) after `since` and is not in
+    `seen` (step -> finished_at already alerted; updated here)."""
+    from cockpit.alerts import Alert
+    from cockpit.runbook.model import StepState
+
+    alerts = []
+    for spec in runbook.spec.steps:
+        result = runbook.result(spec.name)
+        if (spec.kind != "bench_sweep" or result is None or result.finished_at is None
+                or result.state not in (StepState.PASSED, StepState.FAILED)):
+            continue
+        if result.finished_at <= since or seen.get(spec.name) == result.finished_at:
+            continue
+        seen[spec.name] = result.finished_at
+        passed = result.state is StepState.PASSED
+        alerts.append(Alert("sweep_done", f"sweep:{spec.name}:{result.finished_at}", f"sweep {spec.name} {'done' if passed else 'failed'}",
+                            result.message, "info" if passed else "error"))
+    return alerts

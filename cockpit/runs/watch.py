@@ -205,6 +205,23 @@ class RunWatcher:
         return events
 
 
+async def watch_runs(specs, get_transport, publish) -> None:
+    """Poll every run (each over its host's own connection) for ever, at the shortest poll_s among
+    them, publishing (statuses, new events) after each round."""
+    import asyncio
+
+    watchers = [RunWatcher(spec, get_transport(spec.host)) for spec in specs]
+    interval = min(spec.poll_s for spec in specs)
+    while True:
+        statuses, events = [], []
+        for watcher in watchers:
+            status, new = await watcher.poll()
+            statuses.append(status)
+            events += new
+        publish(statuses, events)
+        await asyncio.sleep(interval)
+
+
 def flag_lines(flags: list[Flag]) -> list[str]:
     return [f"{f.kind}: {f.message}" + (f"  <- {f.line[:160]}" if f.line else "") for f in flags]
 

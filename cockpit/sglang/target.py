@@ -1,0 +1,99 @@
+"""Which server to watch, and one look at it: the server a launch step started (its host, log, port,
+and every node of a launch group) or one named by hand (a log on a host, a URL).  `cockpit server`
+and the TUI's server pane both ask here, so they watch the same server the same way."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from cockpit.errors import CockpitError
+from cockpit.hosts.procs import group_of
+
+
+@dataclass
+class ServerTarget:
+    step: str | None
+    host: str | None
+    log: str | None
+    url: str | None
+    pid: int | None = None
+    port: int | None = None
+    members: list = field(default_factory=list)  # a launch group's nodes (rank 0 first); [] for one server
+
+
+def launched_server(runbook, step: str | None = None) -> ServerTarget:
+    """The server `step` started (None: the last launch step that started one); a clear error if none."""
+    if step is None:
+        started = [s.name for s in runbook.spec.steps if runbook.kind(s).launch and runbook.launched(s.name)]
+        if not started:
+            raise CockpitError("no launch step has started a server: name a step, or give --log FILE / --url URL")
+        step = started[-1]
+    spec = runbook.spec.step(step)
+    if not runbook.kind(spec).launch:
+        raise CockpitError(f"'{step}' is a {spec.kind} step: it starts no server")
+    server = runbook.launched(step)
+    if server is None:
+        raise CockpitError(f"'{step}' has not started a server: run it first (cockpit plan run {step})")
+    return ServerTarget(step, spec.host, server.log, f"http://127.0.0.1:{server.port}" if server.port else None,
+                        server.pid, server.port, group_of(runbook.result(step).evidence))
+
+
+def named_server(config, host: str | None, log: str | None, url: str | None) -> ServerTarget:
+    """A server given by hand: a log on a host (the local one when none is named) and/or a URL."""
+    host = host or next((h.name for h in config.hosts if h.local), None)
+    if host is None and log is not None:
+        raise CockpitError("--log needs --host: the config has no local host")
+    if log is not None and not os.path.isabs(log):
+        if host and config.host(host).local:
+            log = os.path.abspath(log)
+        else:
+            raise CockpitError(f"--log {log}: give an absolute path on {host}")
+    return ServerTarget(None, host, log, url)
+
+
+def prometheus_source(config) -> tuple | None:
+    """(settings, selector) when SGLang's series are read through the config's Prometheus."""
+    settings = config.prometheus
+    return (settings, settings.sglang_selector) if settings is not None and settings.sglang_selector else None
+
+
+def server_watcher(target: ServerTarget, get_transport, config):
+    """The watcher the server pane polls: log, health, liveness, figures; every node of a group."""
+    from cockpit.sglang.server import ServerWatcher
+
+    group = None
+    if len(target.members) > 1:
+        from cockpit.sglang.grouplaunch import GroupWatcher
+
+        group = GroupWatcher(get_transport, target.members)
+    return ServerWatcher(get_transport(target.host), target.pid, target.port, target.log, group=group,
+                         prometheus=prometheus_source(config))
+
+
+async def read_server(target: ServerTarget, get_transport, opener=None, prometheus=None, selector: str | None = None):
+    """One look at the server, caught up from its log: (LiveServer, figures as JSON), with the
+    Prometheus series matching `selector` and, for a group, every node's state (a failed node is a flag)."""
+    from cockpit.sglang.live import LiveServer
+
+    transport = get_transport(target.host) if target.host else None
+    live = LiveServer(transport, target.log, target.url, opener=opener)
+    figures = await live.poll(catch_up=True)
+    if selector is not None:
+        from cockpit.telemetry.prometheus import PrometheusError, sglang_values
+
+        try:
+            figures.feed_values(await sglang_values(prometheus, selector))
+        except PrometheusError as exc:
+            live.unreachable = str(exc)
+        if "prometheus" not in figures.sources and live.unreachable is None:
+            live.unreachable = f"no sglang:* series in Prometheus match {selector}"
+    data = figures.to_json()
+    if len(target.members) > 1:
+        from cockpit.sglang.grouplaunch import GroupWatcher
+
+        state = await GroupWatcher(get_transport, target.members).poll()
+        data["group"] = state.to_json()
+        if state.state == "failed":
+            data["flags"].append({"kind": "group_failed", "line": "", "message": state.cause})
+    return live, data

@@ -1,0 +1,159 @@
+"""What runs around the checklist, in the TUI: training runs watched, the launched server's log and
+figures followed, its crash and flags and a finished sweep sent out as alerts, the fix applied, the
+benchmarks.  The watching itself is the core's (runs/watch.py, sglang/target.py, sglang/server.py):
+workers post what it found; the handlers here show it."""
+
+from __future__ import annotations
+
+from cockpit.runbook.model import StepState
+from cockpit.ui.messages import RunsPolled, ServerPolled
+from cockpit.ui.widgets.bench_pane import BenchPane
+from cockpit.ui.widgets.runs_pane import RunsPane
+from cockpit.ui.widgets.server_log import ServerLogPane
+
+
+class ServingActions:
+    """Mixed into CockpitApp (needs its context, runbook, hub, alerter, notify, reveal, run_worker)."""
+
+    async def _watch_runs(self) -> None:
+        """The core polls every [runs] run; the worker posts what it found, never touching a widget."""
+        from cockpit.runs.watch import watch_runs
+
+        await watch_runs(list(self.context.runs.values()), self.hub.pool.get,
+                         lambda statuses, events: self.post_message(RunsPolled(statuses, events)))
+
+    def on_runs_polled(self, message: RunsPolled) -> None:
+        from cockpit.runs.watch import run_alert
+
+        for pane in self.query(RunsPane):
+            pane.show(message.statuses)
+        for event in message.events:
+            alert = run_alert(event)
+            if event.kind != "checkpoint":  # a new checkpoint is in the pane (and goes out as an alert): no toast over the work
+                self.notify(alert.text, title=alert.title, severity="error" if alert.level == "error" else
+                            "warning" if alert.level == "warning" else "information", timeout=15 if alert.level == "error" else 8)
+            self.send_alert(alert)
+            if event.kind in ("crashed", "stalled"):
+                self.reveal("runs")
+
+    def action_toggle_runs(self) -> None:
+        if not self.query(RunsPane):
+            self.notify("No [runs.NAME] in the config: add one (host, log and/or output_dir) to watch a training run",
+                        severity="warning")
+            return
+        self.press_view("runs")
+
+    def _terminal_write(self, sequence: str) -> None:
+        """An alert for a person not looking: the bell and the desktop-notification escape, written
+        to the terminal the TUI owns (between its frames: they draw nothing)."""
+        driver = getattr(self, "_driver", None)
+        if driver is None:
+            raise OSError("no terminal")
+        driver.write(sequence)
+        driver.flush()
+
+    def send_alert(self, alert) -> None:
+        self.run_worker(self.alerter.send(alert), name="alert", group="alerts", exit_on_error=False)
+
+    def _alert_sweeps(self) -> None:
+        """A sweep that ended since this cockpit started: its decision (or failure) goes out as an alert."""
+        from cockpit.bench.sweep import finished_sweep_alerts
+
+        for alert in finished_sweep_alerts(self.runbook, self._started_at, self._sweeps_seen):
+            self.send_alert(alert)
+
+    def _follow_latest_server(self) -> None:
+        from cockpit.sglang.server import watch_server
+        from cockpit.sglang.target import launched_server, server_watcher
+
+        panes = self.query(ServerLogPane)
+        spec, result = self.runbook.latest_launch("sglang_launch")
+        if not panes or spec is None or result.state is StepState.RUNNING:
+            return
+        server = self.runbook.launched(spec.name)
+        key = (spec.name, spec.host, server.pid if server else None, result.finished_at)
+        if key == self._watching:
+            return
+        self._watching = key
+        self._server_flags = set()
+        pane = panes.first()
+        pane.follow(f"{spec.name} @{spec.host}")
+        self.reveal("server")
+        if server is None or server.port is None or result.state is StepState.FAILED:
+            pane.show_failed_launch(result, started=server is not None)
+            self.show_keys()
+            self.notify(result.message, title=f"{spec.name} failed", severity="error", timeout=10)
+            return
+        watcher = server_watcher(launched_server(self.runbook, spec.name), self.hub.pool.get, self.config)
+        self.run_worker(watch_server(watcher, lambda status: self.post_message(ServerPolled(str(key), status))),
+                        name="server watch", group="server-watch", exclusive=True, exit_on_error=False)
+
+    def on_server_polled(self, message: ServerPolled) -> None:
+        if self.query(ServerLogPane) and message.target == str(self._watching):
+            pane = self.query(ServerLogPane).first()
+            was_alive = pane.status.alive if pane.status else True
+            pane.show(message.status)
+            self.show_keys()
+            result = self.runbook.latest_launch("sglang_launch")[1]  # a stop that was asked for (a sweep) is no crash
+            spec_name = self.runbook.latest_launch("sglang_launch")[0].name
+            if was_alive and not message.status.alive and result is not None and result.state is StepState.PASSED:
+                from cockpit.alerts import Alert
+
+                errors = [d for d in message.status.report.diagnoses if d.severity == "error"]
+                text = errors[0].message if errors else "no diagnosis in its log"
+                self.notify(text, title="the server died", severity="error", timeout=15)
+                self.send_alert(Alert("server_crashed", f"server_crashed:{spec_name}", f"{spec_name}: the server died", text, "error"))
+            self._alert_server_flags(spec_name, message.status.figures.get("flags") or [])
+
+    def _alert_server_flags(self, step: str, flags: list[dict]) -> None:
+        from cockpit.sglang.live import flag_alert
+
+        kinds = {f["kind"] for f in flags}
+        for flag in flags:
+            if flag["kind"] not in self._server_flags:
+                alert = flag_alert(step, flag)
+                self.notify(alert.text, title=alert.title, severity="error", timeout=15)
+                self.send_alert(alert)
+        self._server_flags = kinds  # a flag that cleared and comes back is news again
+
+    def action_toggle_server_log(self) -> None:
+        if not self.query(ServerLogPane):
+            self.notify("No sglang_launch step in the runbook: there is no server log to show", severity="warning")
+            return
+        self.press_view("server")
+
+    def action_apply_fix(self) -> None:
+        from cockpit.errors import CockpitError
+        from cockpit.sglang.steps import apply_diagnosis_fix
+
+        if self.read_only:
+            self.notify("Read-only mode: nothing can be changed", severity="warning")
+            return
+        panes = self.query(ServerLogPane)
+        spec, _ = self.runbook.latest_launch("sglang_launch") if self.runbook else (None, None)
+        fix = panes.first().top_fix if panes else None
+        if fix is None or spec is None:
+            self.notify("No fix to apply", severity="warning")
+            return
+        try:
+            fixed = apply_diagnosis_fix(self.runbook, spec.name, fix)
+        except CockpitError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        self.notify(f"{spec.name} will run: {' '.join(fixed[-8:])}", title="fix applied")
+        self.action_run_step(spec.name)
+
+    def action_toggle_bench(self) -> None:
+        from cockpit.bench.store import sweep_runs
+
+        pane = self.query_one(BenchPane)
+        if not pane.runs:
+            pane.show_runs(sweep_runs())
+        self.press_view("bench")
+
+    def action_chart(self, step: int) -> None:
+        pane = self.query_one(BenchPane)
+        if pane.has_class("hidden"):
+            self.notify("[ and ] change the benchmark view: open it with b", severity="warning")
+        else:
+            pane.cycle(step)

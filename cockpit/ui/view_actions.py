@@ -1,0 +1,156 @@
+"""Which panes show and where the focus goes: the layout for the terminal's size (ui/layout.py),
+the view keys, the footer's keys, messages in a small terminal, and saying where a key works."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual.widgets import Footer
+
+from cockpit import __version__
+from cockpit.runbook.model import StepState
+from cockpit.ui import actions
+from cockpit.ui.layout import Layout, MessageBar, ViewBar
+from cockpit.ui.widgets.bench_pane import BenchPane
+from cockpit.ui.widgets.checklist import ChecklistPane
+from cockpit.ui.widgets.command_log import CommandLogPane
+from cockpit.ui.widgets.host_pane import HostPane
+from cockpit.ui.widgets.runs_pane import RunsPane
+from cockpit.ui.widgets.server_log import ServerLogPane
+
+
+class ViewActions:
+    """Mixed into CockpitApp (needs its layout_state, hosts_view, panes, runbook, context, config)."""
+
+    def on_resize(self, event) -> None:  # (runs before App's own handler: self.size is still the old size)
+        compact = Layout.is_compact(event.size.width, event.size.height)
+        if compact and not self.layout_state.compact and self._laid_out:
+            self.layout_state.view = self._view_of_focus() or "hosts"  # the pane in use stays in view
+        self.layout_state.compact = compact
+        self.query_one("#main").set_class(event.size.width < 130, "-narrow")
+        self.apply_layout()
+
+    def _panes(self) -> dict[str, object]:
+        found = {"hosts": self.hosts_view}
+        for view, kind in (("checklist", ChecklistPane), ("runs", RunsPane), ("server", ServerLogPane), ("bench", BenchPane),
+                           ("log", CommandLogPane)):
+            panes = self.query(kind)
+            if panes:
+                found[view] = panes.first()
+        return found
+
+    def apply_layout(self) -> None:
+        """Show the panes the layout says (small terminal: one; large: side by side, bottom panes opened)."""
+        state, panes = self.layout_state, self._panes()
+        self.set_class(state.compact, "-compact")
+        for view, pane in panes.items():
+            if view in ("hosts", "checklist"):
+                pane.display = state.shown(view)
+            else:
+                pane.set_class(not state.shown(view), "hidden")
+        self.query_one("#main").display = state.shown("hosts") or state.shown("checklist")
+        self.query_one(ViewBar).display = state.compact
+        bar = self.query_one(MessageBar)
+        bar.display = state.compact and bool(bar.messages)
+        self._show_views(panes)
+        self.sub_title = self._subtitle()
+        footer = self.query(Footer)
+        if footer:
+            footer.first().compact = state.compact
+        self.show_keys()
+
+    def _show_views(self, panes: dict | None = None) -> None:
+        """The view bar: the views, and how the checklist stands (seen from every view)."""
+        progress = ""
+        if self.runbook is not None:
+            views = self.runbook.views()
+            progress = f"{sum(v.state is StepState.PASSED for v in views)}/{len(views)} passed"
+        self.query_one(ViewBar).show_state(self.layout_state, set(panes or self._panes()), progress)
+
+    def show_keys(self) -> None:
+        """The footer holds the keys that work now: f only while a fix is offered; the view keys in a
+        large terminal only (a small one has them in its view bar)."""
+        panes = self.query(ServerLogPane)
+        wanted = {"server.apply_fix": bool(panes and panes.first().top_fix is not None and not self.read_only),
+                  "host.zoom": isinstance(self.screen_stack[0].focused, HostPane) or self.zoomed is not None,
+                  "checklist.next": self.runbook is not None and not self.read_only}
+        for view_key in ("checklist.focus", "server.toggle", "bench.toggle", "app.toggle_log"):
+            wanted[view_key] = not self.layout_state.compact
+        wanted["runs.toggle"] = not self.layout_state.compact and bool(self.context.runs)
+        changed = False
+        for bindings in self._bindings.key_to_bindings.values():
+            for position, binding in enumerate(bindings):
+                if binding.id in wanted and binding.show != wanted[binding.id]:
+                    bindings[position] = dataclasses.replace(binding, show=wanted[binding.id])
+                    changed = True
+        if changed:
+            self.refresh_bindings()
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None, **kwargs) -> None:
+        """A toast in a large terminal; in a small one the message bar (a toast would cover the one pane)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, **kwargs)
+        bars = self.query(MessageBar)
+        if bars and self.layout_state.compact:
+            import time
+
+            bar = bars.first()
+            bar.add(message, title, severity, timeout or self.NOTIFICATION_TIMEOUT, time.time())
+            self.set_timer((timeout or self.NOTIFICATION_TIMEOUT) + 0.05,
+                           lambda: bar.show_now(time.time()) if self.layout_state.compact else None)
+
+    def _subtitle(self) -> str:
+        if self.demo:
+            return "DEMO: nothing real is deployed" if self.layout_state.compact else \
+                "DEMO: replayed H200 telemetry and SGLang, nothing real is deployed"
+        where = str(self.config.path) if self.config.path else "this machine (no config)"
+        return (where if self.layout_state.compact else f"v{__version__} - {where}") + (" - READ-ONLY" if self.read_only else "")
+
+    def press_view(self, view: str) -> None:
+        target = self.layout_state.press(view)
+        self.apply_layout()
+        if self.layout_state.shown(target):
+            self._focus_view(target)
+
+    def _focus_view(self, view: str) -> None:
+        pane = self._panes().get(view)
+        if view == "hosts":
+            pane = self._focused_host() or next((p for p in self.panes.values() if p.display), None)
+            fleet = self.hosts_view.fleet
+            if pane is None and fleet is not None and fleet.display:
+                pane = fleet
+        elif pane is not None and not pane.can_focus:  # the server log: its log is what takes the focus
+            pane = next((w for w in pane.query("*") if w.can_focus), None)
+        if pane is not None:
+            pane.focus()
+
+    def reveal(self, view: str) -> None:
+        """Something happened in that pane: show it (a small terminal: instead of the others, focused)."""
+        if not self.layout_state.shown(view):
+            self.layout_state.reveal(view)
+            self.apply_layout()
+            if self.layout_state.compact and self.screen is self.screen_stack[0]:
+                self._focus_view(view)
+
+    def _view_of_focus(self) -> str | None:
+        focused = self.screen_stack[0].focused
+        for view, pane in self._panes().items():
+            if focused is not None and (focused is pane or pane in focused.ancestors):
+                return view
+        return None
+
+    def _focused_view(self) -> str:
+        view = self._view_of_focus()
+        return {"log": "the command log", "server": "the server log", "bench": "the benchmarks",
+                None: "no pane"}.get(view, f"the {view}")
+
+    def action_elsewhere(self, action_id: str) -> None:
+        """A checklist key pressed in another pane: say where it works."""
+        action = actions.by_id(action_id)
+        self.notify(f"{action.shown_keys}: {action.help or action.description}, in the checklist (c focuses it)",
+                    severity="warning", timeout=5)
+
+    def action_toggle_log(self) -> None:
+        self.press_view("log")
+
+    def action_focus_hosts(self) -> None:
+        self.press_view("hosts")
