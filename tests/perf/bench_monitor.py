@@ -11,7 +11,8 @@ behind it).  For each N it measures, each in its own process so CPU time is the 
     CPU of the ssh processes it starts counted;
   - floor: no cockpit at all: a bare Textual app with N bordered panes whose 8 lines each get new
     (pre-made) text every second, in the same pseudo-terminal: what Textual's own drawing of that
-    many changing lines costs, the part of the TUI's figure no cockpit code can remove.
+    many changing lines costs, the part of the TUI's figure no cockpit code can remove;
+  - floor-canvas: the same lines drawn by one line-API widget for all hosts (borders as text).
 It prints CPU seconds per host-sample, % of one core, memory (RSS) after warm-up and at the end,
 and the ratio naive/cockpit.  Remote-side CPU (sshd, nvidia-smi) is not counted for either.
 """
@@ -95,14 +96,17 @@ def measure_headless(config_path: Path, seconds: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def child_floor(hosts: int) -> None:
-    """The floor: Textual alone, repainting 8 lines of each of `hosts` bordered panes once a second."""
+def child_floor(hosts: int, canvas: bool = False) -> None:
+    """The floor: Textual alone, repainting 8 lines of each of `hosts` bordered panes once a second
+    (canvas: one line-API widget drawing every host's lines instead of a widget per host)."""
     import random
 
     from rich.segment import Segment
     from rich.style import Style
     from textual.app import App
     from textual.containers import VerticalScroll
+    from textual.geometry import Size
+    from textual.scroll_view import ScrollView
     from textual.strip import Strip
     from textual.widget import Widget
 
@@ -125,26 +129,43 @@ def child_floor(hosts: int) -> None:
             self.tick += 1
             self.refresh()
 
+    class Canvas(ScrollView):
+        tick = 0
+
+        def on_mount(self) -> None:
+            self.virtual_size = Size(self.size.width, hosts * 10)
+
+        def render_line(self, y: int) -> Strip:
+            host, row = divmod(y + int(self.scroll_offset.y), 10)
+            return variants[self.tick % len(variants)][row - 1] if 1 <= row <= 8 else Strip([Segment("-" * self.size.width)])
+
+        def advance(self) -> None:
+            self.tick += 1
+            self.refresh()
+
     class Floor(App):
         def compose(self):
+            if canvas:
+                yield Canvas()
+                return
             with VerticalScroll():
                 for _ in range(hosts):
                     yield Pane()
 
         def on_mount(self) -> None:
-            self.set_interval(1.0, lambda: [pane.advance() for pane in self.query(Pane)])
+            self.set_interval(1.0, lambda: [pane.advance() for pane in self.query(Canvas if canvas else Pane)])
 
     Floor().run()
 
 
-def measure_ui(config_path: Path, seconds: float, hosts: int, floor: bool = False) -> dict:
+def measure_ui(config_path: Path, seconds: float, hosts: int, floor: str | None = None) -> dict:
     import psutil
 
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["TERM"] = "xterm-256color"
         if floor:
-            os.execvp(sys.executable, [sys.executable, __file__, "--child-floor", str(hosts)])
+            os.execvp(sys.executable, [sys.executable, __file__, "--child-floor", str(hosts), floor])
         os.execvp(sys.executable, [sys.executable, "-m", "cockpit", "--config", str(config_path)])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
     proc = psutil.Process(pid)
@@ -205,14 +226,14 @@ def measure_naive(harness: SshdHarness, hosts: int, seconds: float) -> dict:
 
 def report(rows: list[tuple]) -> None:
     print()
-    print(f"{'hosts':>5} {'mode':<9} {'host-samples':>12} {'CPU s':>7} {'% core':>7} {'ms/sample':>10} {'RSS MiB warm→end':>18} {'naive/this':>10}")
+    print(f"{'hosts':>5} {'mode':<12} {'host-samples':>12} {'CPU s':>7} {'% core':>7} {'ms/sample':>10} {'RSS MiB warm→end':>18} {'naive/this':>10}")
     for hosts, mode, result, ratio in rows:
         per = 1000 * result["cpu_s"] / max(1, result["samples"])
         pct = 100 * result["cpu_s"] / result["wall_s"]
         rss = result.get("rss")
         rss_text = f"{rss[0]:.0f} → {rss[-1]:.0f}" if rss else "-"
         ratio_text = f"{ratio:.1f}x" if ratio else "-"
-        print(f"{hosts:>5} {mode:<9} {result['samples']:>12.0f} {result['cpu_s']:>7.2f} {pct:>6.2f}% {per:>10.3f} {rss_text:>18} {ratio_text:>10}")
+        print(f"{hosts:>5} {mode:<12} {result['samples']:>12.0f} {result['cpu_s']:>7.2f} {pct:>6.2f}% {per:>10.3f} {rss_text:>18} {ratio_text:>10}")
 
 
 def main() -> None:
@@ -220,7 +241,7 @@ def main() -> None:
         child_headless(sys.argv[2], float(sys.argv[3]))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--child-floor":
-        child_floor(int(sys.argv[2]))
+        child_floor(int(sys.argv[2]), canvas=sys.argv[3:] == ["canvas"])
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--hosts", default="1,8,64")
@@ -245,8 +266,8 @@ def main() -> None:
                     results[mode] = measure_headless(config, args.seconds)
                 elif mode == "ui":
                     results[mode] = measure_ui(config, args.seconds, hosts)
-                elif mode == "floor":
-                    results[mode] = measure_ui(config, args.seconds, hosts, floor=True)
+                elif mode in ("floor", "floor-canvas"):
+                    results[mode] = measure_ui(config, args.seconds, hosts, floor="canvas" if mode == "floor-canvas" else "panes")
                 else:
                     results[mode] = measure_naive(harness, hosts, args.seconds)
             naive = results.get("naive")
