@@ -181,3 +181,21 @@ def test_cockpit_server_exit_codes(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "cockpit", "server", "--log", str(tmp_path / "nope.log")], capture_output=True,
                              text=True, timeout=60)
     assert missing.returncode == 2 and "nope.log" in missing.stdout + missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_a_server_that_dies_under_a_passed_launch_is_one_alert_with_its_cause(fixtures):
+    """The death alert names the first error the log's diagnosis found; a server stopped on purpose
+    (its launch step no longer passed, as a sweep's relaunch does) or already dead is no alert."""
+    from cockpit.runbook.model import StepResult, StepState
+    from cockpit.sglang.diagnose import diagnose_lines
+    from cockpit.sglang.server import ServerStatus, death_alert
+
+    lines = (fixtures / "sglang" / "unrecognized_0.5.17.log").read_text().splitlines()
+    dead = ServerStatus("down", False, diagnose_lines(lines), [])
+    passed = StepResult(StepState.PASSED, 1.0, 2.0, "ready")
+    alert = death_alert("launch", passed, True, dead)
+    assert alert is not None and alert.level == "error" and alert.title == "launch: the server died"
+    assert alert.text == next(d.message for d in dead.report.diagnoses if d.severity == "error")
+    assert death_alert("launch", StepResult(StepState.PENDING, None, None, ""), True, dead) is None
+    assert death_alert("launch", passed, False, dead) is None  # already dead: said once
+    assert death_alert("launch", passed, True, ServerStatus("ready", True, diagnose_lines([]), [])) is None

@@ -189,6 +189,19 @@ class ServerWatcher:
         return ServerStatus(health, alive, diagnose_lines(self.lines), new, self.live.figures.to_json(history=60), group)
 
 
+def death_alert(step: str, result, was_alive: bool, status: "ServerStatus"):
+    """The alert for a server that was alive and is not, while its launch step stands passed (a stop
+    that was asked for, as a sweep's relaunch, first changes the step): its first error diagnosis."""
+    from cockpit.alerts import Alert
+    from cockpit.runbook.model import StepState
+
+    if not was_alive or status.alive or result is None or result.state is not StepState.PASSED:
+        return None
+    errors = [d for d in status.report.diagnoses if d.severity == "error"]
+    text = errors[0].message if errors else "no diagnosis in its log"
+    return Alert("server_crashed", f"server_crashed:{step}", f"{step}: the server died", text, "error")
+
+
 async def watch_server(watcher: ServerWatcher, publish, interval: float = 1.0) -> None:
     """Poll a launched server until it dies, publishing every status (a poll that fails is
     published as an error status and tried again)."""

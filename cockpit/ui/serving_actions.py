@@ -29,10 +29,8 @@ class ServingActions:
             pane.show(message.statuses)
         for event in message.events:
             alert = run_alert(event)
-            if event.kind != "checkpoint":  # a new checkpoint is in the pane (and goes out as an alert): no toast over the work
-                self.notify(alert.text, title=alert.title, severity="error" if alert.level == "error" else
-                            "warning" if alert.level == "warning" else "information", timeout=15 if alert.level == "error" else 8)
-            self.send_alert(alert)
+            # a new checkpoint is in the pane (and goes out as an alert): no toast over the work
+            self.raise_alert(alert, toast=event.kind != "checkpoint")
             if event.kind in ("crashed", "stalled"):
                 self.reveal("runs")
 
@@ -54,6 +52,13 @@ class ServingActions:
 
     def send_alert(self, alert) -> None:
         self.run_worker(self.alerter.send(alert), name="alert", group="alerts", exit_on_error=False)
+
+    def raise_alert(self, alert, toast: bool = True) -> None:
+        """An alert out through its channels and, unless told not to, as a toast of its level."""
+        if toast:
+            severity = {"error": "error", "warning": "warning"}.get(alert.level, "information")
+            self.notify(alert.text, title=alert.title, severity=severity, timeout=15 if alert.level == "error" else 8)
+        self.send_alert(alert)
 
     def _alert_sweeps(self) -> None:
         """A sweep that ended since this cockpit started: its decision (or failure) goes out as an alert."""
@@ -89,21 +94,19 @@ class ServingActions:
                         name="server watch", group="server-watch", exclusive=True, exit_on_error=False)
 
     def on_server_polled(self, message: ServerPolled) -> None:
-        if self.query(ServerLogPane) and message.target == str(self._watching):
-            pane = self.query(ServerLogPane).first()
+        panes = self.query(ServerLogPane)
+        if panes and message.target == str(self._watching):
+            from cockpit.sglang.server import death_alert
+
+            pane = panes.first()
             was_alive = pane.status.alive if pane.status else True
             pane.show(message.status)
             self.show_keys()
-            result = self.runbook.latest_launch("sglang_launch")[1]  # a stop that was asked for (a sweep) is no crash
-            spec_name = self.runbook.latest_launch("sglang_launch")[0].name
-            if was_alive and not message.status.alive and result is not None and result.state is StepState.PASSED:
-                from cockpit.alerts import Alert
-
-                errors = [d for d in message.status.report.diagnoses if d.severity == "error"]
-                text = errors[0].message if errors else "no diagnosis in its log"
-                self.notify(text, title="the server died", severity="error", timeout=15)
-                self.send_alert(Alert("server_crashed", f"server_crashed:{spec_name}", f"{spec_name}: the server died", text, "error"))
-            self._alert_server_flags(spec_name, message.status.figures.get("flags") or [])
+            spec, result = self.runbook.latest_launch("sglang_launch")
+            alert = death_alert(spec.name, result, was_alive, message.status)
+            if alert is not None:
+                self.raise_alert(alert)
+            self._alert_server_flags(spec.name, message.status.figures.get("flags") or [])
 
     def _alert_server_flags(self, step: str, flags: list[dict]) -> None:
         from cockpit.sglang.live import flag_alert
@@ -111,9 +114,7 @@ class ServingActions:
         kinds = {f["kind"] for f in flags}
         for flag in flags:
             if flag["kind"] not in self._server_flags:
-                alert = flag_alert(step, flag)
-                self.notify(alert.text, title=alert.title, severity="error", timeout=15)
-                self.send_alert(alert)
+                self.raise_alert(flag_alert(step, flag))
         self._server_flags = kinds  # a flag that cleared and comes back is news again
 
     def action_toggle_server_log(self) -> None:

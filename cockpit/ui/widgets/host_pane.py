@@ -54,7 +54,6 @@ class HostPane(Widget, can_focus=True):
         self.ascii_only = ascii_only
         self.snapshot = HostSnapshot(name=host.name, state=HostState.CONNECTING, roles=host.roles)
         self.history: HostHistory | None = None
-        self._signatures: list[tuple] = []
         self._rest_key: tuple | None = None
         self._rest: tuple[list[Text], list[Text]] = ([], [])
         # Lines are rendered to strips when the compositor asks for them (render_line), so a pane
@@ -151,12 +150,8 @@ class HostPane(Widget, can_focus=True):
         if force or width != self._rendered_width:
             self._base_style = None  # colours or width changed: rows are finished with the new ones
         lines = self._lines_for(width)
-        # A line is its own signature: segments as built (cached styles) compare cheaply, a Text
-        # compares its plain text and spans, and the lines around the rows are the same objects.
-        signatures = lines
         height = len(lines) + 2  # lines plus the border
-        if force or width != self._rendered_width or len(signatures) != len(self._signatures):
-            self._signatures = signatures
+        if force or width != self._rendered_width or len(lines) != len(self._lines):
             self._lines = lines
             self._strips = [None] * len(lines)
             self._rendered_width = width
@@ -165,15 +160,16 @@ class HostPane(Widget, can_focus=True):
                 self.styles.height = height  # only a change of line count costs a layout
             self.refresh()
             return
-        # Same shape: repaint only the lines that changed (an idle GPU's line rarely does), in one region.
-        changed = [y for y, (old, new) in enumerate(zip(self._signatures, signatures)) if old != new]
+        # Same shape: repaint only the lines that changed (an idle GPU's line rarely does), in one
+        # region.  A line is compared as it is: segments as built (cached styles), a Text by its
+        # text and spans; the lines around the rows are the very same objects until they change.
+        changed = [y for y, (old, new) in enumerate(zip(self._lines, lines)) if old != new]
         for y in changed:
             self._strips[y] = None
         if changed:
             self.refresh(Region(0, changed[0], width, changed[-1] - changed[0] + 1))
             self.lines_repainted += len(changed)
         self._lines = lines
-        self._signatures = signatures
 
     def _strip(self, line: tuple[Segment, ...] | Text, width: int) -> Strip:
         if isinstance(line, tuple) and sum(len(segment.text) for segment in line) == width:
