@@ -19,7 +19,7 @@ import pytest
 from cockpit.alerts import Alert, Alerter, AlertSettings, terminal_sequence
 from cockpit.runs.watch import RunEvent, run_alert
 
-from test_tmux import tmux
+from test_tmux import new_session, tmux
 from test_tmux import session  # noqa: F401
 
 
@@ -117,7 +117,7 @@ def test_alert_test_in_tmux_rings_the_bell_and_sends_the_notification(tmp_path, 
     config = tmp_path / "c.toml"
     config.write_text("[hosts.here]\nlocal = true\n\n[alerts]\nbell = true\n")
     env = " ".join(f"{k}={v}" for k, v in {"XDG_STATE_HOME": tmp_path / "state", "XDG_CONFIG_HOME": tmp_path / "cfg"}.items())
-    tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "20", "sh")
+    new_session(session, 100, 20, "sh")
     tmux("set-option", "-t", session, "-g", "allow-passthrough", "on")
     tmux("new-window", "-d", "-t", session, "sh")  # the alert rings in a window nobody looks at
     tmux("pipe-pane", "-o", "-t", f"{session}:1", f"cat > {captured}")

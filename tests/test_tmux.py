@@ -19,6 +19,20 @@ def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=20).stdout
 
 
+def new_session(session: str, width: int, height: int, command: str) -> None:
+    """A detached session running `command`.  Killing a test's last session makes the tmux server
+    exit while the next test may already be asking it for a new one: that request can be lost, so it
+    is checked and asked again.  A pane whose program ends stays on screen (remain-on-exit), so a
+    failure shows the program's last words instead of an empty screen."""
+    for _ in range(5):
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), command,
+                        ";", "set-option", "-t", session, "remain-on-exit", "on"], capture_output=True, text=True, timeout=20)
+        if subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"tmux could not start session {session}")
+
+
 def screen(session: str) -> str:
     return tmux("capture-pane", "-p", "-t", session)
 
@@ -36,7 +50,8 @@ def wait_screen(session: str, text: str, timeout: float = 20.0) -> str:
         if text in shown:
             return shown
         time.sleep(0.2)
-    raise AssertionError(f"{text!r} never appeared; the screen:\n{screen(session)}")
+    pane = tmux("display-message", "-p", "-t", session, "pane dead: #{pane_dead}, exit status: #{pane_dead_status}").strip()
+    raise AssertionError(f"{text!r} never appeared ({pane or 'no such session'}); the screen:\n{screen(session)}")
 
 
 @pytest.fixture
@@ -50,7 +65,7 @@ def start(session: str, config, env: dict[str, str]) -> int:
     # pytest sets COLUMNS and LINES; a program in tmux must size itself from its real terminal
     command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES"] + [f"{k}={v}" for k, v in env.items()]
                        + [sys.executable, "-m", "cockpit", "--config", str(config)])
-    tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
+    new_session(session, 100, 30, command)
     return int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
 
 
@@ -95,7 +110,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     console script).  Returns the last screen."""
     command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES"] + [f"{k}={v}" for k, v in env.items()]
                        + [*cockpit, "demo", "--dir", str(demo_dir)])
-    tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), command)
+    new_session(session, size[0], size[1], command)
     wait_screen(session, "30000/143771M", timeout=30)  # the old server's memory on GPU 5
     compact = size[0] < 100 or size[1] < 28
     shown = wait_screen(session, "0/8 passed")
