@@ -179,34 +179,45 @@ def _field_value(field_name: str, kind: type, raw: str) -> tuple[object, str | N
     return hit
 
 
+@lru_cache(maxsize=16)
+def _line_plan(fields: tuple[str, ...]) -> tuple[int | None, tuple[tuple[int, str, str, type], ...]]:
+    """Where the index is, and (position, attribute, field, type) of every other field read."""
+    attributes, kinds = _plan(fields)
+    index_at = attributes.index("index") if "index" in attributes else None
+    read = tuple((pos, attribute, name, kind) for pos, (name, attribute, kind) in enumerate(zip(fields, attributes, kinds))
+                 if kind is not None and attribute != "index")
+    return index_at, read
+
+
 def parse_gpu_line(line: str, fields: tuple[str, ...] = GPU_FIELDS) -> GpuSample | LostGpu | None:
-    """Parse one CSV line of the GPU query.  Returns None for a line that is not a GPU row."""
+    """Parse one CSV line of the GPU query.  Returns None for a line that is not a GPU row.
+    Every GPU of every host sends one a second: the fields are read by a plan made once per
+    query, and each field's text is looked up in the cache of parsed values before parsing."""
     line = line.strip().lstrip("\ufeff")
     if not line:
         return None
-    lost = _LOST_RE.search(line)
-    if lost:
-        return LostGpu(bus_id=lost.group(1), message=line)
-    parts = _split(line)
+    if "device handle" in line:  # the lost-GPU wording; the regex runs only on such lines
+        lost = _LOST_RE.search(line)
+        if lost:
+            return LostGpu(bus_id=lost.group(1), message=line)
+    parts = line.split(",")
     if len(parts) != len(fields):
         return None
-    values: dict[str, object] = {}
-    problems: list[str] = []
-    attributes, kinds = _plan(fields)
-    for field_name, attribute, kind, raw in zip(fields, attributes, kinds, parts):
-        if kind is None:
-            continue
-        if attribute == "index":
-            if not (raw.isascii() and raw.isdigit()):
-                return None
-            values["index"] = int(raw)
-            continue
-        value, problem = _field_value(field_name, kind, raw)
-        values[attribute] = value
-        if problem is not None:
-            problems.append(problem)
-    if "index" not in values:
+    index_at, read = _line_plan(fields)
+    if index_at is None:
         return None
+    raw = parts[index_at].strip()
+    if not (raw.isascii() and raw.isdigit()):
+        return None
+    values: dict[str, object] = {"index": int(raw)}
+    problems: list[str] = []
+    cached = _FIELD_CACHE.get
+    for pos, attribute, field_name, kind in read:
+        raw = parts[pos].strip()
+        hit = cached((field_name, raw)) or _field_value(field_name, kind, raw)
+        values[attribute] = hit[0]
+        if hit[1] is not None:
+            problems.append(hit[1])
     lost_gpu = any("GPU is lost" in p for p in problems)
     return GpuSample(problems=tuple(problems), lost=lost_gpu, **values)  # type: ignore[arg-type]
 

@@ -21,10 +21,11 @@ class HostActions:
     def _paint_pending(self) -> None:
         pending, self._pending = self._pending, {}
         fleet = self.hosts_view.fleet
+        in_view = self.hosts_view.panes_in_view() if pending else set()
         with self.batch_update():
             for name, snapshot in pending.items():
                 if name in self.panes:
-                    self.panes[name].show(snapshot, self.hub.history.get(name))
+                    self.panes[name].show(snapshot, self.hub.history.get(name), name in in_view)
                 if fleet is not None:
                     fleet.update(snapshot)
             for name, pane in self.panes.items():

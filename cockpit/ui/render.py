@@ -190,19 +190,28 @@ def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, asc
     return tuple(out)
 
 
-def host_title(snapshot: HostSnapshot, label: str, now: float, ascii_only: bool = False) -> Text:
+def title_moving_parts(snapshot: HostSnapshot, now: float) -> tuple[str | None, str | None]:
+    """What of a host's title moves with the clock: the sample's age and the retry countdown."""
+    age = snapshot.age(now)
+    age_text = (f"{age:.0f}s ago" if age >= 2 else "live") if age is not None and snapshot.state in (HostState.UP, HostState.STALE) else None
+    retry = f"retry in {max(0.0, snapshot.retry_at - now):.0f}s (R: now)" if snapshot.retry_at is not None and snapshot.state is not HostState.UP else None
+    return age_text, retry
+
+
+def host_title(snapshot: HostSnapshot, label: str, now: float, ascii_only: bool = False,
+               moving: tuple[str | None, str | None] | None = None) -> Text:
     title = Text(no_wrap=True)
     sep = " | " if ascii_only else " · "
     title.append(label, style="bold")
     title.append(sep, style="dim")
     title.append(snapshot.state.value, style=STATE_STYLE[snapshot.state])
-    age = snapshot.age(now)
-    if age is not None and snapshot.state in (HostState.UP, HostState.STALE):
+    age_text, retry = moving or title_moving_parts(snapshot, now)
+    if age_text is not None:
         title.append(sep, style="dim")
-        title.append(f"{age:.0f}s ago" if age >= 2 else "live", style="yellow" if snapshot.state is HostState.STALE else "dim")
-    if snapshot.retry_at is not None and snapshot.state is not HostState.UP:
+        title.append(age_text, style="yellow" if snapshot.state is HostState.STALE else "dim")
+    if retry is not None:
         title.append(sep, style="dim")
-        title.append(f"retry in {max(0.0, snapshot.retry_at - now):.0f}s (R: now)", style="dim")
+        title.append(retry, style="dim")
     if snapshot.roles:
         title.append(sep, style="dim")
         title.append(", ".join(snapshot.roles), style="dim")

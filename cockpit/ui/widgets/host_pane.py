@@ -6,6 +6,8 @@ import time
 
 from rich.segment import Segment
 from rich.text import Text
+from textual.dom import NoScreen
+from textual.errors import NoWidget
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -14,7 +16,7 @@ from cockpit.config import HostConfig
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.history import HostHistory
 from cockpit.telemetry.model import HostSnapshot
-from cockpit.ui.render import gpu_detail, gpu_row, gpu_row_segments, host_body, host_title
+from cockpit.ui.render import gpu_detail, gpu_row, gpu_row_segments, host_body, host_title, title_moving_parts
 
 
 class HostPane(Widget, can_focus=True):
@@ -63,8 +65,20 @@ class HostPane(Widget, can_focus=True):
         self.lines_repainted = 0
         self.zoomed_gpu: int | None = None  # one GPU shown in detail (keys 0-9 while the host is zoomed)
         self._rendered_title: tuple | None = None
+        self._title_key: tuple | None = None
+        self._state_shown: HostState | None = None
         self._rendered_width = 0
         self.renders = 0
+        self._behind = False  # samples arrived while the pane was scrolled out of view: drawn when it shows
+        # The pane as last drawn (every line, border included, as the compositor got it) and what it
+        # was drawn for; rows changed since then are made straight into it (render_lines).
+        self._drawn: list[Strip] | None = None
+        self._drawn_key: tuple | None = None
+        self._edges: tuple[list[Segment], list[Segment]] = ([], [])
+        self._fast_rows: set[int] = set()
+        self._refreshing_rows = False
+        self.rows_drawn_here = 0
+        self.lines_skipped = 0
         self._accent_border(focused=False)
 
     def _accent_border(self, focused: bool) -> None:
@@ -87,14 +101,102 @@ class HostPane(Widget, can_focus=True):
         self._accent_border(focused=False)
         self._refresh_body(force=True)
 
-    def show(self, snapshot: HostSnapshot, history: HostHistory | None) -> None:
+    def show(self, snapshot: HostSnapshot, history: HostHistory | None, in_view: bool | None = None) -> None:
+        """A new sample.  `in_view`: whether any line of the pane is on the screen (the hosts column
+        works it out for all its panes at once); asked here when not given."""
         self.snapshot = snapshot
         self.history = history
-        self.set_class(snapshot.state in (HostState.UNREACHABLE, HostState.AUTH_FAILED, HostState.HOST_KEY_UNKNOWN,
-                                          HostState.HOST_KEY_CHANGED, HostState.DRIVER_ERROR), "-down")
-        self.set_class(snapshot.state is HostState.STALE, "-stale")
+        if snapshot.state is not self._state_shown:
+            self._state_shown = snapshot.state
+            self.set_class(snapshot.state in (HostState.UNREACHABLE, HostState.AUTH_FAILED, HostState.HOST_KEY_UNKNOWN,
+                                              HostState.HOST_KEY_CHANGED, HostState.DRIVER_ERROR), "-down")
+            self.set_class(snapshot.state is HostState.STALE, "-stale")
         self._refresh_title()
+        if in_view is None:
+            in_view = not self._out_of_view()
+        if self.zoomed_gpu is None and not in_view:
+            # Nobody sees its rows: keep the sample, fit the height (the column's scroll range stays
+            # true), and make the rows when the pane is drawn again (render_lines).  Refreshing a pane
+            # that is not on the screen also makes Textual rebuild its map of every widget.
+            self._behind = True
+            self.lines_skipped += len(snapshot.gpus)
+            self._fit_height()
+            return
         self._refresh_body()
+
+    def _out_of_view(self) -> bool:
+        try:
+            return not self.screen.can_view_partial(self)
+        except (NoScreen, NoWidget):  # not mounted on a screen yet: drawn in full when it is
+            return True
+
+    def _fit_height(self) -> None:
+        head, tail = self._rest_lines(max(40, self._content_width() or 80))
+        height = max(1, len(head) + len(self.snapshot.gpus) + len(tail)) + 2
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height
+
+    def refresh(self, *regions: Region, **kwargs) -> Widget:
+        if not self._refreshing_rows:
+            self._drawn = None  # anything but new rows (a style, the title, the size): Textual draws it all
+        return super().refresh(*regions, **kwargs)
+
+    def _draw_key(self, crop: Region) -> tuple:
+        return (crop, self.outer_size, self._rendered_width, len(self._lines), self.has_focus, self.classes, self.app.theme)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Textual draws a pane line by line through its styles (border, padding, colours, filters):
+        the costliest part of a frame when every GPU row changes each second.  After Textual has drawn
+        the pane once, a changed row is made here as Textual would make it (the border and padding
+        around it as Textual drew them, the app's line filters applied) and the other lines are the
+        ones drawn last time; anything else that changes (a style, the title, the size) goes through
+        Textual again.  Snapshot tests hold the two ways equal."""
+        if self._behind:  # scrolled back into view: its rows are made from the newest sample now
+            self._behind = False
+            self._refresh_body(force=True)
+        drawn = self._drawn
+        if drawn is not None and self._drawn_key == self._draw_key(crop):
+            if self._fast_rows:
+                left, right = self._edges
+                top = self._top
+                width = self._rendered_width + len(left) + len(right)
+                filters = self.get_line_filters()
+                background = self._background
+                for y in self._fast_rows:
+                    segments = list(self._lines[y])
+                    for line_filter in filters:
+                        segments = line_filter.apply(segments, background)
+                    drawn[top + y] = Strip([*left, *segments, *right], width)
+                self.rows_drawn_here += len(self._fast_rows)
+                self._fast_rows.clear()
+            return list(drawn)
+        strips = super().render_lines(crop)
+        self._fast_rows.clear()
+        self._drawn = None
+        self._learn(crop, strips)
+        return strips
+
+    def _learn(self, crop: Region, strips: list[Strip]) -> None:
+        """Keep what Textual drew, and the border and padding around a row, when the pane was drawn
+        whole and plainly (no tint or opacity, which change every cell of a line)."""
+        styles = self.styles
+        if crop != Region(0, 0, *self.outer_size) or styles.tint.a or self.opacity != 1.0 or styles.text_opacity != 1.0:
+            return
+        gutter = styles.gutter
+        self._top = gutter.top
+        width = self.outer_size.width
+        for y, line in enumerate(self._lines):
+            if isinstance(line, tuple) and 0 <= gutter.top + y < len(strips):
+                strip = strips[gutter.top + y]
+                if strip.cell_length != width or sum(len(s.text) for s in line) != self._rendered_width:
+                    return
+                self._edges = (list(strip.crop(0, gutter.left)), list(strip.crop(width - gutter.right, width)))
+                if sum(len(s.text) for s in self._edges[0]) + self._rendered_width + sum(len(s.text) for s in self._edges[1]) != width:
+                    return
+                self._background = self.background_colors[1]
+                self._drawn = list(strips)
+                self._drawn_key = self._draw_key(crop)
+                return
 
     def zoom_gpu(self, index: int | None) -> None:
         self.zoomed_gpu = index
@@ -105,7 +207,13 @@ class HostPane(Widget, can_focus=True):
         self._refresh_title()
 
     def _refresh_title(self) -> None:
-        title = host_title(self.snapshot, self.host.label, time.time(), self.ascii_only)
+        now = time.time()
+        moving = title_moving_parts(self.snapshot, now)
+        key = (self.snapshot.state, moving, self.snapshot.roles, self.host.label)
+        if key == self._title_key:  # made (and compared) only when something in it moved
+            return
+        self._title_key = key
+        title = host_title(self.snapshot, self.host.label, now, self.ascii_only, moving)
         signature = (title.plain, tuple((s.start, s.end, str(s.style)) for s in title.spans))
         if signature != self._rendered_title:  # setting an equal title still repaints the pane
             self._rendered_title = signature
@@ -120,15 +228,7 @@ class HostPane(Widget, can_focus=True):
             return body.split("\n", allow_blank=True) if body.plain else [Text("")]
         snap = self.snapshot
         dim = snap.state is HostState.STALE
-        # The lines around the GPU rows (error, processes) change rarely: made again only when
-        # what they show changed.
-        rest_key = (snap.error, snap.state, bool(snap.gpus), snap.processes, snap.source, width, self.ascii_only)
-        if rest_key != self._rest_key:
-            head, tail = host_body(snap, histories, width, self.ascii_only, rows=False)
-            self._rest_key = rest_key
-            self._rest = (head.split("\n", allow_blank=True) if head.plain else [],
-                          tail.split("\n", allow_blank=True) if tail.plain else [])
-        head_lines, tail_lines = self._rest
+        head_lines, tail_lines = self._rest_lines(width)
         if self._base_style is None:
             self._base_style = self.rich_style  # the widget's own colours under the line's, as Textual's Log does
         base = self._base_style
@@ -139,6 +239,18 @@ class HostPane(Widget, can_focus=True):
             lines.append(row if row is not None else gpu_row(gpu, history, width, self.ascii_only, dim))
         lines += tail_lines
         return lines or [Text("")]
+
+    def _rest_lines(self, width: int) -> tuple[list[Text], list[Text]]:
+        """The lines around the GPU rows (error, processes): they change rarely, so they are made
+        again only when what they show changed."""
+        snap = self.snapshot
+        rest_key = (snap.error, snap.state, bool(snap.gpus), snap.processes, snap.source, width, self.ascii_only)
+        if rest_key != self._rest_key:
+            head, tail = host_body(snap, self.history.gpus if self.history else {}, width, self.ascii_only, rows=False)
+            self._rest_key = rest_key
+            self._rest = (head.split("\n", allow_blank=True) if head.plain else [],
+                          tail.split("\n", allow_blank=True) if tail.plain else [])
+        return self._rest
 
     def _content_width(self) -> int:
         # From the pane's own size, not content_region: that asks the compositor's map where the
@@ -167,7 +279,16 @@ class HostPane(Widget, can_focus=True):
         for y in changed:
             self._strips[y] = None
         if changed:
-            self.refresh(Region(0, changed[0], width, changed[-1] - changed[0] + 1))
+            if self._drawn is not None:
+                if all(isinstance(lines[y], tuple) and sum(len(s.text) for s in lines[y]) == width for y in changed):
+                    self._fast_rows.update(changed)  # finished GPU rows: render_lines makes them
+                else:
+                    self._drawn = None  # another kind of line changed: Textual draws it
+            self._refreshing_rows = True
+            try:
+                self.refresh(Region(0, changed[0], width, changed[-1] - changed[0] + 1))
+            finally:
+                self._refreshing_rows = False
             self.lines_repainted += len(changed)
         self._lines = lines
 
@@ -190,6 +311,10 @@ class HostPane(Widget, can_focus=True):
 
     @property
     def content(self) -> Text:
-        """The pane's text (for tests and screenshots; the screen is drawn from segments)."""
+        """The pane's text (for tests and screenshots; the screen is drawn from segments), up to date
+        even while the pane is out of view."""
+        if self._behind:
+            self._behind = False
+            self._refresh_body(force=True)
         parts = [line if isinstance(line, Text) else Text.assemble(*((s.text, s.style) for s in line)) for line in self._lines]
         return Text("\n").join(parts) if parts else Text("")

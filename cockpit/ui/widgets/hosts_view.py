@@ -4,6 +4,8 @@ between them.  The app's actions call these; this widget owns the panes and what
 from __future__ import annotations
 
 from textual.containers import VerticalScroll
+from textual.dom import NoScreen
+from textual.errors import NoWidget
 from textual.widgets import Input, Static
 
 from cockpit.config import HostConfig
@@ -33,6 +35,23 @@ class HostsView(VerticalScroll):
             yield search
             yield self.fleet
         yield from self.panes.values()
+
+    def panes_in_view(self) -> set[str]:
+        """The hosts whose pane has a line on the screen now: worked out once for all panes (asking
+        each pane on its own walks the widget tree per pane)."""
+        try:
+            screen = self.screen
+            viewport = screen.find_widget(self).region
+        except (NoScreen, NoWidget):  # not laid out yet: every pane draws when it is
+            return set(self.panes)
+        seen = set()
+        for name, pane in self.panes.items():
+            try:
+                if pane.display and screen.find_widget(pane).region.overlaps(viewport):
+                    seen.add(name)
+            except NoWidget:  # not in the layout (hidden): out of view
+                continue
+        return seen
 
     def open_host(self, name: str) -> HostPane:
         """A fleet's host in its own pane (zoomed: the fleet hides until it is closed)."""

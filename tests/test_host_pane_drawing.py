@@ -1,0 +1,82 @@
+"""How host panes reach the screen: rows that change are drawn by the pane itself (not through
+Textual's per-line style pipeline) and must match what Textual draws, line for line; panes scrolled
+out of view keep their samples without drawing and show the newest one when they come back."""
+
+from __future__ import annotations
+
+import pytest
+
+from cockpit.config import parse_config
+from cockpit.hosts.state import HostState
+from cockpit.telemetry.hub import TelemetryHub
+from cockpit.telemetry.model import ComputeProcess, GpuSample, HostSnapshot
+from cockpit.ui.app import CockpitApp
+
+HOSTS = ("alpha", "bravo", "charlie", "delta")
+CONFIG = "".join(f'[hosts.{name}]\naddress = "{name}.example"\nuser = "root"\n\n' for name in HOSTS)
+FUTURE = 4102444800.0  # ages read "live": the titles do not move while the test runs
+
+
+def snapshot(host: int, tick: int, state: HostState = HostState.UP) -> HostSnapshot:
+    """Every value of every GPU moves each tick, as the issue's worst case has it."""
+    gpus = tuple(GpuSample(index=i, uuid=f"GPU-{host}-{i}", name="NVIDIA H200", memory_used_mib=1000 * ((tick + i) % 3),
+                           memory_total_mib=143771, power_w=100.0 + 97 * host + 7 * i + 3 * tick, power_limit_w=700.0,
+                           utilization_pct=(11 * tick + i) % 101, temperature_c=40 + (tick + i) % 50) for i in range(8))
+    processes = (ComputeProcess(4242, "python3", 30000, f"GPU-{host}-5", 5),) if host == 0 else ()
+    return HostSnapshot(HOSTS[host], state, gpus=gpus, sampled_at=FUTURE + tick, source="nvidia-smi", processes=processes)
+
+
+async def paint(app, pilot, tick: int, states: dict[int, HostState] | None = None) -> None:
+    for host in range(len(HOSTS)):
+        app.hub.publish(snapshot(host, tick, (states or {}).get(host, HostState.UP)))
+    app._paint_pending()
+    await pilot.pause()
+
+
+async def drawn_by_textual(app, pilot) -> str:
+    """The screen as Textual's own pipeline draws it: every pane repainted whole."""
+    for pane in app.panes.values():
+        pane.refresh()
+    await pilot.pause()
+    return app.export_screenshot()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+@pytest.mark.parametrize("theme", ["cockpit-dark", "cockpit-light"])
+async def test_rows_drawn_by_the_pane_match_textual(size, theme):
+    config = parse_config(CONFIG)
+    app = CockpitApp(config, hub=TelemetryHub(config), theme=theme)
+    async with app.run_test(size=size) as pilot:
+        await paint(app, pilot, 0)
+        for tick in range(1, 6):
+            # a focus move (heavy border) and a host going stale (dim rows, yellow border) on the way
+            if tick == 3:
+                app.panes["alpha"].focus()
+                await pilot.pause()
+            states = {1: HostState.STALE} if tick >= 4 else None
+            await paint(app, pilot, tick, states)
+            ours = app.export_screenshot()
+            assert ours == await drawn_by_textual(app, pilot), f"tick {tick}: the pane's own rows differ from Textual's"
+        drawn_here = sum(pane.rows_drawn_here for pane in app.panes.values())
+        assert drawn_here >= 8 * 3, "the rows were never drawn by the pane: the comparison above proved nothing"
+
+
+async def test_a_pane_out_of_view_waits_and_shows_the_newest_sample_when_it_comes_back():
+    config = parse_config(CONFIG)
+    app = CockpitApp(config, hub=TelemetryHub(config))
+    async with app.run_test(size=(160, 30)) as pilot:
+        await paint(app, pilot, 0)
+        last = app.panes["delta"]
+        assert not app.screen.can_view_partial(last), "the layout changed: delta should start below the screen"
+        for tick in range(1, 4):
+            await paint(app, pilot, tick)
+        assert last.lines_skipped == 8 * 3 and last.rows_drawn_here == 0
+        assert app.panes["alpha"].lines_skipped == 0
+        newest = f"{100 + 97 * 3 + 3 * 3:.0f}/700W"  # delta's GPU 0 at tick 3
+        assert newest not in app.export_screenshot()
+        last.scroll_visible(animate=False)
+        await pilot.pause()
+        await pilot.pause()
+        assert app.screen.can_view_partial(last)
+        assert newest in app.export_screenshot(), "the pane came back showing an old sample"
+        assert newest in str(last.content)
