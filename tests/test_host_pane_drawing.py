@@ -80,3 +80,24 @@ async def test_a_pane_out_of_view_waits_and_shows_the_newest_sample_when_it_come
         assert app.screen.can_view_partial(last)
         assert newest in app.export_screenshot(), "the pane came back showing an old sample"
         assert newest in str(last.content)
+
+
+async def test_hosts_hidden_behind_the_checklist_draw_nothing_and_come_back_current(tmp_path):
+    """At 80x24 one pane is shown at a time: while the checklist is, the hosts keep their samples
+    without drawing, and show the newest when h brings them back."""
+    config = parse_config(CONFIG + '[runbook]\nname = "t"\n\n[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "alpha"\n')
+    app = CockpitApp(config, hub=TelemetryHub(config))
+    app.runbook.store.path = tmp_path / "state.json"
+    app.runbook.store.audit_path = tmp_path / "audit.jsonl"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await paint(app, pilot, 0)
+        await pilot.press("c")
+        assert not app.hosts_view.display
+        skipped = {name: pane.lines_skipped for name, pane in app.panes.items()}
+        for tick in range(1, 3):
+            await paint(app, pilot, tick)
+        assert all(pane.lines_skipped == skipped[name] + 16 for name, pane in app.panes.items())
+        await pilot.press("h")
+        await pilot.pause()
+        assert app.hosts_view.display
+        assert f"{100 + 3 * 2:.0f}/700W" in app.export_screenshot()  # alpha's GPU 0 at tick 2

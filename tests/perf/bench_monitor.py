@@ -1,7 +1,8 @@
 """Monitoring cost: the cockpit against the naive `ssh host nvidia-smi ...` per poll, side by side.
 
 Run on demand (not part of the test suite):
-    python tests/perf/bench_monitor.py [--hosts 1,8,64] [--seconds 20]
+    python tests/perf/bench_monitor.py [--hosts 1,8,64] [--seconds 20] [--modes headless,ui,naive,floor,floor-canvas]
+    python tests/perf/bench_monitor.py --hosts 8 --against GITREF [--rounds 4]   # the TUI before/after, alternating
 
 N hosts x 8 GPUs at 1 Hz through a real loopback sshd (hosts 127.0.0.1..N, the stand-in nvidia-smi
 behind it).  For each N it measures, each in its own process so CPU time is the cockpit's own:
@@ -158,12 +159,15 @@ def child_floor(hosts: int, canvas: bool = False) -> None:
     Floor().run()
 
 
-def measure_ui(config_path: Path, seconds: float, hosts: int, floor: str | None = None) -> dict:
+def measure_ui(config_path: Path, seconds: float, hosts: int, floor: str | None = None, source: Path | None = None) -> dict:
+    """`source`: a checkout whose cockpit package runs instead of this one (`python -m` finds it first)."""
     import psutil
 
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["TERM"] = "xterm-256color"
+        if source is not None:
+            os.chdir(source)
         if floor:
             os.execvp(sys.executable, [sys.executable, __file__, "--child-floor", str(hosts), floor])
         os.execvp(sys.executable, [sys.executable, "-m", "cockpit", "--config", str(config_path)])
@@ -224,6 +228,32 @@ def measure_naive(harness: SshdHarness, hosts: int, seconds: float) -> dict:
     return {"cpu_s": cpu, "wall_s": time.monotonic() - start, "samples": ok, "polls": polls}
 
 
+def measure_against(harness: SshdHarness, root: Path, hosts: int, seconds: float, ref: str, rounds: int) -> None:
+    """The TUI of this checkout and of git `ref`, measured in alternating rounds on one sshd: the
+    machine's own drift (other load, CPU frequency) falls on both, and the median of each is compared."""
+    import statistics
+
+    worktree = root / "against"
+    repo = HERE.parent.parent
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(worktree), ref], check=True, capture_output=True)
+    try:
+        config = root / f"against{hosts}.toml"
+        config.write_text(config_text(harness, hosts))
+        figures: dict[str, list[float]] = {ref: [], "this": []}
+        for round_ in range(rounds):
+            for name, source in ((ref, worktree), ("this", None)):
+                result = measure_ui(config, seconds, hosts, source=source)
+                figures[name].append(100 * result["cpu_s"] / result["wall_s"])
+                print(f"round {round_ + 1}/{rounds} {name:<12} {figures[name][-1]:.2f} % of a core", flush=True)
+        old, new = statistics.median(figures[ref]), statistics.median(figures["this"])
+        print(f"\n{hosts} hosts, TUI, median of {rounds} rounds of {seconds:g} s:")
+        print(f"  {ref:<14} {old:.2f} %   ({', '.join(f'{v:.2f}' for v in figures[ref])})")
+        print(f"  {'this checkout':<14} {new:.2f} %   ({', '.join(f'{v:.2f}' for v in figures['this'])})")
+        print(f"  this/{ref} = {new / old:.2f}")
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(worktree)], capture_output=True)
+
+
 def report(rows: list[tuple]) -> None:
     print()
     print(f"{'hosts':>5} {'mode':<12} {'host-samples':>12} {'CPU s':>7} {'% core':>7} {'ms/sample':>10} {'RSS MiB warm→end':>18} {'naive/this':>10}")
@@ -247,6 +277,8 @@ def main() -> None:
     parser.add_argument("--hosts", default="1,8,64")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--modes", default="headless,ui,naive")
+    parser.add_argument("--against", metavar="GITREF", help="compare the TUI with this commit's, in alternating rounds")
+    parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     counts = [int(n) for n in args.hosts.split(",")]
     modes = args.modes.split(",")
@@ -255,6 +287,13 @@ def main() -> None:
     harness = SshdHarness(root / "sshd", addresses=addresses).start()
     harness.scenario({"gpus": 8, "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}]})
     rows = []
+    if args.against:
+        try:
+            for hosts in counts:
+                measure_against(harness, root, hosts, args.seconds, args.against, args.rounds)
+        finally:
+            harness.stop()
+        return
     try:
         for hosts in counts:
             config = root / f"hosts{hosts}.toml"

@@ -42,8 +42,8 @@ class HostsView(VerticalScroll):
         try:
             screen = self.screen
             viewport = screen.find_widget(self).region
-        except (NoScreen, NoWidget):  # not laid out yet: every pane draws when it is
-            return set(self.panes)
+        except (NoScreen, NoWidget):  # not laid out, or hidden (another pane is primary): none is seen
+            return set()
         seen = set()
         for name, pane in self.panes.items():
             try:
