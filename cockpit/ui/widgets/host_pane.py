@@ -150,23 +150,17 @@ class HostPane(Widget, can_focus=True):
         the pane once, a changed row is made here as Textual would make it (the border and padding
         around it as Textual drew them, the app's line filters applied) and the other lines are the
         ones drawn last time; anything else that changes (a style, the title, the size) goes through
-        Textual again.  Snapshot tests hold the two ways equal."""
+        Textual again.  Each time the pane learns the edges it checks that a row made this way is
+        the row Textual drew (if not, Textual goes on drawing them); a test holds the screens equal."""
         if self._behind:  # scrolled back into view: its rows are made from the newest sample now
             self._behind = False
             self._refresh_body(force=True)
         drawn = self._drawn
         if drawn is not None and self._drawn_key == self._draw_key(crop):
             if self._fast_rows:
-                left, right = self._edges
-                top = self._top
-                width = self._rendered_width + len(left) + len(right)
                 filters = self.get_line_filters()
-                background = self._background
                 for y in self._fast_rows:
-                    segments = list(self._lines[y])
-                    for line_filter in filters:
-                        segments = line_filter.apply(segments, background)
-                    drawn[top + y] = Strip([*left, *segments, *right], width)
+                    drawn[self._top + y] = self._row_strip(y, filters)
                 self.rows_drawn_here += len(self._fast_rows)
                 self._fast_rows.clear()
             return list(drawn)
@@ -194,9 +188,19 @@ class HostPane(Widget, can_focus=True):
                 if sum(len(s.text) for s in self._edges[0]) + self._rendered_width + sum(len(s.text) for s in self._edges[1]) != width:
                     return
                 self._background = self.background_colors[1]
+                if list(self._row_strip(y, self.get_line_filters())) != list(strip):
+                    return  # this Textual draws a row some other way: it keeps drawing them all
                 self._drawn = list(strips)
                 self._drawn_key = self._draw_key(crop)
                 return
+
+    def _row_strip(self, y: int, filters) -> Strip:
+        """GPU row `y` as Textual draws it: border and padding either side, the app's filters applied."""
+        left, right = self._edges
+        segments = list(self._lines[y])
+        for line_filter in filters:
+            segments = line_filter.apply(segments, self._background)
+        return Strip([*left, *segments, *right], self.outer_size.width)
 
     def zoom_gpu(self, index: int | None) -> None:
         self.zoomed_gpu = index
