@@ -184,3 +184,23 @@ def test_gpu_rows_drawn_from_segments_match_the_text_form():
                     a = list(Segment.simplify(text.render(console, end="")))
                     b = list(Segment.simplify(gpu_row_segments(gpu, history, width, ascii_only, dim)))
                     assert [(s.text, s.style) for s in a] == [(s.text, s.style) for s in b], (gpu.index, width, ascii_only, dim)
+
+
+def test_finished_gpu_rows_are_exactly_the_pane_width():
+    """With the pane's style, a row is finished at exactly the width asked: padded when short, cut
+    when a narrow pane cannot hold it (the pane draws it as it is, with no crop of its own)."""
+    from rich.style import Style
+
+    from cockpit.telemetry.history import GpuHistory
+    from cockpit.telemetry.model import GpuSample
+    from cockpit.ui.render import gpu_row_segments
+
+    history = GpuHistory(30)
+    history.power_w.append(690.0)
+    gpu = GpuSample(index=3, name="NVIDIA H200", memory_used_mib=61234, memory_total_mib=143771, power_w=693.4,
+                    power_limit_w=700.0, utilization_pct=97, temperature_c=88, problems=("ECC",))
+    base = Style(bgcolor="black")
+    for width in (40, 45, 52, 60, 109, 110, 160):
+        row = gpu_row_segments(gpu, history, width, base=base)
+        assert sum(len(segment.text) for segment in row) == width, width
+    assert "".join(s.text for s in gpu_row_segments(gpu, history, 40, base=base)).startswith("GPU 3 ")

@@ -135,24 +135,6 @@ _FLOAT_FIELDS = {"power.draw": "power_w", "power.limit": "power_limit_w"}
 _TEXT_FIELDS = {"uuid": "uuid", "name": "name", "pci.bus_id": "bus_id", "pstate": "pstate"}
 
 
-@lru_cache(maxsize=16)
-def _plan(fields: tuple[str, ...]) -> tuple[tuple[str | None, ...], tuple[type | None, ...]]:
-    """For each field of a query: the GpuSample attribute it fills and its type (None: ignored)."""
-    attributes, kinds = [], []
-    for name in fields:
-        if name == "index":
-            attributes.append("index"), kinds.append(int)
-        elif name in _INT_FIELDS:
-            attributes.append(_INT_FIELDS[name]), kinds.append(int)
-        elif name in _FLOAT_FIELDS:
-            attributes.append(_FLOAT_FIELDS[name]), kinds.append(float)
-        elif name in _TEXT_FIELDS:
-            attributes.append(_TEXT_FIELDS[name]), kinds.append(str)
-        else:
-            attributes.append(None), kinds.append(None)
-    return tuple(attributes), tuple(kinds)
-
-
 @dataclass(frozen=True)
 class LostGpu:
     """A line saying a GPU could not be reached (fell off the bus, or an unknown error)."""
@@ -181,12 +163,16 @@ def _field_value(field_name: str, kind: type, raw: str) -> tuple[object, str | N
 
 @lru_cache(maxsize=16)
 def _line_plan(fields: tuple[str, ...]) -> tuple[int | None, tuple[tuple[int, str, str, type], ...]]:
-    """Where the index is, and (position, attribute, field, type) of every other field read."""
-    attributes, kinds = _plan(fields)
-    index_at = attributes.index("index") if "index" in attributes else None
-    read = tuple((pos, attribute, name, kind) for pos, (name, attribute, kind) in enumerate(zip(fields, attributes, kinds))
-                 if kind is not None and attribute != "index")
-    return index_at, read
+    """For a query's fields: where the index is, and (position, GpuSample attribute, field, type)
+    of every other field read (fields the cockpit does not know are skipped)."""
+    index_at = fields.index("index") if "index" in fields else None
+    read = []
+    for pos, name in enumerate(fields):
+        for table, kind in ((_INT_FIELDS, int), (_FLOAT_FIELDS, float), (_TEXT_FIELDS, str)):
+            if name in table:
+                read.append((pos, table[name], name, kind))
+                break
+    return index_at, tuple(read)
 
 
 def parse_gpu_line(line: str, fields: tuple[str, ...] = GPU_FIELDS) -> GpuSample | LostGpu | None:

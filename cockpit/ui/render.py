@@ -160,8 +160,9 @@ def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, asc
     """gpu_row as segments, built directly: every GPU line of every host changes each second, and
     going through Rich Text (spans, style resolution) was the TUI's largest cost.  The same cells and
     styles as gpu_row (a test holds them equal).  With `base` (the pane's own style) the row is
-    finished as the screen needs it: each style on top of the base, padded to `width`, so the
-    pane makes its strip without another pass.  None for a lost GPU (rare: gpu_row renders it)."""
+    finished as the screen needs it: each style on top of the base, exactly `width` cells (padded,
+    or cut where a narrow pane cannot hold it), so the pane makes its strip without another pass.
+    None for a lost GPU (rare: gpu_row renders it)."""
     if gpu.lost:
         return None
     wide = width >= 110
@@ -185,8 +186,8 @@ def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, asc
         add(" " + ring_sparkline(history.power_w, min(room, 40 if wide else 12), gpu.power_limit_w, ascii_only), "cyan")
     if gpu.problems:
         add(" !", "bold red")
-    if base is not None and used < width:
-        out.append(Segment(" " * (width - used), base))
+    if base is not None and used != width:  # finished: exactly `width` cells, padded or cut
+        out = Segment.adjust_line_length(out, width, base)
     return tuple(out)
 
 

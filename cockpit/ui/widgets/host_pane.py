@@ -6,8 +6,6 @@ import time
 
 from rich.segment import Segment
 from rich.text import Text
-from textual.dom import NoScreen
-from textual.errors import NoWidget
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -64,7 +62,6 @@ class HostPane(Widget, can_focus=True):
         self._strips: list[Strip | None] = []
         self.lines_repainted = 0
         self.zoomed_gpu: int | None = None  # one GPU shown in detail (keys 0-9 while the host is zoomed)
-        self._rendered_title: tuple | None = None
         self._title_key: tuple | None = None
         self._state_shown: HostState | None = None
         self._rendered_width = 0
@@ -101,9 +98,9 @@ class HostPane(Widget, can_focus=True):
         self._accent_border(focused=False)
         self._refresh_body(force=True)
 
-    def show(self, snapshot: HostSnapshot, history: HostHistory | None, in_view: bool | None = None) -> None:
+    def show(self, snapshot: HostSnapshot, history: HostHistory | None, in_view: bool = True) -> None:
         """A new sample.  `in_view`: whether any line of the pane is on the screen (the hosts column
-        works it out for all its panes at once); asked here when not given."""
+        works it out once a paint for all its panes: HostsView.panes_in_view)."""
         self.snapshot = snapshot
         self.history = history
         if snapshot.state is not self._state_shown:
@@ -112,8 +109,6 @@ class HostPane(Widget, can_focus=True):
                                               HostState.HOST_KEY_CHANGED, HostState.DRIVER_ERROR), "-down")
             self.set_class(snapshot.state is HostState.STALE, "-stale")
         self._refresh_title()
-        if in_view is None:
-            in_view = not self._out_of_view()
         if self.zoomed_gpu is None and not in_view:
             # Nobody sees its rows: keep the sample, fit the height (the column's scroll range stays
             # true), and make the rows when the pane is drawn again (render_lines).  Refreshing a pane
@@ -124,11 +119,10 @@ class HostPane(Widget, can_focus=True):
             return
         self._refresh_body()
 
-    def _out_of_view(self) -> bool:
-        try:
-            return not self.screen.can_view_partial(self)
-        except (NoScreen, NoWidget):  # not mounted on a screen yet: drawn in full when it is
-            return True
+    def _catch_up(self) -> None:
+        if self._behind:
+            self._behind = False
+            self._refresh_body(force=True)
 
     def _fit_height(self) -> None:
         head, tail = self._rest_lines(max(40, self._content_width() or 80))
@@ -152,9 +146,7 @@ class HostPane(Widget, can_focus=True):
         ones drawn last time; anything else that changes (a style, the title, the size) goes through
         Textual again.  Each time the pane learns the edges it checks that a row made this way is
         the row Textual drew (if not, Textual goes on drawing them); a test holds the screens equal."""
-        if self._behind:  # scrolled back into view: its rows are made from the newest sample now
-            self._behind = False
-            self._refresh_body(force=True)
+        self._catch_up()  # back in view: its rows are made from the newest sample now
         drawn = self._drawn
         if drawn is not None and self._drawn_key == self._draw_key(crop):
             if self._fast_rows:
@@ -172,26 +164,22 @@ class HostPane(Widget, can_focus=True):
 
     def _learn(self, crop: Region, strips: list[Strip]) -> None:
         """Keep what Textual drew, and the border and padding around a row, when the pane was drawn
-        whole and plainly (no tint or opacity, which change every cell of a line)."""
-        styles = self.styles
-        if crop != Region(0, 0, *self.outer_size) or styles.tint.a or self.opacity != 1.0 or styles.text_opacity != 1.0:
+        whole and a row made here is the row Textual drew (a tint or an opacity, which change every
+        cell, or another Textual's way of drawing a line, fail that check: Textual goes on drawing)."""
+        if crop != Region(0, 0, *self.outer_size):
             return
-        gutter = styles.gutter
+        gutter = self.styles.gutter
         self._top = gutter.top
         width = self.outer_size.width
         for y, line in enumerate(self._lines):
-            if isinstance(line, tuple) and 0 <= gutter.top + y < len(strips):
+            if isinstance(line, tuple) and gutter.top + y < len(strips):
                 strip = strips[gutter.top + y]
-                if strip.cell_length != width or sum(len(s.text) for s in line) != self._rendered_width:
-                    return
                 self._edges = (list(strip.crop(0, gutter.left)), list(strip.crop(width - gutter.right, width)))
-                if sum(len(s.text) for s in self._edges[0]) + self._rendered_width + sum(len(s.text) for s in self._edges[1]) != width:
-                    return
                 self._background = self.background_colors[1]
-                if list(self._row_strip(y, self.get_line_filters())) != list(strip):
-                    return  # this Textual draws a row some other way: it keeps drawing them all
-                self._drawn = list(strips)
-                self._drawn_key = self._draw_key(crop)
+                if list(self._row_strip(y, self.get_line_filters())) == list(strip):
+                    self._drawn = list(strips)
+                    self._drawn_key = self._draw_key(crop)
+                # else this Textual draws a row some other way: it keeps drawing them all
                 return
 
     def _row_strip(self, y: int, filters) -> Strip:
@@ -214,14 +202,10 @@ class HostPane(Widget, can_focus=True):
         now = time.time()
         moving = title_moving_parts(self.snapshot, now)
         key = (self.snapshot.state, moving, self.snapshot.roles, self.host.label)
-        if key == self._title_key:  # made (and compared) only when something in it moved
+        if key == self._title_key:  # made only when something in it moved (an equal title would still repaint the pane)
             return
         self._title_key = key
-        title = host_title(self.snapshot, self.host.label, now, self.ascii_only, moving)
-        signature = (title.plain, tuple((s.start, s.end, str(s.style)) for s in title.spans))
-        if signature != self._rendered_title:  # setting an equal title still repaints the pane
-            self._rendered_title = signature
-            self.border_title = title
+        self.border_title = host_title(self.snapshot, self.host.label, now, self.ascii_only, moving)
 
     def _lines_for(self, width: int) -> list[tuple[Segment, ...] | Text]:
         """The pane's lines: GPU rows as segments (they change every second), the rest as Text."""
@@ -284,8 +268,8 @@ class HostPane(Widget, can_focus=True):
             self._strips[y] = None
         if changed:
             if self._drawn is not None:
-                if all(isinstance(lines[y], tuple) and sum(len(s.text) for s in lines[y]) == width for y in changed):
-                    self._fast_rows.update(changed)  # finished GPU rows: render_lines makes them
+                if all(isinstance(lines[y], tuple) for y in changed):
+                    self._fast_rows.update(changed)  # GPU rows, finished at this width: render_lines makes them
                 else:
                     self._drawn = None  # another kind of line changed: Textual draws it
             self._refreshing_rows = True
@@ -297,9 +281,9 @@ class HostPane(Widget, can_focus=True):
         self._lines = lines
 
     def _strip(self, line: tuple[Segment, ...] | Text, width: int) -> Strip:
-        if isinstance(line, tuple) and sum(len(segment.text) for segment in line) == width:
+        if isinstance(line, tuple):
             return Strip(line, width)  # a GPU row: finished on the base style at this width already
-        segments = list(line) if isinstance(line, tuple) else list(line.render(self.app.console, end=""))
+        segments = list(line.render(self.app.console, end=""))
         if self._base_style is None:
             self._base_style = self.rich_style  # the widget's own colours under the line's, as Textual's Log does
         return Strip(segments).crop_extend(0, width, None).apply_style(self._base_style)
@@ -317,8 +301,6 @@ class HostPane(Widget, can_focus=True):
     def content(self) -> Text:
         """The pane's text (for tests and screenshots; the screen is drawn from segments), up to date
         even while the pane is out of view."""
-        if self._behind:
-            self._behind = False
-            self._refresh_body(force=True)
+        self._catch_up()
         parts = [line if isinstance(line, Text) else Text.assemble(*((s.text, s.style) for s in line)) for line in self._lines]
         return Text("\n").join(parts) if parts else Text("")
