@@ -235,7 +235,9 @@ def measure_against(harness: SshdHarness, root: Path, hosts: int, seconds: float
 
     worktree = root / "against"
     repo = HERE.parent.parent
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(worktree), ref], check=True, capture_output=True)
+    made = subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(worktree), ref], capture_output=True, text=True)
+    if made.returncode != 0:
+        raise SystemExit(f"--against {ref}: git cannot check it out: {made.stderr.strip().splitlines()[-1] if made.stderr.strip() else 'unknown error'}")
     try:
         config = root / f"against{hosts}.toml"
         config.write_text(config_text(harness, hosts))
