@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cockpit.cli_args import build_parser
 from cockpit.errors import CockpitError
+from cockpit.runtime import settle_heap
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE = 0, 1, 2
 NO_CONFIG_HINT = ("`cockpit init` writes a config (`cockpit init --example` prints an annotated one); "
@@ -141,8 +142,12 @@ def cmd_status(args) -> int:
             except (NotImplementedError, RuntimeError):
                 pass
         c.hub.start()
+        settled = False
         async for snapshots in c.hub.ticks(stop):
             now = time.time()
+            if not settled:
+                settled = True
+                settle_heap()  # start-up's objects out of the collector's walks (runtime.py)
             try:
                 if args.json:
                     sys.stdout.write(json.dumps({"time": now, "hosts": [s.to_json(now) for s in snapshots]}) + "\n")

@@ -11,17 +11,22 @@ from __future__ import annotations
 import os
 import time
 
+from textual import constants
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
+from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from cockpit.config import Config
 from cockpit.context import Context
 from cockpit.runbook.engine import Runbook
+from cockpit.runtime import settle_heap
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui import actions
+from cockpit.ui.compositor import covering
+from cockpit.ui.driver import quiet_driver_class
 from cockpit.ui.layout import Layout, MessageBar, ViewBar
 from cockpit.ui.host_actions import HostActions
 from cockpit.ui.messages import CommandLogged, GateInvalidated, RunbookChanged, StepRefused, SweepProgress
@@ -54,6 +59,18 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
     .hidden { display: none; }
     """
     BINDINGS = actions.bindings("app") + actions.fallbacks("checklist")
+
+    def get_driver_class(self):
+        """Textual's driver, but with an input thread that sleeps while no key comes (ui/driver.py);
+        a driver named in TEXTUAL_DRIVER still wins."""
+        if constants.DRIVER is None:
+            quiet = quiet_driver_class()
+            if quiet is not None:
+                return quiet
+        return super().get_driver_class()
+
+    def get_default_screen(self) -> Screen:
+        return covering(Screen(id="_default"))  # draws only what shows (ui/compositor.py)
 
     def __init__(self, context: Context | Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None,
                  runbook: Runbook | None = None, read_only: bool = False, theme: str | None = None, demo: bool = False):
@@ -161,6 +178,8 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
             self.hosts_view.fleet.focus()
         elif self.panes:
             next(iter(self.panes.values())).focus()
+        if not self.is_headless:  # a process of its own (tests run many apps in one)
+            self.call_after_refresh(settle_heap)  # start-up's objects out of the collector's walks (runtime.py)
 
     async def on_unmount(self) -> None:
         for unsubscribe in self._unsubscribe:

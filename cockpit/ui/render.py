@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from functools import lru_cache
+from itertools import islice
 
 from rich.segment import Segment
 from rich.style import Style
@@ -57,8 +58,7 @@ def ring_sparkline(ring, width: int, top: float | None, ascii_only: bool = False
         memo[2].extend(sparkline([v], 1, top, ascii_only) for v in ring.values(ring.appended - memo[1]))
         memo[1] = ring.appended
     chars = memo[2]
-    tail = "".join(chars[i] for i in range(max(0, len(chars) - width), len(chars)))
-    return tail.rjust(width)
+    return "".join(islice(chars, max(0, len(chars) - width), None)).rjust(width)
 
 
 def usage_style(fraction: float) -> str:
@@ -152,7 +152,7 @@ def _row_prefix(index: int, name: str | None, used_mib: int | None, total_mib: i
         add(full * filled, usage_style(fraction))
         add(empty * (bar_width - filled), usage_style(fraction) + " dim")  # memory_bar's Text style runs under it
     add(f" {_num(used_mib):>6}/{_num(total_mib):<6}M")
-    return tuple(out), sum(len(segment.text) for segment in out)
+    return tuple(out), Segment.get_line_length(out)  # in cells (a GPU's name is its only free text)
 
 
 def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, ascii_only: bool = False,
@@ -187,7 +187,10 @@ def gpu_row_segments(gpu: GpuSample, history: GpuHistory | None, width: int, asc
     if gpu.problems:
         add(" !", "bold red")
     if base is not None and used != width:  # finished: exactly `width` cells, padded or cut
-        out = Segment.adjust_line_length(out, width, base)
+        if used < width:  # `used` is in cells: the prefix measured once, the rest one cell a character
+            out.append(Segment(" " * (width - used), base))
+        else:
+            out = Segment.adjust_line_length(out, width, base)
     return tuple(out)
 
 

@@ -14,6 +14,7 @@ from cockpit.config import HostConfig
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.history import HostHistory
 from cockpit.telemetry.model import HostSnapshot
+from cockpit.ui.line_filters import FilteredStyles
 from cockpit.ui.render import gpu_detail, gpu_row, gpu_row_segments, host_body, host_title, title_moving_parts
 
 
@@ -73,6 +74,7 @@ class HostPane(Widget, can_focus=True):
         self._drawn_key: tuple | None = None
         self._edges: tuple[list[Segment], list[Segment]] = ([], [])
         self._fast_rows: set[int] = set()
+        self._filtered = FilteredStyles()  # the app's line filters, applied once per style
         self._refreshing_rows = False
         self.rows_drawn_here = 0
         self.lines_skipped = 0
@@ -185,9 +187,7 @@ class HostPane(Widget, can_focus=True):
     def _row_strip(self, y: int, filters) -> Strip:
         """GPU row `y` as Textual draws it: border and padding either side, the app's filters applied."""
         left, right = self._edges
-        segments = list(self._lines[y])
-        for line_filter in filters:
-            segments = line_filter.apply(segments, self._background)
+        segments = self._filtered.apply(self._lines[y], filters, self._background)
         return Strip([*left, *segments, *right], self.outer_size.width)
 
     def zoom_gpu(self, index: int | None) -> None:

@@ -1,0 +1,127 @@
+"""A terminal driver whose input thread sleeps until something happens.
+
+Textual's Linux driver reads the terminal in a thread that wakes ten times a second whether or not a key
+was pressed (`select(0.1)`), only so that a lone Escape can time out into an Escape key. In a cockpit left
+for days in a tmux split, those wake-ups were about a sixth of the whole TUI's CPU at 8 hosts x 8 GPUs.
+This driver runs the same loop, but it waits with no timeout while the key parser holds nothing, and
+with the short timeout only while a key sequence may still be completing; the thread is woken to stop
+through a pipe that the driver's exit event writes to.
+
+Only the Textual versions this was read from use it (`QUIET_INPUT_FOR`); any other version, or a
+platform without `os.pipe` and termios, gets Textual's own driver unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import sys
+from codecs import getincrementaldecoder
+from threading import Event
+
+import textual
+
+# the Textual major versions whose LinuxDriver.run_input_thread this loop mirrors (read from 8.2.8)
+QUIET_INPUT_FOR = ("8.",)
+
+# how long a partial key sequence may wait for its next byte before the parser is ticked (Textual's own poll)
+PENDING_INPUT_TICK_S = 0.1
+
+
+def input_timeout(parser_waiting: bool) -> float | None:
+    """How long the input thread may sleep: for ever when nothing is half-parsed, else one tick."""
+    return PENDING_INPUT_TICK_S if parser_waiting else None
+
+
+class _WakingEvent(Event):
+    """The driver's exit event: setting it also wakes the input thread out of its wait."""
+
+    def __init__(self, wake_fd: int) -> None:
+        super().__init__()
+        self._wake_fd = wake_fd
+
+    def set(self) -> None:
+        super().set()
+        try:
+            os.write(self._wake_fd, b"x")
+        except OSError:
+            pass
+
+
+def quiet_driver_class():
+    """The driver class for this platform and Textual, or None where Textual's own should be used."""
+    if sys.platform == "win32" or not textual.__version__.startswith(QUIET_INPUT_FOR):
+        return None
+    try:
+        from textual._loop import loop_last
+        from textual._parser import ParseError
+        from textual._xterm_parser import XTermParser
+        from textual.drivers.linux_driver import LinuxDriver
+    except ImportError:
+        return None
+
+    class QuietLinuxDriver(LinuxDriver):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self._wake_read, self._wake_write = os.pipe()
+            os.set_blocking(self._wake_read, False)
+            self.exit_event = _WakingEvent(self._wake_write)
+
+        def close(self) -> None:
+            super().close()
+            for fd in (self._wake_read, self._wake_write):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+        def _drain_wake(self) -> None:
+            try:
+                while os.read(self._wake_read, 64):
+                    pass
+            except OSError:
+                pass
+
+        def run_input_thread(self) -> None:
+            """Textual's input loop (8.x), sleeping while nothing is half-parsed."""
+            selector = selectors.SelectSelector()
+            selector.register(self.fileno, selectors.EVENT_READ)
+            selector.register(self._wake_read, selectors.EVENT_READ)
+            fileno = self.fileno
+            parser = XTermParser(self._debug)
+            feed, tick = parser.feed, parser.tick
+            decode = getincrementaldecoder("utf-8")().decode
+            waiting = False
+
+            def process(events, final: bool = False) -> bool:
+                """Feed what the terminal sent; True when bytes came (a sequence may be half-read)."""
+                got = False
+                terminal_events = [(key, mask) for key, mask in events if key.fd == fileno]
+                if len(terminal_events) < len(events):
+                    self._drain_wake()
+                for last, (_key, mask) in loop_last(terminal_events):
+                    if mask & selectors.EVENT_READ:
+                        data = decode(os.read(fileno, 1024 * 4), final=final and last)
+                        if not data:
+                            break
+                        got = True
+                        for event in feed(data):
+                            self.process_message(event)
+                for event in tick():
+                    self.process_message(event)
+                return got
+
+            try:
+                while not self.exit_event.is_set():
+                    waiting = process(selector.select(input_timeout(waiting)))
+                selector.unregister(self.fileno)
+                process(selector.select(PENDING_INPUT_TICK_S), final=True)
+            finally:
+                selector.close()
+                try:
+                    for _event in feed(""):
+                        pass
+                except (EOFError, ParseError):
+                    pass
+
+    return QuietLinuxDriver

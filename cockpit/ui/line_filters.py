@@ -1,0 +1,62 @@
+"""The app's line filters applied to a row once per style, not once per segment per frame.
+
+Textual passes every line it draws through the app's line filters (ANSI colours to true colour, and
+under NO_COLOR or TEXTUAL_FILTERS a monochrome, no-colour or dim filter); each makes a new segment
+and looks its style up in a cache, for every segment of every line, every time. A host pane's GPU
+rows are made from a few dozen styles and are drawn again each second; `FilteredStyles` keeps the
+filtered style of each style it has seen, for one set of filters on one background.
+
+Textual's own filters change only a segment's style, whatever its text: those are the ones known
+here. A line filter of another kind (an app's own) is applied the way Textual applies it.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from textual.filter import ANSIToTruecolor, DimFilter, Monochrome, NoColor
+
+PER_STYLE_FILTERS = (ANSIToTruecolor, DimFilter, Monochrome, NoColor)
+
+
+def _filters_key(filters, background) -> tuple:
+    # a filter's identity, and what it reads besides the style: the terminal theme, the dim factor
+    return (tuple((id(f), id(getattr(f, "_terminal_theme", None)), getattr(f, "dim_factor", None)) for f in filters),
+            background)
+
+
+class FilteredStyles:
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._styles: dict = {}
+        self._per_style = True
+
+    def apply(self, segments, filters, background) -> list[Segment]:
+        """`segments` through `filters` on `background`, as Textual's filters would make them."""
+        key = _filters_key(filters, background)
+        if key != self._key:
+            self._key = key
+            self._styles = {}
+            self._per_style = all(type(f) in PER_STYLE_FILTERS for f in filters)
+        if not filters:
+            return list(segments)
+        if not self._per_style:
+            segments = list(segments)
+            for line_filter in filters:
+                segments = line_filter.apply(segments, background)
+            return segments
+        # By identity: a row's styles are the same cached objects frame after frame, and a Style's
+        # hash is a Python call.  Each entry keeps its style alive, so an id is never reused under it.
+        styles = self._styles
+        out = []
+        for text, style, _control in segments:
+            entry = styles.get(id(style))
+            if entry is None or entry[0] is not style:
+                one = [Segment(" ", style)]
+                for line_filter in filters:
+                    one = line_filter.apply(one, background)
+                entry = styles[id(style)] = (style, one[0].style)
+                if len(styles) > 4096:  # bounded: styles made afresh each time cannot grow it
+                    styles.clear()
+                    styles[id(style)] = entry
+            out.append(Segment(text, entry[1]))
+        return out

@@ -1,0 +1,226 @@
+"""What the TUI no longer does when nothing needs it: an input thread that sleeps until a key comes,
+a compositor that does not draw widgets hidden behind others, line filters applied once per style,
+and start-up's heap out of the collector's walks.  Each must leave the screen and the keys exactly as
+Textual's own parts make them; these tests hold them to that."""
+
+from __future__ import annotations
+
+import gc
+import os
+import pty
+import random
+import selectors
+import threading
+import time
+import tty
+
+import pytest
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual._compositor import Compositor
+from textual.color import Color
+from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
+from textual.drivers.linux_driver import LinuxDriver
+
+from cockpit.config import parse_config
+from cockpit.runtime import settle_heap
+from cockpit.telemetry.hub import TelemetryHub
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.compositor import CoveringCompositor
+from cockpit.ui.driver import quiet_driver_class
+from cockpit.ui.line_filters import FilteredStyles
+
+from test_host_pane_drawing import CONFIG, HOSTS, snapshot
+
+
+# --- line filters ----------------------------------------------------------------------------------------
+
+
+def random_styles(rng: random.Random) -> list[Style | None]:
+    colours = ["red", "green", "cyan", "yellow", "bright_black", "#336699", "color(200)", "default"]
+    out: list[Style | None] = [None, Style()]
+    for _ in range(40):
+        out.append(Style(color=rng.choice(colours), bgcolor=rng.choice([None, *colours]), bold=rng.random() < 0.3,
+                         dim=rng.random() < 0.4, italic=rng.random() < 0.1))
+    return out
+
+
+class Shouting(LineFilter):
+    """An app's own filter that reads the text: it must be applied Textual's way, not per style."""
+
+    def apply(self, segments, background):
+        return [Segment(text.upper(), style, control) for text, style, control in segments]
+
+
+@pytest.mark.parametrize("names", [("ansi",), ("ansi", "dim"), ("ansi", "mono"), ("nocolor",), ("ansi", "shout")])
+def test_filters_applied_once_per_style_give_what_textual_gives(names):
+    from textual.app import App
+
+    theme = App().ansi_theme
+    made = {"ansi": lambda: ANSIToTruecolor(theme), "dim": DimFilter, "mono": Monochrome, "nocolor": NoColor, "shout": Shouting}
+    filters = [made[name]() for name in names]
+    rng = random.Random(7)
+    styles = [s for s in random_styles(rng) if s is not None or "mono" not in names]  # Textual's Monochrome needs a style
+    memo = FilteredStyles()
+    for background in (Color(0, 0, 0), Color(250, 250, 240)):
+        for _ in range(30):  # the same styles again and again, as a pane's rows use them
+            segments = [Segment(rng.choice(["GPU 1 ", "█", " 120/700W", "▁▂▃"]), rng.choice(styles)) for _ in range(12)]
+            expected = list(segments)
+            for line_filter in filters:
+                expected = line_filter.apply(expected, background)
+            assert memo.apply(segments, filters, background) == expected
+
+
+def test_filters_memo_follows_a_filter_being_switched_off():
+    from textual.app import App
+
+    theme = App().ansi_theme
+    truecolor = ANSIToTruecolor(theme)
+    memo = FilteredStyles()
+    red = [Segment("x", Style(color="red"))]
+    assert memo.apply(red, [truecolor], Color(0, 0, 0))[0].style.color.triplet is not None
+    assert memo.apply(red, [], Color(0, 0, 0)) == red  # the app asked for ANSI colours: the filter is gone
+
+
+# --- compositor ------------------------------------------------------------------------------------------
+
+
+async def test_the_covering_compositor_repaints_exactly_what_textuals_compositor_repaints():
+    """Every partial update of a run (ticks with every value moving, a focus change, a toast over the
+    panes, 80x24 and 160x48) is made both ways from the same state; the pieces must be identical,
+    and widgets must really have been skipped (so the comparison is not of two equal full draws)."""
+    config = parse_config(CONFIG)
+    for size in ((80, 24), (160, 48)):
+        app = CockpitApp(config, hub=TelemetryHub(config))
+        async with app.run_test(size=size) as pilot:
+            compositor = app.screen._compositor
+            assert isinstance(compositor, CoveringCompositor)
+            compared = []
+            ours = compositor._render_chops
+
+            def both(crop, is_rendered_line):
+                theirs = Compositor._render_chops(compositor, crop, is_rendered_line)
+                mine = ours(crop, is_rendered_line)
+                assert [{cut: list(strip) for cut, strip in line.items() if strip is not None} for line in mine] == \
+                       [{cut: list(strip) for cut, strip in line.items() if strip is not None} for line in theirs]
+                compared.append(crop)
+                return mine
+
+            compositor._render_chops = both
+            skipped_before = compositor.skipped
+            for tick in range(6):
+                for host in range(len(HOSTS)):
+                    app.hub.publish(snapshot(host, tick))
+                if tick == 2:
+                    app.panes["bravo"].focus()
+                if tick == 3:
+                    app.notify("a toast over the panes", timeout=30)
+                app._paint_pending()
+                await pilot.pause()
+                await pilot.pause()
+            assert len(compared) >= 6, "no partial update was drawn: the comparison proved nothing"
+            assert compositor.skipped > skipped_before, "no widget was skipped: the covering step never ran"
+
+
+async def test_the_tui_screen_draws_through_the_covering_compositor():
+    config = parse_config(CONFIG)
+    app = CockpitApp(config, hub=TelemetryHub(config))
+    async with app.run_test(size=(100, 30)):
+        assert isinstance(app.screen._compositor, CoveringCompositor)
+
+
+# --- input driver ----------------------------------------------------------------------------------------
+
+
+class CountingSelector(selectors.SelectSelector):
+    calls = 0
+
+    def select(self, timeout=None):
+        type(self).calls += 1
+        return super().select(timeout)
+
+
+def make_driver(cls, fd):
+    class Recording(cls):
+        def __init__(self):
+            super().__init__(app=None, mouse=False, size=(80, 24))
+            self.fileno = fd
+            self.received = []
+
+        def process_message(self, message):  # the thread's output, without an app behind it
+            self.received.append(message)
+
+    return Recording()
+
+
+async def test_the_input_thread_sleeps_until_a_key_comes(monkeypatch):
+    """Textual's driver wakes ten times a second with no key pressed; this one waits, yet a lone
+    Escape still becomes an Escape key after its timeout, keys arrive, and stopping wakes it."""
+    import signal
+
+    quiet = quiet_driver_class()
+    assert quiet is not None, "this Textual is one the quiet driver was read from"
+    monkeypatch.setattr(selectors, "SelectSelector", CountingSelector)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTSTP, signal.SIGCONT)}
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # as Textual puts the terminal: keys arrive as they are pressed
+    try:
+        counts = {}
+        for name, cls in (("textual", LinuxDriver), ("quiet", quiet)):
+            driver = make_driver(cls, slave)
+            CountingSelector.calls = 0
+            thread = threading.Thread(target=driver.run_input_thread, daemon=True)
+            thread.start()
+            time.sleep(0.65)
+            counts[name] = CountingSelector.calls
+            os.write(master, b"j")
+            os.write(master, b"\x1b")
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline and len([m for m in driver.received if isinstance(m, events.Key)]) < 2:
+                time.sleep(0.02)
+            keys = [m.key for m in driver.received if isinstance(m, events.Key)]
+            assert keys == ["j", "escape"], f"{name}: keys came through as {keys}"
+            driver.exit_event.set()
+            thread.join(3)
+            assert not thread.is_alive(), f"{name}: the input thread did not stop"
+            if hasattr(driver, "_wake_read"):
+                driver.close()
+        assert counts["textual"] >= 4, f"Textual's own driver no longer polls ({counts}): this test needs another witness"
+        assert counts["quiet"] <= 1, f"the quiet driver woke with no key pressed: {counts}"
+    finally:
+        os.close(master)
+        os.close(slave)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def test_a_driver_named_in_the_environment_still_wins(monkeypatch):
+    from textual import constants
+
+    monkeypatch.setattr(constants, "DRIVER", "textual.drivers.linux_driver:LinuxDriver")
+    config = parse_config(CONFIG)
+    assert CockpitApp(config, hub=TelemetryHub(config)).get_driver_class() is LinuxDriver
+
+
+# --- heap ------------------------------------------------------------------------------------------------
+
+
+def test_settling_the_heap_collects_startup_garbage_and_freezes_the_rest():
+    import weakref
+
+    class Node:
+        pass
+
+    garbage = Node()
+    garbage.me = garbage  # a reference cycle start-up left behind
+    gone = weakref.ref(garbage)
+    del garbage
+    before = gc.get_freeze_count()
+    kept = [[n] for n in range(1000)]  # start-up's objects, still alive
+    try:
+        settle_heap()
+        assert gone() is None, "start-up's garbage was frozen instead of collected"
+        assert gc.get_freeze_count() >= before + len(kept)
+    finally:
+        gc.unfreeze()
