@@ -21,6 +21,7 @@ from cockpit.hosts.backoff import Backoff
 from cockpit.hosts.state import HostState
 from cockpit.hosts.transport import Transport, TransportError
 from cockpit.telemetry.model import ComputeProcess, GpuSample, HostSnapshot
+from cockpit.telemetry.ticker import ticker
 from cockpit.telemetry.smi import (
     FailureKind,
     GpuStreamAssembler,
@@ -173,16 +174,19 @@ class _MonitorBase:
         finally:
             self.retry_at = None
 
-    async def _watch_staleness(self) -> None:
-        """Mark the host stale when samples stop arriving; the age is shown with it."""
+    def _watch_staleness(self) -> Callable[[], None]:
+        """Mark the host stale when samples stop arriving (the age is shown with it), checked on the
+        loop's shared ticker; returns the function that stops the checks."""
         stale_after = self.telemetry.stale_after
-        while not self.stop_requested:
-            await asyncio.sleep(max(0.5, stale_after / 2))
-            if self.sampled_at is None or self.state not in (HostState.UP, HostState.STALE):
-                continue
+
+        def check() -> None:
+            if self.stop_requested or self.sampled_at is None or self.state not in (HostState.UP, HostState.STALE):
+                return
             age = self._clock() - self.sampled_at
             if age > stale_after:
                 self._set_state(HostState.STALE, f"no sample for {age:.0f} s")
+
+        return ticker().every(max(0.5, stale_after / 2), check)
 
 
 class SmiMonitor(_MonitorBase):
@@ -212,15 +216,16 @@ class SmiMonitor(_MonitorBase):
         self.ticks_skipped += 1
         return True
 
-    async def _restart_when_silent(self, stream) -> None:
+    def _restart_when_silent(self, stream, helpers: list[asyncio.Future]) -> Callable[[], None]:
         """A stream with no output for restart_after seconds is stuck (link or driver): close it,
-        and the run loop reconnects.  One timer per stream, not one per line."""
-        while True:
-            await asyncio.sleep(self.restart_after / 4)
-            if time.monotonic() - self._last_line > self.restart_after:
+        and the run loop reconnects.  Checked on the shared ticker, not once per line; returns the
+        function that stops the checks."""
+        def check() -> None:
+            if not self._silenced and time.monotonic() - self._last_line > self.restart_after:
                 self._silenced = True
-                await stream.close()
-                return
+                helpers.append(asyncio.ensure_future(stream.close()))
+
+        return ticker().every(self.restart_after / 4, check)
 
     async def sample_once(self, timeout: float | None = None) -> HostSnapshot:
         """Connect, read every GPU and the compute processes once, and return the snapshot."""
@@ -274,20 +279,30 @@ class SmiMonitor(_MonitorBase):
         if result.exit_status == 0:
             self._set_processes(parse_apps(result.stdout, self.gpus))
 
-    async def _poll_processes(self) -> None:
-        """Compute processes come and go with GPU memory: poll when memory moved (at most every
-        processes_interval_s), and every processes_max_age_s regardless.  nvidia-smi cannot stream
-        them (a compute-apps loop prints nothing per tick when there is no process)."""
-        polled_memory = None
-        polled_at = 0.0
-        while True:
+    def _poll_processes(self, helpers: list[asyncio.Future]) -> Callable[[], None]:
+        """Compute processes come and go with GPU memory: poll now, then when memory moved (checked
+        every processes_interval_s on the shared ticker), and every processes_max_age_s regardless;
+        one poll at a time.  nvidia-smi cannot stream them (a compute-apps loop prints nothing per
+        tick when there is no process).  Returns the function that stops the checks."""
+        polled: list = [None, 0.0]  # the memory polled for, when
+        running: list[asyncio.Future] = []
+
+        async def poll() -> None:
+            with contextlib.suppress(TransportError):
+                await self._poll_processes_once()
+
+        def check() -> None:
+            if running and not running[-1].done():
+                return
             memory = tuple(g.memory_used_mib for g in self.gpus)
-            age = time.monotonic() - polled_at
-            if memory != polled_memory or age >= self.telemetry.processes_max_age_s:
-                polled_memory, polled_at = memory, time.monotonic()
-                with contextlib.suppress(TransportError):
-                    await self._poll_processes_once()
-            await asyncio.sleep(self.telemetry.processes_interval_s)
+            if memory != polled[0] or time.monotonic() - polled[1] >= self.telemetry.processes_max_age_s:
+                polled[:] = [memory, time.monotonic()]
+                task = asyncio.ensure_future(poll())
+                running[:] = [task]
+                helpers[:] = [h for h in helpers if not h.done()] + [task]
+
+        check()
+        return ticker().every(self.telemetry.processes_interval_s, check)
 
     async def run(self) -> None:
         """Monitor forever (until cancelled): connect, stream, and reconnect after any failure."""
@@ -315,12 +330,9 @@ class SmiMonitor(_MonitorBase):
         recent_text: deque[str] = deque(maxlen=20)
         stream = await self.transport.stream(gpu_query_argv(self.host.nvidia_smi, self.telemetry.interval_ms))
         self.streams_started += 1
-        helpers = [
-            asyncio.ensure_future(self._poll_processes()),
-            asyncio.ensure_future(self._watch_staleness()),
-        ]
+        helpers: list[asyncio.Future] = []  # the tasks the checks start (a processes poll, a close)
         self._last_line = time.monotonic()
-        helpers.append(asyncio.ensure_future(self._restart_when_silent(stream)))
+        stop_checks = [self._poll_processes(helpers), self._watch_staleness(), self._restart_when_silent(stream, helpers)]
         try:
             async with stream:
                 async for lines in stream.batches():  # a tick arrives as one write: one wake-up
@@ -334,6 +346,8 @@ class SmiMonitor(_MonitorBase):
                         if not self._tick_is_short(*tick):
                             self._set_gpus(*tick, source="nvidia-smi")
         finally:
+            for stop in stop_checks:
+                stop()
             for helper in helpers:
                 helper.cancel()
             # never swallows a cancellation of this task, and re-cancels a helper that lost its own
@@ -391,7 +405,7 @@ class NvmlMonitor(_MonitorBase):
         self._emit()
         interval = self.telemetry.interval_ms / 1000.0
         every = max(1, round(self.telemetry.processes_interval_s / interval))
-        watcher = asyncio.ensure_future(self._watch_staleness())
+        stop_watching = self._watch_staleness()
         tick = 0
         try:
             while not self.stop_requested:
@@ -407,4 +421,4 @@ class NvmlMonitor(_MonitorBase):
                 tick += 1
                 await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
         finally:
-            watcher.cancel()
+            stop_watching()
