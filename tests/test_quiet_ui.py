@@ -224,3 +224,22 @@ def test_settling_the_heap_collects_startup_garbage_and_freezes_the_rest():
         assert gc.get_freeze_count() >= before + len(kept)
     finally:
         gc.unfreeze()
+
+
+# --- the benchmark pane's progress bar -------------------------------------------------------------------
+
+
+async def test_the_sweep_progress_bar_has_no_timer_and_still_moves():
+    """Textual's ProgressBar ticks once a second for an ETA this pane does not show: it woke the TUI
+    every second with no sweep running and the pane hidden."""
+    from cockpit.ui.widgets.bench_pane import BenchPane, SweepProgressBar
+
+    config = parse_config(CONFIG)
+    app = CockpitApp(config, hub=TelemetryHub(config))
+    async with app.run_test(size=(160, 48)) as pilot:
+        pane = app.query_one(BenchPane)
+        bar = pane.query_one(SweepProgressBar)
+        assert not list(bar._timers), "the progress bar started a timer"
+        pane.progress({"done": 3, "total": 4, "text": "depth 5"})
+        await pilot.pause()
+        assert bar.percentage == 0.75

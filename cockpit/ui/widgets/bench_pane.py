@@ -30,6 +30,16 @@ def by_config(runs: list[dict]) -> dict[str, list[dict]]:
     return groups
 
 
+class SweepProgressBar(ProgressBar):
+    """Textual's ProgressBar without its once-a-second timer: that timer only moves the ETA, which
+    is not shown here (the sweep's own estimate is on the line above), and it woke the TUI every
+    second, sweep or not, pane shown or not."""
+
+    def on_mount(self, event) -> None:
+        event.prevent_default()  # ProgressBar.on_mount would start the timer
+        self.update()
+
+
 class BenchPane(Vertical, can_focus=True):
     DEFAULT_CSS = """
     BenchPane {
@@ -61,7 +71,7 @@ class BenchPane(Vertical, can_focus=True):
 
     def compose(self):
         yield Static(Text("no sweep yet: run the bench_sweep step, or `cockpit bench sweep`", style="dim"), id="bench-progress-line")
-        yield ProgressBar(total=1, show_eta=False, id="bench-progress")
+        yield SweepProgressBar(total=1, show_eta=False, id="bench-progress")
         with VerticalScroll(id="bench-decision-scroll", can_focus=False):
             yield Static("", id="bench-decision")
         yield Chart(id="bench-chart")
