@@ -7,6 +7,7 @@ string on the sample) or a classified failure the host state can show.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from enum import Enum
@@ -143,22 +144,11 @@ class LostGpu:
     message: str
 
 
-_FIELD_CACHE: dict[tuple[str, str], tuple[object, str | None]] = {}  # (field, raw) -> (value, problem)
-
-
 def _field_value(field_name: str, kind: type, raw: str) -> tuple[object, str | None]:
-    """A field's value and its problem, if any.  Most fields repeat tick after tick (names, uuids,
-    totals, limits, clocks), so each (field, text) is parsed once and then looked up."""
-    key = (field_name, raw)
-    hit = _FIELD_CACHE.get(key)
-    if hit is None:
-        problems: list[str] = []
-        value = _text(raw, field_name, problems) if kind is str else _number(raw, field_name, problems, kind)
-        hit = (value, problems[0] if problems else None)
-        if len(_FIELD_CACHE) >= 8192:
-            _FIELD_CACHE.clear()  # bounded: a stream of ever-new values cannot grow it
-        _FIELD_CACHE[key] = hit
-    return hit
+    """A field's value and its problem, if any."""
+    problems: list[str] = []
+    value = _text(raw, field_name, problems) if kind is str else _number(raw, field_name, problems, kind)
+    return value, (problems[0] if problems else None)
 
 
 @lru_cache(maxsize=16)
@@ -176,36 +166,54 @@ def _line_plan(fields: tuple[str, ...]) -> tuple[int | None, tuple[tuple[int, st
 
 
 def parse_gpu_line(line: str, fields: tuple[str, ...] = GPU_FIELDS) -> GpuSample | LostGpu | None:
-    """Parse one CSV line of the GPU query.  Returns None for a line that is not a GPU row.
-    Every GPU of every host sends one a second: the fields are read by a plan made once per
-    query, and each field's text is looked up in the cache of parsed values before parsing."""
-    line = line.strip().lstrip("\ufeff")
-    if not line:
-        return None
-    if "device handle" in line:  # the lost-GPU wording; the regex runs only on such lines
-        lost = _LOST_RE.search(line)
-        if lost:
-            return LostGpu(bus_id=lost.group(1), message=line)
-    parts = line.split(",")
-    if len(parts) != len(fields):
-        return None
+    """Parse one CSV line of the GPU query.  Returns None for a line that is not a GPU row."""
+    return line_reader(fields)(line)
+
+
+@lru_cache(maxsize=16)
+def line_reader(fields: tuple[str, ...]) -> Callable[[str], GpuSample | LostGpu | None]:
+    """parse_gpu_line for one query's fields.  Every GPU of every host sends a line a second: the
+    fields are read by a plan made once per query, and each field's text is looked up among the
+    texts already seen at that position (names, uuids, totals, limits and clocks repeat tick after
+    tick; the values that move repeat often too) before it is parsed."""
     index_at, read = _line_plan(fields)
-    if index_at is None:
-        return None
-    raw = parts[index_at].strip()
-    if not (raw.isascii() and raw.isdigit()):
-        return None
-    values: dict[str, object] = {"index": int(raw)}
-    problems: list[str] = []
-    cached = _FIELD_CACHE.get
-    for pos, attribute, field_name, kind in read:
-        raw = parts[pos].strip()
-        hit = cached((field_name, raw)) or _field_value(field_name, kind, raw)
-        values[attribute] = hit[0]
-        if hit[1] is not None:
-            problems.append(hit[1])
-    lost_gpu = any("GPU is lost" in p for p in problems)
-    return GpuSample(problems=tuple(problems), lost=lost_gpu, **values)  # type: ignore[arg-type]
+    width = len(fields)
+    plan = tuple((pos, attribute, field_name, kind, {}) for pos, attribute, field_name, kind in read)
+
+    def parse(line: str) -> GpuSample | LostGpu | None:
+        line = line.strip().lstrip("\ufeff")
+        if not line:
+            return None
+        if "device handle" in line:  # the lost-GPU wording; the regex runs only on such lines
+            lost = _LOST_RE.search(line)
+            if lost:
+                return LostGpu(bus_id=lost.group(1), message=line)
+        parts = line.split(",")
+        if len(parts) != width or index_at is None:
+            return None
+        raw = parts[index_at].strip()
+        if not (raw.isascii() and raw.isdigit()):
+            return None
+        values: dict[str, object] = {"index": int(raw)}
+        problems: list[str] | None = None
+        for pos, attribute, field_name, kind, seen in plan:
+            raw = parts[pos].strip()
+            hit = seen.get(raw)
+            if hit is None:
+                hit = _field_value(field_name, kind, raw)
+                if len(seen) >= 2048:
+                    seen.clear()  # bounded: a stream of ever-new values cannot grow it
+                seen[raw] = hit
+            values[attribute] = hit[0]
+            if hit[1] is not None:
+                if problems is None:
+                    problems = []
+                problems.append(hit[1])
+        if problems is None:
+            return GpuSample(**values)  # type: ignore[arg-type]
+        return GpuSample(problems=tuple(problems), lost=any("GPU is lost" in p for p in problems), **values)  # type: ignore[arg-type]
+
+    return parse
 
 
 def header_fields(header: str) -> tuple[str, ...]:
@@ -263,6 +271,7 @@ class GpuStreamAssembler:
 
     def __init__(self, fields: tuple[str, ...] = GPU_FIELDS, expected_max_index: int | None = None):
         self.fields = fields
+        self._read = line_reader(fields)
         self._pending: dict[int, GpuSample] = {}
         self._lost: list[LostGpu] = []
         self._expected_max = expected_max_index
@@ -274,7 +283,7 @@ class GpuStreamAssembler:
 
     def feed(self, line: str) -> tuple[list[GpuSample], list[LostGpu]] | None:
         """Feed one line; returns a finished tick (GPUs, lost GPUs) or None."""
-        parsed = parse_gpu_line(line, self.fields)
+        parsed = self._read(line)
         if parsed is None:
             if line.strip():
                 self.garbage_lines += 1
