@@ -274,7 +274,10 @@ class HostPane(Widget, can_focus=True):
                     self._drawn = None  # another kind of line changed: Textual draws it
             self._refreshing_rows = True
             try:
-                self.refresh(Region(0, changed[0], width, changed[-1] - changed[0] + 1))
+                # the whole pane's width, borders included: the terminal is then sent each row's
+                # strip as drawn, where a region of the content alone made Textual cut every row
+                left = self.styles.gutter.left
+                self.refresh(Region(-left, changed[0], self.outer_size.width, changed[-1] - changed[0] + 1))
             finally:
                 self._refreshing_rows = False
             self.lines_repainted += len(changed)
