@@ -204,3 +204,28 @@ def test_finished_gpu_rows_are_exactly_the_pane_width():
         row = gpu_row_segments(gpu, history, width, base=base)
         assert sum(len(segment.text) for segment in row) == width, width
     assert "".join(s.text for s in gpu_row_segments(gpu, history, 40, base=base)).startswith("GPU 3 ")
+
+
+def test_a_rings_sparkline_kept_incrementally_equals_the_sparkline_of_its_values():
+    """The pane keeps each power value's character as it arrives; through the ring filling, wrapping
+    round, a jump of many values at once, a new power limit and both character sets, it must read
+    as the sparkline made afresh from the ring's values."""
+    import random
+
+    from cockpit.telemetry.history import GpuHistory
+    from cockpit.ui.render import ring_sparkline, sparkline
+
+    rng = random.Random(3)
+    rings = {False: GpuHistory(24).power_w, True: GpuHistory(24).power_w}  # one per character set, as a pane has
+    top = 700.0
+    for step in range(300):
+        for _ in range(rng.choice([1, 1, 1, 2, 30])):  # sometimes more than the ring holds at once
+            value = rng.choice([None, 0.0, rng.uniform(0, 760)])
+            for ring in rings.values():
+                ring.append(value)
+        if step == 150:
+            top = 350.0
+        for ascii_only, ring in rings.items():
+            for width in (1, 12, 24, 40):
+                assert ring_sparkline(ring, width, top, ascii_only) == sparkline(ring.values(width), width, top, ascii_only), (step, width)
+    assert all(ring.memo[1] == ring.appended for ring in rings.values())

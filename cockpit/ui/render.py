@@ -3,9 +3,7 @@ straight into segments): no widgets, easy to test, cheap to call."""
 
 from __future__ import annotations
 
-from collections import deque
 from functools import lru_cache
-from itertools import islice
 
 from rich.segment import Segment
 from rich.style import Style
@@ -45,20 +43,27 @@ def sparkline(values: list[float], width: int, top: float | None = None, ascii_o
 
 def ring_sparkline(ring, width: int, top: float | None, ascii_only: bool = False) -> str:
     """sparkline of a history ring's last `width` values, kept up to date incrementally: each value's
-    character is computed once, when it arrives (a fixed top, such as a GPU's power limit), instead
-    of every value of the window on every repaint."""
+    character is computed once, when it arrives (a fixed top, such as a GPU's power limit), and the
+    characters are kept as one string as long as the ring, instead of every value of the window on
+    every repaint."""
     if not top:
         return sparkline(ring.values(width), width, top, ascii_only)
     memo = ring.memo
     if not isinstance(memo, list) or memo[0] != (top, ascii_only) or ring.appended - memo[1] > len(memo[2]):
-        chars = deque(maxlen=ring.capacity)
-        chars.extend(sparkline([v], 1, top, ascii_only) for v in ring.values())
-        memo = ring.memo = [(top, ascii_only), ring.appended, chars]
+        memo = ring.memo = [(top, ascii_only), ring.appended, _spark_chars(ring.values(), top, ascii_only)]
     elif ring.appended != memo[1]:
-        memo[2].extend(sparkline([v], 1, top, ascii_only) for v in ring.values(ring.appended - memo[1]))
+        memo[2] = (memo[2] + _spark_chars(ring.values(ring.appended - memo[1]), top, ascii_only))[-ring.capacity:]
         memo[1] = ring.appended
-    chars = memo[2]
-    return "".join(islice(chars, max(0, len(chars) - width), None)).rjust(width)
+    return memo[2][-width:].rjust(width)
+
+
+def _spark_chars(values, top: float, ascii_only: bool) -> str:
+    """Each value's sparkline character against a fixed top: sparkline([v], 1, top) for each v."""
+    chars = ASCII_SPARK if ascii_only else SPARK
+    if top <= 0:
+        return chars[0] * len(values)
+    last = len(chars) - 1
+    return "".join(chars[min(last, max(0, int(v / top * last + 0.5)))] for v in values)
 
 
 def usage_style(fraction: float) -> str:
