@@ -284,22 +284,23 @@ class SmiMonitor(_MonitorBase):
         every processes_interval_s on the shared ticker), and every processes_max_age_s regardless;
         one poll at a time.  nvidia-smi cannot stream them (a compute-apps loop prints nothing per
         tick when there is no process).  Returns the function that stops the checks."""
-        polled: list = [None, 0.0]  # the memory polled for, when
-        running: list[asyncio.Future] = []
+        polled_memory: tuple | None = None
+        polled_at = 0.0
+        running: asyncio.Future | None = None
 
         async def poll() -> None:
             with contextlib.suppress(TransportError):
                 await self._poll_processes_once()
 
         def check() -> None:
-            if running and not running[-1].done():
+            nonlocal polled_memory, polled_at, running
+            if running is not None and not running.done():
                 return
             memory = tuple(g.memory_used_mib for g in self.gpus)
-            if memory != polled[0] or time.monotonic() - polled[1] >= self.telemetry.processes_max_age_s:
-                polled[:] = [memory, time.monotonic()]
-                task = asyncio.ensure_future(poll())
-                running[:] = [task]
-                helpers[:] = [h for h in helpers if not h.done()] + [task]
+            if memory != polled_memory or time.monotonic() - polled_at >= self.telemetry.processes_max_age_s:
+                polled_memory, polled_at = memory, time.monotonic()
+                running = asyncio.ensure_future(poll())
+                helpers[:] = [h for h in helpers if not h.done()] + [running]
 
         check()
         return ticker().every(self.telemetry.processes_interval_s, check)
