@@ -243,3 +243,28 @@ async def test_the_sweep_progress_bar_has_no_timer_and_still_moves():
         pane.progress({"done": 3, "total": 4, "text": "depth 5"})
         await pilot.pause()
         assert bar.percentage == 0.75
+
+
+async def test_a_closed_quiet_driver_never_writes_to_its_old_pipe_number():
+    """Textual sets the exit event once more after closing the driver; by then the pipe's number may
+    belong to another file, which must not receive the wake-up byte."""
+    import signal
+    import tempfile
+
+    quiet = quiet_driver_class()
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTSTP, signal.SIGCONT)}
+    try:
+        driver = quiet(app=None, mouse=False, size=(80, 24))
+        old_write = driver._wake_write
+        driver.close()
+        with tempfile.TemporaryFile() as other:
+            moved = os.dup2(other.fileno(), old_write)  # another file now holds that number
+            try:
+                driver.exit_event.clear()
+                driver.exit_event.set()
+                assert os.fstat(moved).st_size == 0, "the wake-up byte went into another file"
+            finally:
+                os.close(moved)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)

@@ -42,10 +42,16 @@ class _WakingEvent(Event):
 
     def set(self) -> None:
         super().set()
-        try:
-            os.write(self._wake_fd, b"x")
-        except OSError:
-            pass
+        if self._wake_fd >= 0:
+            try:
+                os.write(self._wake_fd, b"x")
+            except OSError:
+                pass
+
+    def detach(self) -> None:
+        """The pipe is closing: never write to its number again (Textual sets the event once more
+        after the driver is closed, when the number may already belong to another file)."""
+        self._wake_fd = -1
 
 
 def quiet_driver_class():
@@ -69,6 +75,7 @@ def quiet_driver_class():
 
         def close(self) -> None:
             super().close()
+            self.exit_event.detach()
             for fd in (self._wake_read, self._wake_write):
                 try:
                     os.close(fd)
