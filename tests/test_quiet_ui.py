@@ -69,7 +69,7 @@ def test_filters_applied_once_per_style_give_what_textual_gives(names):
             expected = list(segments)
             for line_filter in filters:
                 expected = line_filter.apply(expected, background)
-            assert memo.apply(segments, filters, background) == expected
+            assert memo.prepare(filters, background).apply(segments) == expected
 
 
 def test_filters_memo_follows_a_filter_being_switched_off():
@@ -79,8 +79,8 @@ def test_filters_memo_follows_a_filter_being_switched_off():
     truecolor = ANSIToTruecolor(theme)
     memo = FilteredStyles()
     red = [Segment("x", Style(color="red"))]
-    assert memo.apply(red, [truecolor], Color(0, 0, 0))[0].style.color.triplet is not None
-    assert memo.apply(red, [], Color(0, 0, 0)) == red  # the app asked for ANSI colours: the filter is gone
+    assert memo.prepare([truecolor], Color(0, 0, 0)).apply(red)[0].style.color.triplet is not None
+    assert memo.prepare([], Color(0, 0, 0)).apply(red) == red  # the app asked for ANSI colours: the filter is gone
 
 
 # --- compositor ------------------------------------------------------------------------------------------

@@ -44,9 +44,6 @@ class Ticker:
 
         return cancel
 
-    def checks(self) -> int:
-        return sum(len(group) for group in self._groups.values())
-
     async def _run(self, period: float) -> None:
         while True:
             await asyncio.sleep(period)

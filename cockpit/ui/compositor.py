@@ -10,18 +10,16 @@ docked widgets such as the header and footer, whose clip is the whole screen, we
 `CoveringCompositor._render_chops` is Textual's (8.x) with one step more: before a widget is drawn, if
 every cut it would fill on the lines being repainted is already filled by a widget in front (or it has no
 line being repainted), it is skipped. What reaches the terminal is the same by construction (Textual keeps
-the front piece); tests/test_host_pane_drawing.py compares the screens.
+the front piece); tests/test_quiet_ui.py compares both compositors' pieces update by update.
 """
 
 from __future__ import annotations
 
-import textual
 from textual._compositor import Compositor
 from textual.geometry import Region
 from textual.screen import Screen
 
-# the Textual major versions whose Compositor._render_chops this mirrors (read from 8.2.8)
-COVERING_FOR = ("8.",)
+from cockpit.ui.textual_internals import mirrored
 
 
 class CoveringCompositor(Compositor):
@@ -45,9 +43,10 @@ class CoveringCompositor(Compositor):
                 self.skipped += 1
                 continue
             strips = widget.render_lines(Region(render_x - region.x, render_y - region.y, width, height))
-            for y, strip in zip(render_region.line_range, strips):
-                if not is_rendered_line(y):
-                    continue
+            for y in lines:
+                if y - render_y >= len(strips):  # a widget that drew fewer lines (Textual zips them)
+                    break
+                strip = strips[y - render_y]
                 chops_line = chops[y]
                 final_cuts = [cut for cut in cuts[y] if last_cut >= cut >= first_cut]
                 get_chops_line = chops_line.get
@@ -59,6 +58,6 @@ class CoveringCompositor(Compositor):
 
 def covering(screen: Screen) -> Screen:
     """`screen` drawing through CoveringCompositor, where this Textual is one it was read from."""
-    if textual.__version__.startswith(COVERING_FOR) and type(screen._compositor) is Compositor:
+    if mirrored() and type(screen._compositor) is Compositor:
         screen._compositor = CoveringCompositor()
     return screen

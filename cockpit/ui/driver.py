@@ -7,8 +7,8 @@ This driver runs the same loop, but it waits with no timeout while the key parse
 with the short timeout only while a key sequence may still be completing; the thread is woken to stop
 through a pipe that the driver's exit event writes to.
 
-Only the Textual versions this was read from use it (`QUIET_INPUT_FOR`); any other version, or a
-platform without `os.pipe` and termios, gets Textual's own driver unchanged.
+Only the Textual versions this was read from use it (`ui/textual_internals.py`); any other version,
+or Windows, gets Textual's own driver unchanged.
 """
 
 from __future__ import annotations
@@ -19,10 +19,7 @@ import sys
 from codecs import getincrementaldecoder
 from threading import Event
 
-import textual
-
-# the Textual major versions whose LinuxDriver.run_input_thread this loop mirrors (read from 8.2.8)
-QUIET_INPUT_FOR = ("8.",)
+from cockpit.ui.textual_internals import mirrored
 
 # how long a partial key sequence may wait for its next byte before the parser is ticked (Textual's own poll)
 PENDING_INPUT_TICK_S = 0.1
@@ -56,7 +53,7 @@ class _WakingEvent(Event):
 
 def quiet_driver_class():
     """The driver class for this platform and Textual, or None where Textual's own should be used."""
-    if sys.platform == "win32" or not textual.__version__.startswith(QUIET_INPUT_FOR):
+    if sys.platform == "win32" or not mirrored():
         return None
     try:
         from textual._loop import loop_last

@@ -25,18 +25,29 @@ def _filters_key(filters, background) -> tuple:
 
 
 class FilteredStyles:
+    """Call `prepare` with the filters and background once per draw, then `apply` to each row."""
+
     def __init__(self) -> None:
         self._key: tuple | None = None
+        self._filters: list = []
+        self._background = None
         self._styles: dict = {}
         self._per_style = True
 
-    def apply(self, segments, filters, background) -> list[Segment]:
-        """`segments` through `filters` on `background`, as Textual's filters would make them."""
+    def prepare(self, filters, background) -> "FilteredStyles":
+        """The filters and background the next rows are drawn with (the styles kept are dropped
+        when either changed)."""
         key = _filters_key(filters, background)
         if key != self._key:
             self._key = key
             self._styles = {}
             self._per_style = all(type(f) in PER_STYLE_FILTERS for f in filters)
+        self._filters, self._background = list(filters), background
+        return self
+
+    def apply(self, segments) -> list[Segment]:
+        """`segments` through the prepared filters, as Textual's filters would make them."""
+        filters, background = self._filters, self._background
         if not filters:
             return list(segments)
         if not self._per_style:

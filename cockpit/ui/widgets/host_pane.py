@@ -152,9 +152,9 @@ class HostPane(Widget, can_focus=True):
         drawn = self._drawn
         if drawn is not None and self._drawn_key == self._draw_key(crop):
             if self._fast_rows:
-                filters = self.get_line_filters()
+                self._filtered.prepare(self.get_line_filters(), self._background)
                 for y in self._fast_rows:
-                    drawn[self._top + y] = self._row_strip(y, filters)
+                    drawn[self._top + y] = self._row_strip(y)
                 self.rows_drawn_here += len(self._fast_rows)
                 self._fast_rows.clear()
             return list(drawn)
@@ -178,16 +178,18 @@ class HostPane(Widget, can_focus=True):
                 strip = strips[gutter.top + y]
                 self._edges = (list(strip.crop(0, gutter.left)), list(strip.crop(width - gutter.right, width)))
                 self._background = self.background_colors[1]
-                if list(self._row_strip(y, self.get_line_filters())) == list(strip):
+                self._filtered.prepare(self.get_line_filters(), self._background)
+                if list(self._row_strip(y)) == list(strip):
                     self._drawn = list(strips)
                     self._drawn_key = self._draw_key(crop)
                 # else this Textual draws a row some other way: it keeps drawing them all
                 return
 
-    def _row_strip(self, y: int, filters) -> Strip:
-        """GPU row `y` as Textual draws it: border and padding either side, the app's filters applied."""
+    def _row_strip(self, y: int) -> Strip:
+        """GPU row `y` as Textual draws it: border and padding either side, the app's filters
+        (prepared once per draw) applied."""
         left, right = self._edges
-        segments = self._filtered.apply(self._lines[y], filters, self._background)
+        segments = self._filtered.apply(self._lines[y])
         return Strip([*left, *segments, *right], self.outer_size.width)
 
     def zoom_gpu(self, index: int | None) -> None:
