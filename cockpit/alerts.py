@@ -26,7 +26,7 @@ from cockpit.config import Config, _Checker
 from cockpit.paths import state_dir
 
 ALERT_KEYS = {"bell", "desktop", "command", "urls", "min_interval_s", "max_per_hour"}
-KINDS = ("run_finished", "run_crashed", "run_stalled", "checkpoint", "server_crashed", "server_hung", "draft_not_used",
+KINDS = ("run_finished", "run_crashed", "run_stalled", "run_died", "checkpoint", "server_crashed", "server_hung", "draft_not_used",
          "server_oom", "sweep_done", "test")
 
 
@@ -47,6 +47,7 @@ class Alert:
     title: str
     text: str
     level: str = "warning"  # info, warning, error
+    resolves: bool = False  # the condition of the alert with this key cleared: one "resolved" notice
 
 
 @dataclass
@@ -57,8 +58,8 @@ class Delivery:
     channels: dict = field(default_factory=dict)  # channel -> "ok" or the error
 
     def to_json(self) -> dict:
-        return {"kind": self.alert.kind, "key": self.alert.key, "title": self.alert.title, "text": self.alert.text,
-                "sent": self.sent, "why": self.why, "channels": self.channels}
+        return {"kind": self.alert.kind, "key": self.alert.key, "phase": "resolved" if self.alert.resolves else "raised",
+                "title": self.alert.title, "text": self.alert.text, "sent": self.sent, "why": self.why, "channels": self.channels}
 
 
 def parse_alerts(config: Config) -> AlertSettings:
@@ -117,8 +118,11 @@ class Alerter:
         self._last: dict[str, float] = {}
         self._sent: deque = deque()
         self.notifier = notifier
+        self._open: set[str] = set()  # keys raised (sent) and not resolved since
 
     def _suppressed(self, alert: Alert, now: float) -> str:
+        if alert.resolves:
+            return "" if alert.key in self._open else "nothing to resolve: it was never raised (or already resolved)"
         last = self._last.get(alert.key)
         if last is not None and now - last < self.settings.min_interval_s:
             return f"duplicate: sent {now - last:.0f} s ago (min_interval_s {self.settings.min_interval_s:g})"
@@ -135,9 +139,14 @@ class Alerter:
         if why:
             self._record(delivery, now)
             return delivery
-        self._last[alert.key] = now
-        self._sent.append(now)
-        if self.terminal is not None and (self.settings.bell or self.settings.desktop):
+        if alert.resolves:
+            self._open.discard(alert.key)
+            self._last.pop(alert.key, None)  # the condition coming back is news again
+        else:
+            self._open.add(alert.key)
+            self._last[alert.key] = now
+            self._sent.append(now)
+        if self.terminal is not None and (self.settings.bell or self.settings.desktop) and not alert.resolves:
             try:
                 self.terminal(terminal_sequence(alert, self.settings.desktop, bell=self.settings.bell))
                 delivery.channels["terminal"] = "ok"

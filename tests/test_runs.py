@@ -24,6 +24,7 @@ from cockpit.runs.parse import TrainingLog
 from cockpit.runs.spec import RunSpec
 from cockpit.runs.tfevents import EventReader, encode_record
 from cockpit.runs.watch import RunWatcher
+from helpers import LogWriter
 
 TRAINING = Path(__file__).resolve().parent / "fixtures" / "training"
 
@@ -237,10 +238,12 @@ def test_a_growing_run_over_ssh_progress_positions_checkpoints_and_events(tmp_pa
 
     async def go():
         watcher = RunWatcher(ctx.runs["eagle3-train"], ctx.pool.get("trainer"))
+        log_path.write_bytes(data[:cut - 3])  # cut in the middle of a bar update
+        trainer = LogWriter(log_path)  # the trainer holds its log open, seen over SSH as on a real host
         try:
-            log_path.write_bytes(data[:cut - 3])  # cut in the middle of a bar update
             status, events = await watcher.poll(catch_up=True)
             assert status.state == "running" and status.step is not None and status.step <= 400 and status.total == 800
+            assert status.process["pids"] == [trainer.pid] and f"pid {trainer.pid}" in status.evidence
             # epoch 1's evaluation was printed before epoch 2's bar began
             assert status.per_position_source == "eval" and len(status.per_position_acc) == 7 and status.latest_checkpoint is None
             first = status.step
@@ -265,6 +268,7 @@ def test_a_growing_run_over_ssh_progress_positions_checkpoints_and_events(tmp_pa
             est = status.estimate
             assert est["source"] == "eval" and est["depth"] == 5 and est["with_bonus"] == pytest.approx(est["without_bonus"] + 1)
         finally:
+            trainer.kill()
             await ctx.close()
 
     asyncio.run(go())
@@ -391,16 +395,190 @@ def test_e3_lines_built_from_specforges_format_strings():
     assert log.flags == [] and log.state() == "running"
 
 
-def test_an_old_log_of_a_dead_run_reads_as_stalled_not_running(tmp_path):
-    """The first read of a log last written an hour ago: its progress is an hour old (the file's mtime)."""
+def test_an_old_log_with_no_writer_is_a_run_that_died_and_with_one_a_stall(tmp_path):
+    """The first read of a log last written an hour ago: its progress is an hour old (the file's mtime).
+    Nobody holds it: the trainer died with no last word.  Its trainer still there: stalled."""
     path = tmp_path / "train.log"
     path.write_text("Training Epoch 0:  10%|█         | 40/400 [00:04<00:36, 10.00it/s, loss=2.50, acc=0.10]\n")
-    os.utime(path, (os.path.getmtime(path) - 3600, os.path.getmtime(path) - 3600))
+    hour_ago = os.path.getmtime(path) - 3600
+    os.utime(path, (hour_ago, hour_ago))
 
     async def go():
-        status, events = await RunWatcher(RunSpec("r", "here", log=str(path), stall_after_s=600), local()).poll()
-        return status, events
+        return await RunWatcher(RunSpec("r", "here", log=str(path), stall_after_s=600), local()).poll()
 
     status, events = asyncio.run(go())
+    assert status.state == "died" and status.eta_s is None and events == []  # what the first read finds is not news
+    assert "no last word" in status.evidence and "40/400" in status.evidence  # its last line
+    assert [f.kind for f in status.flags] == ["died"]
+    with LogWriter(path):
+        os.utime(path, (hour_ago, hour_ago))
+        status, events = asyncio.run(go())
     assert status.state == "stalled" and status.flags[0].kind == "stalled" and "60 min" in status.flags[0].message
-    assert events == []  # what the first read finds is not news
+    assert "alive" in status.evidence and status.eta_s is None
+
+
+E4_LINES = None
+
+
+def e4_records() -> list[str]:
+    return [line for line in lines_of(TRAINING / "E4-report-none" / "train.log")]
+
+
+def test_sigkill_is_died_at_the_next_poll_and_a_run_is_finished_only_once_its_trainer_exits(tmp_path):
+    """Issue 27 items 1 and 2 on the real E4 log: killed mid-run, the state follows the process at
+    the next poll (no frozen RUNNING, no ETA); a run whose log says done (lr 0.0) while its trainer
+    still runs its final eval is finishing, and finished once the trainer has exited."""
+    lines = e4_records()
+    cut = next(i for i, line in enumerate(lines) if line.startswith("step 100:")) + 1
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines[:cut]) + "\n")
+    spec = RunSpec("r", "here", log=str(path), total_steps=800)
+
+    async def go():
+        watcher = RunWatcher(spec, local())
+        trainer = LogWriter(path)
+        status, _ = await watcher.poll(catch_up=True)
+        assert status.state == "running" and status.step == 100 and status.eta_s is not None
+        trainer.kill(9)
+        status, events = await watcher.poll()
+        assert status.state == "died" and status.eta_s is None and [e.kind for e in events] == ["died"]
+        assert "step 100:" in status.evidence  # the last line it wrote
+
+        path.write_text("\n".join(lines) + "\n")  # a new run of it, to its end
+        watcher = RunWatcher(spec, local())
+        trainer = LogWriter(path)
+        status, _ = await watcher.poll(catch_up=True)
+        assert status.state == "running" and status.phase == "finishing" and "lr 0.0" in status.evidence
+        trainer.kill(15)
+        status, events = await watcher.poll()
+        assert status.state == "finished" and [e.kind for e in events] == ["finished"]
+
+    asyncio.run(go())
+
+
+def test_a_last_100_percent_bar_is_finished_once_the_trainer_exits_with_epochs_from_its_command_line(tmp_path):
+    """The scripts/train_eagle3.py era: nested bars, exit 0, the last line the last epoch's 100 % bar.
+    The number of epochs comes from the trainer's own command line, read while it ran."""
+    path = tmp_path / "train.log"
+    path.write_text("Training Epoch 0: 100%|██████████| 200/200 [00:20<00:00, 10.00it/s, loss=2.0, acc=0.3]\n"
+                    "Training Epoch 1:  50%|█████     | 100/200 [00:10<00:10, 10.00it/s, loss=1.9, acc=0.3]\n")
+    argv = [sys.executable, "-c", "import time; time.sleep(600)", "scripts/train_eagle3.py", "--num-epochs", "2"]
+
+    async def go():
+        watcher = RunWatcher(RunSpec("r", "here", log=str(path)), local())
+        trainer = LogWriter(path, argv)
+        status, _ = await watcher.poll()
+        assert status.state == "running" and status.total == 400 and status.totals["num_epochs"] == 2
+        with open(path, "a") as handle:
+            handle.write("Training Epoch 1: 100%|██████████| 200/200 [00:20<00:00, 10.00it/s, loss=1.8, acc=0.3]\n")
+        status, _ = await watcher.poll()
+        assert status.state == "running"  # its last bar, but the trainer still runs
+        trainer.kill(15)
+        status, events = await watcher.poll()
+        assert status.state == "finished" and "400/400" in status.finished and [e.kind for e in events] == ["finished"]
+
+    asyncio.run(go())
+
+
+def test_a_stall_with_the_trainer_alive_resolves_when_it_moves_again(tmp_path):
+    path = tmp_path / "train.log"
+    path.write_text("step 20: {'loss': 3.0, 'acc': 0.1}\n")
+    now = [1000.0]
+
+    async def go():
+        watcher = RunWatcher(RunSpec("r", "here", log=str(path), stall_after_s=60), local(), clock=lambda: now[0])
+        with LogWriter(path):
+            status, _ = await watcher.poll()
+            assert status.state == "running"
+            now[0] += 120
+            status, events = await watcher.poll()
+            assert status.state == "stalled" and [e.kind for e in events] == ["stalled"] and "alive" in status.evidence
+            with open(path, "a") as handle:
+                handle.write("step 40: {'loss': 2.5, 'acc': 0.2}\n")
+            status, events = await watcher.poll()
+            assert status.state == "running" and [e.kind for e in events] == ["resolved"]
+            from cockpit.runs.watch import run_alert
+            assert run_alert(events[0]).resolves and run_alert(events[0]).key == "run_stalled:r"
+
+    asyncio.run(go())
+
+
+def test_pid_file_and_command_pattern_and_an_unknown_process(tmp_path):
+    from cockpit.hosts.liveness import probe
+    from cockpit.hosts.transport import CommandResult
+
+    path = tmp_path / "train.log"
+    path.write_text("step 20: {'loss': 3.0, 'acc': 0.1}\n")
+    pid_file = tmp_path / "trainer.pid"
+    marker = f"cockpit-test-{os.getpid()}-trainer"
+
+    class BusyboxHost(type(local())):  # a host whose find has no -samefile: a STAND-IN for a busybox box
+        async def run(self, argv, **kw):
+            if argv[0] == "sh":
+                return CommandResult(tuple(argv), 0, "#nofind\n", "", 0.0)
+            return await super().run(argv, **kw)
+
+    async def go():
+        other = LogWriter(tmp_path / "other.log", [sys.executable, "-c", "import time; time.sleep(600)", marker])
+        try:
+            pid_file.write_text(f"{other.pid}\n")
+            status, _ = await RunWatcher(RunSpec("r", "here", log=str(path), pid_file=str(pid_file)), local()).poll()
+            assert status.state == "running" and status.process["pids"] == [other.pid]
+            status, _ = await RunWatcher(RunSpec("r", "here", log=str(path), process=marker), local()).poll()
+            assert status.state == "running" and status.process["pids"] == [other.pid]
+            other.kill()
+            status, _ = await RunWatcher(RunSpec("r", "here", log=str(path), pid_file=str(pid_file)), local()).poll()
+            assert status.state == "died"
+            pid_file.unlink()
+            assert (await probe(local(), pid_file=str(pid_file))).state == "gone"
+        finally:
+            other.kill()
+        from cockpit.config import HostConfig
+        host = BusyboxHost(HostConfig(name="box", local=True), CommandLog())
+        status, _ = await RunWatcher(RunSpec("r", "box", log=str(path)), host).poll()
+        assert status.state == "unknown" and "-samefile" in status.evidence and "pid_file" in status.evidence
+
+    asyncio.run(go())
+
+
+def test_the_eta_is_smoothed_with_a_spread_where_one_window_jumps():
+    """E4's perf/optimizer_steps_per_hour is one 20-step window: at step 220 (an eval and a save in
+    it) it drops 4x.  The ETA from the median of the windows moves by the steps done, not 4x."""
+    log = TrainingLog(clock=lambda: 0.0, total_hint=800)
+    etas, raw = [], []
+    for line in e4_records():
+        if line.startswith("step ") and "perf/optimizer_steps_per_hour" in line:
+            log.feed([line])
+            etas.append(log.eta_s)
+            per_hour = float(re.search(r"'perf/optimizer_steps_per_hour': ([\d.]+)", line).group(1))
+            raw.append((800 - log.step) / (per_hour / 3600))
+    jumps = [b / a for a, b in zip(raw[3:], raw[4:]) if a and b]
+    assert max(jumps) > 3  # what one window said
+    smooth = [b / a for a, b in zip(etas[3:-2], etas[4:-2]) if a and b]
+    assert max(smooth) < 1.3  # the median never jumps like that
+    assert log.eta_range is None or log.eta_range[0] <= log.eta_s <= log.eta_range[1]
+    mid = TrainingLog(clock=lambda: 0.0, total_hint=800)
+    mid.feed([l for l in e4_records() if l.startswith("step ")][:12])
+    assert mid.eta_range is not None and mid.eta_range[0] < mid.eta_s < mid.eta_range[1]
+
+
+def test_totals_from_the_command_line_and_the_config_file_it_names(tmp_path):
+    from cockpit.runs.totals import from_command, from_yaml
+
+    t = from_command("python -m specforge train -c run.yaml", "/work/run")
+    assert t.config == "/work/run/run.yaml" and t.num_epochs is None
+    assert from_yaml((TRAINING / "E4-report-none" / "run.yaml").read_text()).num_epochs == 2
+    assert from_yaml("training:\n  max_steps: 2400  # the end\n").total_steps == 2400
+    assert from_command("torchrun x.py --num-epochs=3 --total-steps 90", None).total_steps == 90
+
+    (tmp_path / "run.yaml").write_text((TRAINING / "E4-report-none" / "run.yaml").read_text())
+    path = tmp_path / "train.log"
+    path.write_text("step 20: {'loss': 3.0, 'acc': 0.1}\n")
+
+    async def go():
+        with LogWriter(path, [sys.executable, "-c", "import time; time.sleep(600)", "train", "-c", "run.yaml"]):
+            return await RunWatcher(RunSpec("r", "here", log=str(path)), local()).poll()
+
+    status, _ = asyncio.run(go())
+    assert status.totals["num_epochs"] == 2 and status.total is None and status.eta_s is None
+    assert any("set total_steps in [runs.r]" in n and "2 epochs" in n for n in status.notes)

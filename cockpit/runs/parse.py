@@ -37,6 +37,9 @@ _NCCL = re.compile(NCCL_TIMEOUT)
 _KILLED = re.compile(r"exitcode\s*:\s*-9\b|Signals\.SIGKILL|died with <Signals\.SIG(?:KILL|SEGV|ABRT)")
 _BARE_FLOAT = re.compile(r"(?<![\w'\"])(-?inf|nan)(?![\w'\"])")
 
+RATE_SAMPLES = 40  # the log's printed rates the ETA's median and spread come from
+WATCHED_WINDOW_S = 600.0  # steps seen over the last 10 minutes of watching...
+WATCHED_MIN_SPAN_S = 60.0  # ...once they span at least a minute, beat the log's own rates
 FLAT_AFTER = 50  # training-bar updates in a row at loss=0.00, acc=0.00 before it is flagged (a bar starts at 0)
 FLAT_AFTER_DICTS = 3  # E4 log records in a row with loss and acc exactly 0
 STALL_AFTER_S = 600.0
@@ -118,7 +121,10 @@ class TrainingLog:
     num_epochs: int | None = None
     per_epoch: int | None = None
     eta_s: float | None = None
-    rate: float | None = None  # steps per second
+    eta_range: tuple | None = None  # (low, high) seconds: the spread of the rates behind eta_s
+    rate: float | None = None  # steps per second, smoothed (what eta_s is worked out from)
+    eta_scope: str = "run"  # "epoch" while the number of epochs is unknown: the time left in this one
+    rate_source: str = ""  # "watched" (steps seen over wall time) or "log" (the median of the rates it prints)
     loss: float | None = None
     acc: float | None = None
     postfix: dict = field(default_factory=dict)
@@ -144,6 +150,9 @@ class TrainingLog:
     _dict_steps: set = field(default_factory=set)
     lines_seen: int = 0
     tb_step: int | None = None  # the last training step TensorBoard recorded (optimizer steps)
+    last_line: str = ""  # the last line with text: what a run that died without a word said last
+    _rates: deque = field(default_factory=lambda: deque(maxlen=RATE_SAMPLES))  # rates the log printed (steps/s)
+    _seen: deque = field(default_factory=lambda: deque(maxlen=4096))  # (wall time read, step)
 
     # --- feeding -------------------------------------------------------------------------------
 
@@ -164,11 +173,29 @@ class TrainingLog:
         fresh = TrainingLog(self.clock, self.stall_after_s, self.total_hint)
         self.__dict__.update(fresh.__dict__)
 
+    def learn_totals(self, num_epochs: int | None, total_steps: int | None) -> None:
+        """What the run's own command line or config file states (a log of the E4 era never says its
+        total; E1/E2 say the epochs only once the first epoch ends)."""
+        if total_steps and not self.total_hint:
+            self.total_hint = total_steps
+            if self.total is None:
+                self.total = total_steps
+        if num_epochs and not self.num_epochs:
+            self.num_epochs = num_epochs
+            if self.per_epoch and self.total is None:
+                self.total = num_epochs * self.per_epoch
+
+    @property
+    def bar_complete(self) -> bool:
+        """The training bar stands at the run's last step (a run whose last word is its 100 % bar)."""
+        return self.step is not None and bool(self.total) and self.step >= self.total and self.phase == "training"
+
     # --- per line ------------------------------------------------------------------------------
 
     def _line(self, line: str, now: float) -> None:
         if not line.strip():
             return
+        self.last_line = line.strip()[:300]
         if "%|" in line:
             # several bar updates may share a line (a nested bar's \n): take each
             for match in _TQDM.finditer(line):
@@ -242,15 +269,12 @@ class TrainingLog:
         if m.group("epoch") is not None:
             self.epoch, self.per_epoch = int(m.group("epoch")), tot
             self.step = self.epoch * tot + n
-            self.total = self.num_epochs * tot if self.num_epochs else None
-            if rate:
-                left_in_run = (self.total - self.step) if self.total else (tot - n)
-                self.eta_s = left_in_run / rate
-            else:
-                self.eta_s = remaining
+            self.total = self.num_epochs * tot if self.num_epochs else (self.total_hint or None)
         else:
-            self.step, self.total, self.eta_s = n, tot, remaining
-        self.rate = rate
+            self.step, self.total = n, tot
+        if record and rate:
+            self._rates.append(rate)
+        self._eta(now, fallback=remaining if m.group("epoch") is None else None)
         if self._progress((desc, n), now):
             self.finished = None if n < tot or (self.total and self.step < self.total) else self.finished
         post = m.group("post")
@@ -277,6 +301,46 @@ class TrainingLog:
                     self._flat = 0
                 if self.step is not None:
                     self._point(self.step, loss, acc)
+
+    def _eta(self, now: float, fallback: float | None = None) -> None:
+        """The time left from a smoothed rate: the steps seen advancing over the last minutes of
+        watching when there are enough (true wall time, evaluations and saves included), else the
+        median of the last rates the log printed (one 20-step window jumps; forty do not).  The
+        spread is the ETA at the rates' quartiles."""
+        if self.step is not None and (not self._seen or self._seen[-1][1] != self.step):
+            if self._seen and self.step < self._seen[-1][1]:
+                self._seen.clear()  # a restarted count
+            self._seen.append((now, self.step))
+        while self._seen and now - self._seen[0][0] > WATCHED_WINDOW_S and len(self._seen) > 2:
+            self._seen.popleft()
+        rates = sorted(self._rates)
+        watched = None
+        if len(self._seen) >= 2:
+            (t0, s0), (t1, s1) = self._seen[0], self._seen[-1]
+            if t1 - t0 >= WATCHED_MIN_SPAN_S and s1 > s0:
+                watched = (s1 - s0) / (t1 - t0)
+        if watched:
+            self.rate, self.rate_source = watched, "watched"
+        elif rates:
+            self.rate, self.rate_source = rates[len(rates) // 2], "log"
+        else:
+            self.rate, self.rate_source = None, ""
+        left, self.eta_scope = None, "run"
+        if self.total and self.step is not None:
+            left = self.total - self.step
+        elif self.per_epoch and self.epoch is not None and self.step is not None:
+            left, self.eta_scope = (self.epoch + 1) * self.per_epoch - self.step, "epoch"  # how many epochs: unknown yet
+        if left is None or not self.rate:
+            self.eta_s, self.eta_range = (fallback if left is not None else None), None
+            return
+        left = max(0, left)
+        self.eta_s = left / self.rate
+        self.eta_range = None
+        if len(rates) >= 4:
+            low, high = rates[len(rates) // 4], rates[(3 * len(rates)) // 4]
+            scale = self.rate / rates[len(rates) // 2]  # the quartiles around whichever rate is used
+            if low > 0 and high > 0:
+                self.eta_range = (left / (high * scale), left / (low * scale))
 
     def _progress(self, key: tuple, now: float) -> bool:
         if key == self._progress_key:
@@ -385,9 +449,8 @@ class TrainingLog:
             self.acc = float(numbers["acc"])
         per_hour = numbers.get("perf/optimizer_steps_per_hour")
         if _finite(per_hour) and per_hour > 0:
-            self.rate = per_hour / 3600.0
-            if self.total:
-                self.eta_s = max(0.0, (self.total - step) / self.rate)
+            self._rates.append(per_hour / 3600.0)
+        self._eta(now)
         if self._progress(("step", step), now):
             self.finished = None
         self._point(step, self.loss, self.acc)

@@ -6,12 +6,22 @@ from cockpit.format import duration
 from cockpit.runs.watch import RunStatus, flag_lines
 
 
+def eta_text(status: RunStatus) -> str:
+    """'about 4 min left (3-5 min)': only for a running run, with the spread of its rates."""
+    if status.eta_s is None or status.state != "running":
+        return ""
+    text = f"about {duration(status.eta_s)} left" + (" in this epoch" if status.eta_scope == "epoch" else "")
+    if status.eta_range and duration(status.eta_range[0]) != duration(status.eta_range[1]):
+        text += f" ({duration(status.eta_range[0])} to {duration(status.eta_range[1])})"
+    return text
+
+
 def progress_text(status: RunStatus) -> str:
     if status.step is None:
         return "no progress seen yet"
     text = f"step {status.step}" + (f"/{status.total} ({100 * status.step / status.total:.0f}%)" if status.total else "")
-    if status.eta_s is not None and status.state == "running":
-        text += f", about {duration(status.eta_s)} left"
+    if (eta := eta_text(status)):
+        text += ", " + eta
     return text
 
 
@@ -26,6 +36,8 @@ def estimate_text(status: RunStatus) -> str | None:
 def render_run(status: RunStatus) -> str:
     lines = [f"{status.name} on {status.host}: {status.state.upper()}" + (f" ({status.phase})" if status.phase and status.state == "running" else "")
              + f"  {progress_text(status)}"]
+    if status.evidence:
+        lines.append(f"  why: {status.evidence}")
     figures = []
     if status.loss is not None:
         figures.append(f"loss {status.loss:.3g}")
@@ -47,7 +59,7 @@ def render_run(status: RunStatus) -> str:
         lines.append(f"  latest checkpoint: {checkpoint['path']}: {checkpoint.get('key_layout') or '-'}; {checkpoint.get('verdict', '')}")
     elif status.watches_checkpoints:
         lines.append("  no checkpoint yet")
-    lines += [f"  ! {line}" for line in flag_lines(status.flags)]
+    lines += [f"  ! {line}" for line in flag_lines(status.flags) if not line.startswith(("died: ", "stalled: "))]
     lines += [f"  note: {note}" for note in status.notes]
     if status.read_error:
         lines.append(f"  could not read: {status.read_error}")
@@ -56,6 +68,7 @@ def render_run(status: RunStatus) -> str:
 
 def exit_code(statuses: list[RunStatus]) -> int:
     """0 healthy, 1 something flagged, 2 a run could not be read."""
-    if any(s.read_error for s in statuses):
+    if any(s.read_error for s in statuses) or any(s.state == "unknown" and s.process and s.process["state"] == "unknown"
+                                                   for s in statuses):
         return 2
     return 1 if any(s.flagged for s in statuses) else 0

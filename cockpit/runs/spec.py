@@ -3,11 +3,12 @@ command (`config check` rejects what `cockpit runs` or the TUI would)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from cockpit.config import Config, _Checker
 
-RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "poll_s"}
+RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "poll_s", "pid_file", "process"}
 
 
 @dataclass(frozen=True)
@@ -20,11 +21,14 @@ class RunSpec:
     stall_after_s: float = 600.0
     total_steps: int | None = None  # for logs that never say it (SpecForge E4)
     sglang: str | None = None  # the serving host's SGLang version: checkpoint verdicts for it
-    poll_s: float = 5.0
+    poll_s: float = 2.0  # the log and the process are looked at this often: a death is seen within it
+    pid_file: str | None = None  # the trainer's pid, written by whoever started it (else: the log's writers)
+    process: str | None = None  # a regular expression over its command line (else: the log's writers)
 
     def to_json(self) -> dict:
         return {"name": self.name, "host": self.host, "log": self.log, "output_dir": self.output_dir, "depth": self.depth,
-                "stall_after_s": self.stall_after_s, "total_steps": self.total_steps, "sglang": self.sglang}
+                "stall_after_s": self.stall_after_s, "total_steps": self.total_steps, "sglang": self.sglang,
+                "pid_file": self.pid_file, "process": self.process}
 
 
 def parse_runs(config: Config) -> dict[str, RunSpec]:
@@ -55,11 +59,21 @@ def parse_runs(config: Config) -> dict[str, RunSpec]:
             if value is not None and not value.startswith("/"):
                 raise check.fail(table, key, f"'{value}' must be an absolute path on {host} (it is read over SFTP: start it with /)")
         depth = check.get(table, data, "depth", int, None, minimum=1)
+        pid_file = check.get(table, data, "pid_file", str, None)
+        if pid_file is not None and not pid_file.startswith("/"):
+            raise check.fail(table, "pid_file", f"'{pid_file}' must be an absolute path on {host}")
+        process = check.get(table, data, "process", str, None)
+        if process is not None:
+            try:
+                re.compile(process)
+            except re.error as exc:
+                raise check.fail(table, "process", f"{process!r} is not a regular expression: {exc}") from None
         runs[name] = RunSpec(
             name=name, host=host, log=log, output_dir=output_dir, depth=depth,
             stall_after_s=60.0 * check.get(table, data, "stall_after_min", float, 10.0, minimum=0.1),
             total_steps=check.get(table, data, "total_steps", int, None, minimum=1),
             sglang=check.get(table, data, "sglang", str, None),
-            poll_s=check.get(table, data, "poll_s", float, 5.0, minimum=0.2),
+            poll_s=check.get(table, data, "poll_s", float, 2.0, minimum=0.2),
+            pid_file=pid_file, process=process or None,
         )
     return runs

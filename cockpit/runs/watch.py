@@ -8,20 +8,25 @@ import posixpath
 import time
 from dataclasses import dataclass, field
 
+import contextlib
+
 from cockpit.drafter.acceptance import estimate
+from cockpit.format import duration
+from cockpit.hosts.follow import LogFollower
+from cockpit.hosts.liveness import Liveness, probe
 from cockpit.hosts.transport import Transport, TransportError
 from cockpit.runs.checkpoints import Checkpoint, latest, scan
-from cockpit.hosts.follow import LogFollower
-from cockpit.runs.parse import Flag, TrainingLog
+from cockpit.runs.parse import CRASH_KINDS, Flag, TrainingLog
 from cockpit.runs.spec import RunSpec
 from cockpit.runs.tfevents import EventReader
+from cockpit.runs.totals import Totals, from_command, from_yaml, merged
 
-STATES = ("running", "finished", "crashed", "stalled", "unknown")
+STATES = ("starting", "running", "stalled", "finished", "crashed", "died", "unknown")
 
 
 @dataclass
 class RunEvent:
-    kind: str  # finished, crashed, stalled, checkpoint
+    kind: str  # finished, crashed, stalled, died, resolved (a stall that cleared), checkpoint
     run: str
     text: str
 
@@ -52,20 +57,29 @@ class RunStatus:
     log_size: int | None = None
     updated_at: float = 0.0
     watches_checkpoints: bool = False  # an output_dir is configured
+    evidence: str = ""  # what the state rests on, read in this poll
+    process: dict | None = None  # liveness.Liveness.to_json(): the processes seen (or why none could be)
+    eta_range: tuple | None = None
+    eta_scope: str = "run"
+    rate_source: str = ""
+    totals: dict | None = None  # what the run's own command line / config file state
 
     def to_json(self) -> dict:
         return {
             "name": self.name, "host": self.host, "state": self.state, "phase": self.phase, "step": self.step, "total": self.total,
-            "eta_s": None if self.eta_s is None else round(self.eta_s, 1), "loss": self.loss, "acc": self.acc, "eval_loss": self.eval_loss,
+            "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
+            "eta_range_s": None if self.eta_range is None else [round(x, 1) for x in self.eta_range], "eta_scope": self.eta_scope,
+            "evidence": self.evidence, "process": self.process, "totals": self.totals, "loss": self.loss, "acc": self.acc, "eval_loss": self.eval_loss,
             "per_position_acc": [round(a, 4) for a in self.per_position_acc], "per_position_source": self.per_position_source,
             "estimated_accept_length": self.estimate, "latest_checkpoint": self.latest_checkpoint,
-            "checkpoints": [c["path"] for c in self.checkpoints], "flags": [f.to_json() for f in self.flags],
+            "checkpoints": [{"path": c["path"], "complete": c["complete"], "why": c.get("why") or None} for c in self.checkpoints],
+            "flags": [f.to_json() for f in self.flags],
             "notes": self.notes, "finished": self.finished, "read_error": self.read_error,
         }
 
     @property
     def flagged(self) -> bool:
-        return bool(self.flags) or self.state in ("crashed", "stalled")
+        return bool(self.flags) or self.state in ("crashed", "stalled", "died")
 
 
 class RunWatcher:
@@ -82,7 +96,18 @@ class RunWatcher:
         self._seen_checkpoints: set[str] | None = None
         self._last_state: str | None = None
         self._missing_note: str | None = None
+        self._live: Liveness | None = None
+        self._log_mtime: float | None = None
+        self._seen_alive_at: float | None = None  # the last poll that saw the run's process
+        self._gone_at: float | None = None  # the first poll that no longer saw it, after one that did
+        self._cpu: tuple[float, float] | None = None  # (when, CPU seconds) of the last poll that saw it
+        self._cpu_rising: bool | None = None
+        self._totals: Totals | None = None
         self.status = RunStatus(spec.name, spec.host)
+
+    @property
+    def checks_process(self) -> bool:
+        return bool(self.spec.log or self.spec.pid_file or self.spec.process)
 
     async def poll(self, catch_up: bool = False) -> tuple[RunStatus, list[RunEvent]]:
         """Read what is new (all of it when `catch_up`: a one-shot command) and say what it means."""
@@ -98,6 +123,12 @@ class RunWatcher:
             error = str(exc)
         except OSError as exc:
             error = f"{self.spec.host}: {exc}"
+        if self.checks_process:
+            # the same poll that read the log looks for its process: a state is what the host shows now
+            self._live = await probe(self.transport, self.spec.log, self.spec.pid_file, self.spec.process, clock=self.clock)
+            self._saw(self._live, now)
+            if self._totals is None and self._live.procs:
+                await self._read_totals()
         status = self._status(now, error)
         events = self._events_since(status)
         self.status = status
@@ -113,6 +144,8 @@ class RunWatcher:
                 self._missing_note = f"{self.spec.log} is not there" + (" (any more)" if self.log.lines_seen else "")
                 return
             self._missing_note = None
+            if update.mtime:
+                self._log_mtime = update.mtime
             first = update.event == "appeared"
             self.log.feed(update.lines, now)
             self.log.peek(update.partial, now)
@@ -143,18 +176,104 @@ class RunWatcher:
             scalars = self._events.feed(data)
             self.log.feed_scalars(scalars)
 
+    def _saw(self, live: Liveness, now: float) -> None:
+        if live.state == "alive":
+            self._seen_alive_at, self._gone_at = now, None
+            cpu = live.cpu_s
+            if cpu is not None:
+                if self._cpu is not None and now > self._cpu[0]:
+                    self._cpu_rising = cpu > self._cpu[1]
+                self._cpu = (now, cpu)
+        elif live.state == "gone" and self._seen_alive_at is not None and self._gone_at is None:
+            self._gone_at = now
+            self._cpu, self._cpu_rising = None, None
+
+    async def _read_totals(self) -> None:
+        """Once, from the run's first process seen: its command line, and the config file it names."""
+        cwd = posixpath.dirname(self.spec.log) if self.spec.log else None
+        trainer = next((p for p in self._live.procs if "train" in p.args), self._live.procs[0])
+        totals = from_command(trainer.args, cwd)
+        if totals.config:
+            with contextlib.suppress(TransportError, OSError):
+                text = (await self.transport.read_range(totals.config, 0, 256 * 1024)).decode("utf-8", "replace")
+                totals = merged(totals, from_yaml(text), f"{totals.config}")
+        self._totals = totals
+        self.log.learn_totals(totals.num_epochs, totals.total_steps)
+
+    def _decide(self, now: float, error: str | None) -> tuple[str, str]:
+        """(state, the evidence it rests on): the log's word and the process seen, together."""
+        log, live = self.log, self._live
+        word = log.state(now)  # what the log alone says: crashed, finished, stalled, running, unknown
+        if word == "crashed":
+            crash = next((f for f in log.flags if f.kind in CRASH_KINDS), None)
+            tail = f"; its processes still run ({live.describe()})" if live and live.state == "alive" else ""
+            return "crashed", (f"the log: {crash.line[:200]}" if crash else "the log shows a crash") + tail
+        if error and word not in ("finished",):
+            return "unknown", f"cannot read {self.spec.host}: {error}"
+        if live is None:
+            if word == "finished":
+                return "finished", f"the log: {log.finished}"
+            if word in ("running", "stalled"):
+                return "unknown", ("whether the trainer still runs cannot be checked: no log, pid_file or process is "
+                                   f"configured for {self.spec.name} (its last progress {self._ago(now)})")
+            return "unknown", ("nothing to watch the trainer by: set log, pid_file or process in [runs." + self.spec.name + "]"
+                               if not self._checkpoints else "checkpoints only: set log, pid_file or process to see the trainer")
+        if live.state == "unknown":
+            if word == "finished":
+                return "finished", f"the log: {log.finished} (its process could not be checked: {live.why})"
+            return "unknown", f"the process cannot be checked ({live.why}); the log's last progress {self._ago(now)}"
+        if live.state == "alive":
+            who = live.describe()
+            if word == "finished":
+                return "running", f"the log says it is done ({log.finished}) but {who} still runs: finishing (final eval or save?)"
+            if log.last_progress_at is None:
+                return "starting", f"{who} runs; no progress line yet"
+            if word == "stalled":
+                cpu = {True: "its CPU time still rises (busy in a step, a save or a collective?)",
+                       False: "its CPU time is flat (waiting on a hung rank, a collective or I/O?)"}.get(self._cpu_rising, "")
+                return "stalled", f"{who} is alive but the log has not moved for {self._ago(now)[:-4]}" + (f"; {cpu}" if cpu else "")
+            return "running", f"{who} runs; last progress {self._ago(now)}"
+        # gone: nobody holds the log (or the pid file's process ended)
+        when = self._gone_at
+        if word == "finished":
+            return "finished", f"the log: {log.finished}; no process writes it any more"
+        if log.bar_complete:
+            log.finished = f"the training bar reached its last step ({log.step}/{log.total}) and the trainer has exited"
+            return "finished", log.finished
+        if not log.lines_seen:
+            return "unknown", f"not running: {live.how} found nothing, and the log says nothing yet"
+        if when is None and self.follower is not None and self._log_mtime is not None:
+            when = self._log_mtime
+        said = f"; its last line: {log.last_line[:200]}" if log.last_line else ""
+        at = f" at {time.strftime('%H:%M:%S', time.localtime(when))}" if when else ""
+        return "died", f"the trainer vanished{at} with no last word ({live.how} found nothing){said}"
+
+    def _ago(self, now: float) -> str:
+        if self.log.last_progress_at is None:
+            return "never"
+        return f"{duration(max(0.0, now - self.log.last_progress_at))} ago"
+
     def _status(self, now: float, error: str | None) -> RunStatus:
         log = self.log
         status = RunStatus(self.spec.name, self.spec.host, updated_at=now, read_error=error,
                            watches_checkpoints=bool(self.spec.output_dir))
-        status.state = log.state(now)
-        if status.state == "unknown" and self._checkpoints and not self.follower:
-            status.state = "running"  # only checkpoints to go by: it writes them
-        status.phase, status.step, status.total, status.eta_s = log.phase, log.step, log.total, log.eta_s
+        status.state, status.evidence = self._decide(now, error)
+        status.process = self._live.to_json() if self._live is not None else None
+        status.totals = self._totals.to_json() if self._totals is not None else None
+        status.phase, status.step, status.total = log.phase, log.step, log.total
+        if status.state == "running" and status.evidence.endswith("(final eval or save?)"):
+            status.phase = "finishing"
         if status.step is None and log.tb_step is not None:
             status.step = log.tb_step
-        if status.state in ("finished", "crashed"):
-            status.eta_s = None
+        if status.state == "running" and status.phase != "finishing":
+            status.eta_s, status.eta_range, status.eta_scope, status.rate_source = log.eta_s, log.eta_range, log.eta_scope, log.rate_source
+        if status.state in ("running", "starting") and status.total is None and status.step is not None and not self.spec.total_steps:
+            hint = ""
+            if self._totals and self._totals.num_epochs:
+                hint = f" (its {self._totals.source} says {self._totals.num_epochs} epochs; steps per epoch are not in its log)"
+            log_note = f"total steps unknown{hint}: set total_steps in [runs.{self.spec.name}] for an ETA"
+            if log_note not in log.notes:
+                log.notes.append(log_note)
         status.loss, status.acc, status.eval_loss = log.loss, log.acc, log.eval_loss
         positions, source = log.positions()
         status.per_position_acc, status.per_position_source = list(positions), source
@@ -163,12 +282,17 @@ class RunWatcher:
         if found is not None:
             status.estimate = {"with_bonus": round(found.with_bonus, 4), "without_bonus": round(found.without_bonus, 4),
                                "depth": found.depth, "source": source}
-        status.flags = log.current_flags(now)
-        status.notes = list(log.notes)
+        status.flags = [f for f in log.current_flags(now) if f.kind != "stalled"]
+        if status.state == "stalled":
+            status.flags.append(Flag("stalled", "", status.evidence))
+        elif status.state == "died":
+            status.flags.append(Flag("died", log.last_line[:500], status.evidence))
+        status.notes = [n for n in log.notes if status.state in ("running", "starting") or not n.startswith("total steps unknown")]
         if self._missing_note:
             status.notes.insert(0, self._missing_note)
             if not log.lines_seen and not self.spec.output_dir:
                 status.read_error = status.read_error or self._missing_note
+                status.notes.remove(self._missing_note)  # said once, as what could not be read
         status.history = [(p.step, p.loss, p.acc) for p in log.history]
         status.finished = log.finished
         status.checkpoints = [c.to_json() for c in self._checkpoints]
@@ -192,8 +316,11 @@ class RunWatcher:
                 crash = next((f for f in status.flags if f.kind != "stalled"), None)
                 events.append(RunEvent("crashed", name, f"training run {name} crashed: {crash.message if crash else 'see its log'}"))
             elif status.state == "stalled":
-                stall = next((f for f in status.flags if f.kind == "stalled"), None)
-                events.append(RunEvent("stalled", name, f"training run {name}: {stall.message if stall else 'stalled'}"))
+                events.append(RunEvent("stalled", name, f"training run {name} stalled: {status.evidence}"))
+            elif status.state == "died":
+                events.append(RunEvent("died", name, f"training run {name} died: {status.evidence}"))
+            if self._last_state == "stalled" and status.state in ("running", "starting"):
+                events.append(RunEvent("resolved", name, f"training run {name} moves again: {status.evidence}"))
         self._last_state = status.state
         complete = {c["path"] for c in status.checkpoints if c["complete"]}
         if self._seen_checkpoints is not None:
@@ -230,9 +357,13 @@ def run_alert(event: RunEvent):
     """The alert a run's event sends ([alerts]): deduplicated per run and kind (a checkpoint: per path)."""
     from cockpit.alerts import Alert
 
-    level = {"crashed": "error", "stalled": "warning"}.get(event.kind, "info")
-    kind = {"finished": "run_finished", "crashed": "run_crashed", "stalled": "run_stalled", "checkpoint": "checkpoint"}[event.kind]
+    if event.kind == "resolved":
+        return Alert("run_stalled", f"run_stalled:{event.run}", f"{event.run}: training moves again", event.text, "info",
+                     resolves=True)
+    level = {"crashed": "error", "died": "error", "stalled": "warning"}.get(event.kind, "info")
+    kind = {"finished": "run_finished", "crashed": "run_crashed", "stalled": "run_stalled", "died": "run_died",
+            "checkpoint": "checkpoint"}[event.kind]
     key = f"{kind}:{event.run}" + (f":{event.text}" if event.kind == "checkpoint" else "")
     title = {"finished": "training finished", "crashed": "training crashed", "stalled": "training stalled",
-             "checkpoint": "checkpoint ready"}[event.kind]
+             "died": "the trainer died", "checkpoint": "checkpoint ready"}[event.kind]
     return Alert(kind, key, f"{event.run}: {title}", event.text, level)

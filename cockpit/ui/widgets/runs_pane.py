@@ -9,13 +9,13 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from cockpit.format import duration
+from cockpit.runs.report import eta_text
 from cockpit.runs.watch import RunStatus
 from cockpit.ui import actions
 
 BARS = "▁▂▃▄▅▆▇█"
-STATE_STYLE = {"running": "bold green", "finished": "bold cyan", "crashed": "bold white on red", "stalled": "bold black on yellow",
-               "unknown": "dim"}
+STATE_STYLE = {"running": "bold green", "starting": "green", "finished": "bold cyan", "crashed": "bold white on red",
+               "died": "bold white on red", "stalled": "bold black on yellow", "unknown": "dim"}
 
 
 def bar(fraction: float, width: int) -> Text:
@@ -52,9 +52,11 @@ def run_block(status: RunStatus, width: int) -> Group:
             head.append("  ")
             head.append_text(bar(status.step / status.total, max(6, min(30, width - len(head.plain) - 22))))
             head.append(f" {100 * status.step / status.total:.0f}%")
-        if status.eta_s is not None and status.state == "running":
-            head.append(f"  {duration(status.eta_s)} left", style="bold")
+        if (eta := eta_text(status)):
+            head.append(f"  {eta}", style="bold")
     lines = [head]
+    if status.evidence and status.state != "running":
+        lines.append(Text(f"  {status.evidence}", style="dim", no_wrap=True, overflow="ellipsis"))
     figures = Text(no_wrap=True, overflow="ellipsis")
     figures.append("  ")
     if status.loss is not None:
@@ -88,6 +90,8 @@ def run_block(status: RunStatus, width: int) -> Group:
                     style="green" if checkpoint.get("complete") else "yellow")
         lines.append(line)
     for flag in status.flags:
+        if flag.kind in ("died", "stalled"):
+            continue  # the evidence line above says it
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f"  ! {flag.kind}: {flag.message}", style="bold red")
         lines.append(line)
