@@ -139,3 +139,24 @@ def test_alert_test_says_when_nothing_could_be_sent(tmp_path):
     result = subprocess.run([sys.executable, "-m", "cockpit", "alert", "test", "-c", str(config), "--json"], capture_output=True,
                             text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
     assert result.returncode == 1 and json.loads(result.stdout)["channels"]["urls"].startswith("failed")
+
+
+def test_an_alert_resolves_once_when_its_condition_clears_and_the_log_says_raised_and_resolved(tmp_path, hook):
+    from cockpit.sglang.live import flag_alert, flag_resolved
+
+    now = [1000.0]
+    alerter = Alerter(AlertSettings(urls=(f"json://127.0.0.1:{hook.port}/x",), min_interval_s=600),
+                      clock=lambda: now[0], log_path=tmp_path / "a.jsonl")
+    send = lambda alert: asyncio.run(alerter.send(alert)).sent  # noqa: E731
+    hung = flag_alert("launch", {"kind": "hung", "message": "no decode line for 40 s while 8 request(s) run"})
+    assert not send(flag_resolved("launch", "hung"))  # nothing raised: nothing to resolve
+    assert send(hung)
+    now[0] += 20
+    assert send(flag_resolved("launch", "hung")) and not send(flag_resolved("launch", "hung"))  # once
+    now[0] += 20
+    assert send(hung)  # the condition back, inside min_interval_s: news again
+    records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [(r["phase"], r["sent"], r["at"]) for r in records] == [
+        ("resolved", False, 1000.0), ("raised", True, 1000.0), ("resolved", True, 1020.0), ("resolved", False, 1020.0),
+        ("raised", True, 1040.0)]
+    assert len(hook.bodies) == 3 and "cleared" in json.dumps(hook.bodies[1])

@@ -115,6 +115,8 @@ class DemoServer:
             if path in ("/health", "/health_generate"):
                 self.reply(writer, 200 if self.ready else 503, b"")
             elif path in ("/server_info", "/get_server_info"):
+                while self.control().get("hang"):
+                    await asyncio.sleep(0.2)  # it asks the scheduler, which is stuck: no answer
                 info = {k.lstrip("-").replace("-", "_"): v for k, v in self.args.items()}
                 if self.model.speculative:
                     info["internal_states"] = [{"avg_spec_accept_length": self.total_tokens / max(1, self.total_verifies),

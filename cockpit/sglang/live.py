@@ -22,6 +22,7 @@ from typing import Any
 
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.hosts.http import request
+from cockpit.sglang.diagnose import RUN_START
 
 # runs-facts "What a monitor should parse", item 5: every version's decode and prefill lines
 BATCH_RE = re.compile(
@@ -119,6 +120,19 @@ class LiveFigures:
     _low_run: int = 0
     _counters: tuple | None = None  # (generation_tokens_total, spec_verify_calls_total) last read
     counter_accept: float | None = None  # exact window acceptance from counters (0.5.14+)
+    # other sources than the decode lines, for "hung" (no progress by every source while work waits)
+    metrics_at: float | None = None  # when /metrics (or Prometheus) was last read
+    progress_at: float | None = None  # when a counter of work done was last seen moving
+    _progress_counters: tuple | None = None
+    info_ok_at: float | None = None  # when /server_info (which goes through the scheduler) last answered
+    info_failed_at: float | None = None  # when it last did not
+    relaunches: int = 0  # server starts seen in the log: the figures before the last one are dropped
+
+    def reset(self) -> None:
+        """A new server (a relaunch in the same log, a new pid): the old one's figures are not its."""
+        fresh = LiveFigures(clock=self.clock)
+        fresh.relaunches = self.relaunches + 1
+        self.__dict__.update(fresh.__dict__)
 
     # --- log lines -----------------------------------------------------------------------------
 
@@ -127,6 +141,10 @@ class LiveFigures:
         for line in lines:
             if "batch" in line and (batch := parse_batch_line(line)) is not None:
                 self._batch(batch, line, now)
+                continue
+            if RUN_START.match(line) and not line.startswith("usage: "):
+                if self.sources or self.history or self.flags:
+                    self.reset()
                 continue
             if _RETRACT.search(line):
                 self.retractions += 1
@@ -197,6 +215,13 @@ class LiveFigures:
             return
         self.sources.add(source)
         self.metrics = values
+        self.metrics_at = now
+        work = tuple(values.get(k) for k in ("generation_tokens_total", "realtime_tokens_total", "num_requests_total",
+                                             "prompt_tokens_total"))
+        if self._progress_counters is not None and any(
+                a is not None and b is not None and b > a for a, b in zip(self._progress_counters, work)):
+            self.progress_at = now
+        self._progress_counters = work
         counters = (values.get("generation_tokens_total"), values.get("spec_verify_calls_total"))
         if None not in counters:
             if self._counters is not None:
@@ -218,6 +243,13 @@ class LiveFigures:
                         self._flag("draft_not_used", f"sglang:spec_accept_length {window.accept_len}",
                                    "acceptance length at or below 1.05 under load: the draft is not used", replace=True)
 
+    def server_info_answered(self, ok: bool, now: float | None = None) -> None:
+        now = self.clock() if now is None else now
+        if ok:
+            self.info_ok_at = now
+        else:
+            self.info_failed_at = now
+
     def feed_server_info(self, info: dict) -> None:
         states = info.get("internal_states") if isinstance(info, dict) else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
@@ -236,22 +268,58 @@ class LiveFigures:
             return 10.0
         return max(MIN_INTERVAL_S, gaps[len(gaps) // 2])
 
+    def activity(self, now: float | None = None) -> tuple[str, str]:
+        """('serving' | 'idle' | 'hung' | 'quiet' | 'unknown', why).  Hung only when no source shows
+        progress while work waits: the decode lines stopped with requests running, and since they
+        stopped /metrics still shows them running with no counter of work moving, and /server_info
+        (through the scheduler) does not answer.  An idle server prints nothing, so silence alone is
+        'quiet': the log cannot tell idle from hung, and says so."""
+        now = self.clock() if now is None else now
+        last = self.history[-1] if self.history else None
+        if last is None or self.last_decode_at is None:
+            return "unknown", "no decode line or metrics yet"
+        if not last.running:
+            return "idle", "the last window had no request running"
+        silent = now - self.last_decode_at
+        limit = HUNG_FACTOR * self.interval()
+        if silent <= limit:
+            return "serving", f"{last.running} request(s) running"
+        since = self.last_decode_at
+        gauges_fresh = self.metrics_at is not None and self.metrics_at > since
+        if gauges_fresh and not _int(self.metrics.get("num_running_reqs")) and not _int(self.metrics.get("num_queue_reqs")):
+            return "idle", f"no decode line for {silent:.0f} s and /metrics shows no request running or queued"
+        if self.progress_at is not None and self.progress_at > since and now - self.progress_at <= limit:
+            return "serving", "the decode lines stopped but /metrics counters of work done still move"
+        info_latest_ok = self.info_ok_at is not None and (self.info_failed_at is None or self.info_ok_at > self.info_failed_at)
+        if info_latest_ok and self.info_ok_at > since + limit:
+            return "idle", f"no decode line for {silent:.0f} s, but /server_info answers (its scheduler is not stuck)"
+        info_fails = not info_latest_ok and self.info_failed_at is not None and self.info_failed_at > since + limit
+        if gauges_fresh or info_fails:
+            seen = []
+            if gauges_fresh:
+                seen.append(f"/metrics still shows {_int(self.metrics.get('num_running_reqs')) or last.running} running "
+                            "and no counter moves")
+            if info_fails:
+                seen.append("/server_info does not answer")
+            return "hung", (f"no decode line for {silent:.0f} s while {last.running} request(s) run (usually every "
+                            f"{self.interval():.0f} s); " + ", ".join(seen) + "; SGLang's watchdog kills it at 300 s")
+        return "quiet", (f"no decode line for {silent:.0f} s after {last.running} request(s) ran: idle or hung cannot be told "
+                         "from the log alone (give --url, or --enable-metrics, to ask the server)")
+
     def current_flags(self, now: float | None = None) -> list[ServerFlag]:
         now = self.clock() if now is None else now
         flags = list(self.flags)
-        last = self.history[-1] if self.history else None
-        if (last is not None and last.running and self.last_decode_at is not None and not any(f.kind == "crashed" for f in flags)):
-            silent = now - self.last_decode_at
-            limit = HUNG_FACTOR * self.interval()
-            if silent > limit:
-                flags.append(ServerFlag("hung", "", f"no decode line for {silent:.0f} s while {last.running} request(s) run "
-                                        f"(usually every {self.interval():.0f} s); SGLang's watchdog kills it at 300 s"))
+        if not any(f.kind == "crashed" for f in flags):
+            state, why = self.activity(now)
+            if state == "hung":
+                flags.append(ServerFlag("hung", "", why))
         return flags
 
     def latest(self) -> Window | None:
         return self.history[-1] if self.history else None
 
     def to_json(self, now: float | None = None, history: int = 30) -> dict:
+        now = self.clock() if now is None else now
         last = self.latest()
         window_accept = last.accept_len if last is not None else self.metrics.get("spec_accept_length")
         return {
@@ -264,6 +332,8 @@ class LiveFigures:
             "flags": [f.to_json() for f in self.current_flags(now)],
             "retractions": self.retractions,
             "sources": sorted(self.sources),
+            "activity": dict(zip(("state", "why"), self.activity(now))),
+            "relaunches_seen": self.relaunches,
         }
 
 
@@ -329,6 +399,7 @@ class LiveServer:
         self.opener = opener or (opener_for(transport) if transport is not None else None)
         self.follower = LogFollower(transport, log, tail_bytes=backlog_bytes) if log and transport is not None else None
         self.figures = LiveFigures(clock=clock)
+        self.lines: deque = deque(maxlen=4000)  # the log's last lines, for the crash diagnosis
         self.log_missing = False
         self.unreachable: str | None = None
         self.metrics_off = False  # /metrics answered 404: --enable-metrics is off, not asked again
@@ -346,6 +417,7 @@ class LiveServer:
                     if update.event in ("truncated", "rotated"):
                         self.figures = LiveFigures(clock=self.figures.clock)  # a new server's log
                     self.figures.feed(update.lines, now)
+                    self.lines.extend(update.lines)
                     if update.event == "appeared" and update.mtime and self.figures.last_decode_at is not None:
                         self.figures.last_decode_at = min(self.figures.last_decode_at, update.mtime)
                     if not catch_up or update.size is None or self.follower.offset >= update.size:
@@ -363,6 +435,7 @@ class LiveServer:
                     self.figures.feed_metrics(text, now)
             host, port = _host_port(self.base_url)
             info = await server_info(None, port, host, opener=self.opener)
+            self.figures.server_info_answered(bool(info), now)
             if info:
                 self.figures.feed_server_info(info)
             elif text is None and self.follower is None:
@@ -394,6 +467,9 @@ def render_live(data: dict) -> str:
     if data.get("retractions"):
         lines.append(f"KV cache full: {data['retractions']} retraction(s) (requests re-queued; not a crash)")
     lines += [f"! {f['kind']}: {f['message']}" + (f"  <- {f['line'][:160]}" if f["line"] else "") for f in data["flags"]]
+    activity = data.get("activity") or {}
+    if activity.get("state") in ("idle", "quiet") and not any(f["kind"] == "hung" for f in data["flags"]):
+        lines.append(f"{activity['state']}: {activity['why']}")
     if not data.get("sources"):
         lines.append("(no decode line or metrics yet: is the server serving requests?)")
     return "\n".join(lines)
@@ -408,3 +484,12 @@ def flag_alert(step: str, flag: dict):
     title = {"draft_not_used": "the draft is not used", "hung": "the server hangs", "oom": "the server ran out of memory",
              "crashed": "the server crashed"}.get(flag["kind"], flag["kind"])
     return Alert(kind, f"{kind}:{step}", f"{step}: {title}", flag["message"], "error")
+
+
+def flag_resolved(step: str, kind: str):
+    """The one notice that a serving flag cleared (the alert with the same key resolves)."""
+    alert = flag_alert(step, {"kind": kind, "message": ""})
+    from cockpit.alerts import Alert
+
+    return Alert(alert.kind, alert.key, alert.title.replace(": ", ": resolved: ", 1) if ": " in alert.title else alert.title,
+                 f"{kind} cleared: the figures no longer show it", "info", resolves=True)

@@ -89,6 +89,27 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
         if "prometheus" not in figures.sources and live.unreachable is None:
             live.unreachable = f"no sglang:* series in Prometheus match {selector}"
     data = figures.to_json()
+    if live.lines:
+        # a crash in the log (the last run in it) is the server's state, whatever its figures were
+        from cockpit.sglang.diagnose import diagnose_lines
+
+        report = diagnose_lines(list(live.lines))
+        data["diagnoses"] = [d.to_json() for d in report.diagnoses]
+        errors = [d for d in report.diagnoses if d.severity == "error"]
+        if errors and not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
+            data["flags"].append({"kind": "crashed", "line": "", "message": errors[0].message})
+    if target.pid and transport is not None:
+        from cockpit.hosts.procs import process_alive
+        from cockpit.hosts.transport import TransportError
+
+        try:
+            alive = await process_alive(transport, target.pid)
+        except TransportError:
+            alive = None
+        data["alive"] = alive
+        if alive is False and not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
+            data["flags"].append({"kind": "crashed", "line": "", "message": f"its process (pid {target.pid} on {target.host}) is gone, "
+                                  "with no crash in its log (killed: the OOM killer, a scheduler, kill -9?)"})
     if len(target.members) > 1:
         from cockpit.sglang.grouplaunch import GroupWatcher
 

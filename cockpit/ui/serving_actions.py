@@ -111,10 +111,14 @@ class ServingActions:
     def _alert_server_flags(self, step: str, flags: list[dict]) -> None:
         from cockpit.sglang.live import flag_alert
 
+        from cockpit.sglang.live import flag_resolved
+
         kinds = {f["kind"] for f in flags}
         for flag in flags:
             if flag["kind"] not in self._server_flags:
                 self.raise_alert(flag_alert(step, flag))
+        for kind in sorted(self._server_flags - kinds):
+            self.raise_alert(flag_resolved(step, kind), toast=False)  # one "resolved" notice, in the alert log
         self._server_flags = kinds  # a flag that cleared and comes back is news again
 
     def action_toggle_server_log(self) -> None:
