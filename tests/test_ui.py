@@ -305,3 +305,45 @@ async def test_hidden_logs_stay_bounded(tmp_path):
         assert pane.size.width and not pane.backlog
         shown = "\n".join(line.text for line in pane.lines)  # the host's own retries may log lines too
         assert len(pane.lines) == 500 and "command-2999" in shown and "command-2000" not in shown
+
+
+async def test_checklist_ages_tick_and_a_gate_counts_down_to_stale(monkeypatch):
+    """Issue 27 item 7: 'passed 0 s ago' must not stay for 30 s, nor the evidence's 'SIGTERM ... 0 s ago'."""
+    import time as time_module
+
+    from textual.app import App
+
+    from cockpit.format import age
+    from cockpit.runbook.model import StepResult, StepSpec, StepState, StepView
+    from cockpit.ui.widgets.checklist import ChecklistPane
+
+    clock = [1_800_000_000.0]
+    monkeypatch.setattr(time_module, "time", lambda: clock[0])
+    result = StepResult(StepState.PASSED, clock[0] - 2, clock[0], "8 GPUs clean", {"time": clock[0]})
+    view = StepView(StepSpec("clean", "gpu_clean", "gpu-server", {}), result, StepState.PASSED, "GPUs clean", "why",
+                    locked=False, details=("stale text",), explain=lambda: [f"sampled {age(clock[0] - 0)}", f"SIGTERM to 6454 {age(result.finished_at)}"],
+                    freshness_s=30.0)
+
+    class Host(App):
+        def compose(self):
+            yield ChecklistPane()
+
+    app = Host()
+    async with app.run_test(size=(100, 24)) as pilot:
+        pane = app.query_one(ChecklistPane)
+        pane.show([view])
+        await pilot.pause()
+        first = str(pane.render())
+        assert "0 s ago" in first and "fresh for 30 s more" in first and "SIGTERM to 6454 0 s ago" in first
+        clock[0] += 12
+        pane._tick()
+        await pilot.pause()
+        later = str(pane.render())
+        assert "12 s ago" in later and "fresh for 18 s more" in later and "SIGTERM to 6454 12 s ago" in later
+        clock[0] += 30
+        drawn = []
+        monkeypatch.setattr(pane, "refresh", lambda *a, **k: drawn.append(1))
+        pane._tick()
+        assert drawn and "older than 30 s" in str(pane.render())
+        pane._tick()  # nothing that shows time moved: nothing drawn again
+        assert len(drawn) == 1

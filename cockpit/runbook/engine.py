@@ -214,8 +214,10 @@ class Runbook:
                     details = tuple(kind.explain(spec, result))
                 except Exception:  # noqa: BLE001 - a hand-edited state file: the raw evidence still shows
                     details = ()
+            explain = (lambda kind=kind, spec=spec, result=result: kind.explain(spec, result)) if details else None
             views.append(StepView(spec, result, state, kind.title(spec), kind.why(spec), locked=kind.launch and blocked,
-                                  warnings=warnings, destructive=kind.destructive, details=details))
+                                  warnings=warnings, destructive=kind.destructive, details=details, explain=explain,
+                                  freshness_s=self.spec.freshness_s if kind.gate else None))
         return views
 
     def next_step(self) -> StepSpec | None:

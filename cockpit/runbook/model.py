@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from collections.abc import Callable
 from typing import Any
 
 
@@ -94,7 +95,27 @@ class StepView:
     locked: bool  # a launch-type step whose gate is closed
     warnings: tuple[str, ...] = ()
     destructive: bool = False
-    details: tuple[str, ...] = ()  # the evidence as sentences (the kind's explain)
+    details: tuple[str, ...] = ()  # the evidence as sentences (the kind's explain), as of when the view was made
+    explain: Callable[[], list[str]] | None = field(default=None, compare=False, repr=False)  # the same, now (ages tick)
+    freshness_s: float | None = None  # a gate step: how long its pass counts as fresh evidence for a launch
+
+    def details_now(self) -> tuple[str, ...]:
+        """The evidence sentences with their ages as of now (a view shown for minutes must not freeze them)."""
+        if self.explain is None:
+            return self.details
+        try:
+            return tuple(self.explain())
+        except Exception:  # noqa: BLE001 - a hand-edited state file: the raw evidence still shows
+            return self.details
+
+    def freshness(self, now: float) -> str | None:
+        """A passed gate's evidence counting down to stale: 'fresh for 22 s more' / 'older than 30 s: ...'."""
+        if self.freshness_s is None or self.result is None or self.state is not StepState.PASSED or not self.result.finished_at:
+            return None
+        left = self.result.finished_at + self.freshness_s - now
+        if left > 0:
+            return f"fresh for {left:.0f} s more"
+        return f"older than {self.freshness_s:g} s: a launch checks again first"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -1,7 +1,7 @@
 """Runbook step `wait_run`: wait for a training run of [runs] to finish into a complete checkpoint.
 
 Passes when the run has finished and its newest checkpoint is complete (evidence: the checkpoint,
-its key layout, the estimated acceptance length); fails at once when the run crashes or stalls,
+its key layout, the estimated acceptance length); fails at once when the run crashes, dies or stalls,
 with the log line that shows it.  A `drafter_check` step with `from_step` checks that checkpoint.
 """
 
@@ -70,7 +70,7 @@ class WaitRun(StepKind):
         deadline = started + 60.0 * float(spec.params.get("timeout_min") or 24 * 60)
         while True:
             status, _ = await watcher.poll(catch_up=True)
-            evidence = {"run": run.name, "state": status.state, "step": status.step, "total": status.total,
+            evidence = {"run": run.name, "state": status.state, "why": status.evidence, "step": status.step, "total": status.total,
                         "finished": status.finished, "checkpoint": status.latest_checkpoint, "estimate": status.estimate,
                         "per_position_acc": status.per_position_acc, "per_position_source": status.per_position_source,
                         "flags": [f.to_json() for f in status.flags]}
@@ -79,7 +79,7 @@ class WaitRun(StepKind):
             checkpoint = status.latest_checkpoint
             if status.state == "finished" and checkpoint and checkpoint.get("complete"):
                 return StepResult(StepState.PASSED, started, _now(), f"run {run.name} finished; checkpoint {checkpoint['path']}", evidence)
-            if status.state in ("crashed", "stalled"):
+            if status.state in ("crashed", "stalled", "died"):
                 flag = status.flags[0] if status.flags else None
                 why = flag.message + (f" ({flag.line[:120]})" if flag and flag.line else "") if flag else status.state
                 return StepResult(StepState.FAILED, started, _now(), f"run {run.name} {status.state}: {why}", evidence)

@@ -45,6 +45,9 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
             line.append("  !", style="yellow")
         if view.result is not None and view.result.finished_at:
             when = f"  {age(view.result.finished_at, now)}"
+            fresh = view.freshness(now)
+            if fresh and line.cell_len + len(when) + len(fresh) + 3 <= width:
+                when += f" · {fresh}"
             if line.cell_len + len(when) <= width:  # the age only where it fits: the step's line is never wrapped
                 line.append(when, style="dim")
         line.truncate(width, overflow="ellipsis")
@@ -71,7 +74,7 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
             for line in json.dumps(evidence, indent=1, default=str).splitlines():
                 text.append(line + "\n", style="dim")
         elif evidence:
-            for detail in view.details:
+            for detail in view.details_now():
                 for piece in textwrap.wrap(detail, max(20, width - 4), subsequent_indent="    ", break_on_hyphens=False) or [""]:
                     text.append(f"  {piece}\n", style="dim")
             text.append("  (x: the raw evidence)\n", style="dim italic")
@@ -123,6 +126,26 @@ class ChecklistPane(Widget, can_focus=True):
 
     def render(self) -> Text:
         return render_checklist(self.views, self.selected, self.content_region.width or 40, self.ascii_only, raw=self.raw)
+
+    def on_mount(self) -> None:
+        self._ages: tuple = ()
+        self.set_interval(1.0, self._tick, name="checklist ages")
+
+    def ages_now(self, now: float) -> tuple:
+        """Every text of the pane that moves with the clock: the steps' ages, a gate's freshness and
+        the selected step's evidence (its 'sampled 12 s ago')."""
+        moving = [(age(v.result.finished_at, now), v.freshness(now)) for v in self.views if v.result is not None and v.result.finished_at]
+        view = self.selected_view
+        if view is not None and view.explain is not None and not self.raw:
+            moving.append(view.details_now())
+        return tuple(moving)
+
+    def _tick(self) -> None:
+        """Ages tick: once a second the pane is drawn again, but only when a text that shows time changed."""
+        ages = self.ages_now(time.time())
+        if ages != self._ages:
+            self._ages = ages
+            self.refresh()
 
     def select(self, step: str) -> None:
         """Show this step's detail (a refused step: its reasons)."""

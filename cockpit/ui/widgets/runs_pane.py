@@ -55,7 +55,7 @@ def run_block(status: RunStatus, width: int) -> Group:
         if (eta := eta_text(status)):
             head.append(f"  {eta}", style="bold")
     lines = [head]
-    if status.evidence and status.state != "running":
+    if status.evidence and status.state not in ("running", "crashed"):
         lines.append(Text(f"  {status.evidence}", style="dim", no_wrap=True, overflow="ellipsis"))
     figures = Text(no_wrap=True, overflow="ellipsis")
     figures.append("  ")
