@@ -62,6 +62,20 @@ def test_parse_log_cli_json_shape(fixtures):
     assert d["replacement"] == ["--speculative-num-steps", "16", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "17"]
 
 
+def test_the_story_crash_has_one_fix_in_parse_log_lint_flags_and_the_json(fixtures):
+    """Issue 27 item 8: the message's 'did you mean', the text's fix line, lint-flags and the JSON's
+    replacement (what `f` applies in the TUI) are the same words; no second, contradicting 'try:'."""
+    fix = "--speculative-num-steps 16 --speculative-eagle-topk 1 --speculative-num-draft-tokens 17"
+    text = cli("parse-log", str(fixtures / "sglang" / "unrecognized_0.5.2.log")).stdout
+    lint = cli("lint-flags", "--help-text", str(fixtures / "sglang" / "help_0.5.2.txt"), "--", "--model-path", "/m",
+               "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", "--num-speculative-tokens", "16").stdout
+    for out in (text, lint):
+        assert f"did you mean {fix}?" in out and f"    fix: {fix}" in out
+        assert "try: --speculative-num-draft-tokens 16" not in out and out.count("fix:") == 1
+    data = json.loads(cli("parse-log", str(fixtures / "sglang" / "unrecognized_0.5.2.log"), "--json").stdout)
+    assert " ".join(data["diagnoses"][0]["replacement"]) == fix
+
+
 def test_schema_from_help(schema):
     assert len(schema.flags) > 180
     model = schema.get("--model")

@@ -423,12 +423,16 @@ def _from_signature(signature: Signature, match: re.Match, facts: dict[str, str]
 
 
 def render_diagnoses(diagnoses: list[Diagnosis]) -> str:
-    """Diagnoses as text: one line each with its kind and line, then up to three suggestions."""
+    """Diagnoses as text: one line each with its kind and line, then its one fix (the words `f` in the
+    TUI and `plan fix` put in the step's command line), or, with no fix to apply, up to three guesses."""
     marks = {"error": "error", "warning": "warning", "info": "note"}
     lines = []
     for d in diagnoses:
         where = f"line {d.line}: " if d.line else ""
         lines.append(f"{marks.get(d.severity, d.severity)}: {where}[{d.kind}] {d.message}")
+        if d.replacement:
+            lines.append(f"    fix: {' '.join(d.replacement)}")
+            continue
         for suggestion in d.suggestions[:3]:
             if suggestion and suggestion not in d.message:
                 lines.append(f"    try: {suggestion}")
