@@ -582,3 +582,22 @@ def test_totals_from_the_command_line_and_the_config_file_it_names(tmp_path):
     status, _ = asyncio.run(go())
     assert status.totals["num_epochs"] == 2 and status.total is None and status.eta_s is None
     assert any("set total_steps in [runs.r]" in n and "2 epochs" in n for n in status.notes)
+
+
+@pytest.mark.parametrize("death, state, cause", [("oom", "crashed", "torch.OutOfMemoryError: CUDA out of memory"),
+                                                  ("sigkill", "died", "step 40: {")])
+def test_real_trainer_deaths_recorded_on_an_h200(tmp_path, death, state, cause):
+    """A real CUDA OOM (the real allocator refusing inside a real training loop) is crashed with its
+    cause line; a real SIGKILL leaves no last word: died, with the last line the trainer wrote.
+    Read as the trainer left them, with the record sharing a line with tqdm's last \\r update."""
+    recording = TRAINING / "torch-deaths" / death / "train.log"
+    parsed_path = tmp_path / "train.log"
+    parsed_path.write_bytes(recording.read_bytes())
+    watcher = RunWatcher(RunSpec("r", "here", log=str(parsed_path)), local())
+    status, _ = asyncio.run(watcher.poll(catch_up=True))
+    assert status.state == state and cause in status.evidence and status.eta_s is None
+    last_record = 60 if death == "oom" else 40
+    assert (last_record, False) in watcher.log._dict_steps  # the records printed beside the bars are read
+    assert status.step in (last_record, last_record + 1)
+    if death == "oom":
+        assert [f.kind for f in status.flags] == ["oom"]

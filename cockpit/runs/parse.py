@@ -198,8 +198,13 @@ class TrainingLog:
         self.last_line = line.strip()[:300]
         if "%|" in line:
             # several bar updates may share a line (a nested bar's \n): take each
+            end = 0
             for match in _TQDM.finditer(line):
                 self._bar_match(match, line, now, record=True)
+                end = match.end()
+            # a record printed on stdout right after a bar's \r update on stderr shares its line
+            if end and (m := _DICT_LINE.match(_RANK_PREFIX.sub("", line[end:]).strip())):
+                self._dict(int(m.group("step")), m.group("body"), m.group(0), now)
             return
         text = _RANK_PREFIX.sub("", line).rstrip()
         if self._crash(line, text):

@@ -322,17 +322,22 @@ class LiveFigures:
         now = self.clock() if now is None else now
         last = self.latest()
         window_accept = last.accept_len if last is not None else self.metrics.get("spec_accept_length")
+        activity = dict(zip(("state", "why"), self.activity(now)))
+        if last is not None and self.metrics_at is not None and self.last_decode_at is not None and self.metrics_at > self.last_decode_at:
+            last = None  # the gauges were read after the last decode line: they are the newer figures
         return {
             "throughput_tok_s": last.throughput if last else self.metrics.get("gen_throughput"),
             "running": last.running if last else _int(self.metrics.get("num_running_reqs")),
             "queued": last.queued if last else _int(self.metrics.get("num_queue_reqs")),
             "token_usage": last.token_usage if last else self.metrics.get("token_usage"),
+            "figures_age_s": None if self.last_decode_at is None and self.metrics_at is None else round(
+                now - max(t for t in (self.last_decode_at, self.metrics_at) if t is not None), 1),
             "accept_length": {"window": window_accept, "lifetime": self.lifetime_accept, "counters": self.counter_accept},
             "history": [w.to_json() for w in list(self.history)[-history:]],
             "flags": [f.to_json() for f in self.current_flags(now)],
             "retractions": self.retractions,
             "sources": sorted(self.sources),
-            "activity": dict(zip(("state", "why"), self.activity(now))),
+            "activity": activity,
             "relaunches_seen": self.relaunches,
         }
 

@@ -92,7 +92,11 @@ def live_text(figures: dict) -> Text:
         return "-" if value is None else spec.format(value)
 
     accept = figures["accept_length"]
-    text.append("serving ", style="bold")
+    state = (figures.get("activity") or {}).get("state") or "serving"
+    text.append(f"{state} ", style="bold" if state != "hung" else "bold red")
+    age = figures.get("figures_age_s")
+    if state in ("quiet", "idle") and age is not None and age >= 2:
+        text.append(f"(figures of {age:.0f} s ago) ", style="dim")
     text.append(f"{fmt(figures['throughput_tok_s'], '{:.0f}')} tok/s · {fmt(figures['running'], '{}')} running · "
                 f"{fmt(figures['queued'], '{}')} queued · KV {fmt(figures['token_usage'], '{:.0%}')} · ")
     text.append(f"accept {fmt(accept['window'], '{:.2f}')}", style="bold")
