@@ -295,7 +295,7 @@ def cmd_parse_log(args) -> int:
     from cockpit.sglang.diagnose import diagnose_file, render_log_report
     from cockpit.sglang.schema import load_schema
 
-    report = diagnose_file(args.path, load_schema(args.help_text) if args.help_text else None)
+    report = diagnose_file(args.path, load_schema(args.help_text) if args.help_text else None, read_all=args.all)
     emit(args, report.to_json(), render_log_report(report))
     return EXIT_PROBLEM if any(d.severity == "error" for d in report.diagnoses) else EXIT_OK
 

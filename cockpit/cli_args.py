@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     emit_cmd.add_argument("--out", metavar="FILE", help="write it to FILE instead of printing it")
 
     parse_log = _command(sub, "parse-log", "diagnose an SGLang server log: named flag errors and crash causes, with the fix", json=True)
-    parse_log.add_argument("path", metavar="PATH")
+    parse_log.add_argument("path", metavar="PATH", help="the log file, or - for standard input (kubectl logs POD | cockpit parse-log -)")
+    parse_log.add_argument("--all", action="store_true", help="read the whole log, streamed (default: its last 8 MiB)")
     parse_log.add_argument("--help-text", metavar="FILE", help="SGLang --help output (or a cockpit schema JSON) for better suggestions")
 
     lint = _command(sub, "lint-flags", "check an SGLang command line before launch: exit 0 accepted, 1 it would fail", config=True,

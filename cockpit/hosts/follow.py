@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from cockpit.hosts.transport import MAX_LINE, Transport
+from cockpit.intake import Intake
 
 TAIL_BYTES = 8 * 1024 * 1024  # a log first seen is read from its last 8 MiB
 MAX_READ = 4 * 1024 * 1024  # at most this much per poll: a huge backlog is read over several polls
@@ -48,10 +49,12 @@ class LogFollower:
         self._head = b""
         self._pending = b""
         self.skipped = 0  # bytes never read because the log was first seen large (the tail only)
+        self.intake = Intake()
 
     def _restart(self, offset: int) -> None:
         self.offset = offset
         self._pending = b""
+        self.intake = Intake()  # a new file: its collector's prefixes are learnt again
 
     async def poll(self) -> Update:
         """The lines written since the last poll.  Raises TransportError when the host cannot be read."""
@@ -88,7 +91,7 @@ class LogFollower:
             update.lines = self._split(data)
             if cut_first and update.lines:
                 update.lines.pop(0)
-        update.partial = clean(self._pending)
+        update.partial = self.intake.strip(clean(self._pending))[0] if self._pending else ""
         return update
 
     async def _read_head(self, size: int) -> bytes:
@@ -104,7 +107,8 @@ class LogFollower:
         while len(self._pending) > MAX_PARTIAL:
             lines.append(clean(self._pending[:MAX_PARTIAL]))
             self._pending = self._pending[MAX_PARTIAL:]
-        return lines
+        # as users have them: docker's, kubectl's, journald's and Slurm's prefixes off (cockpit/intake.py)
+        return self.intake.texts(lines)
 
 
 async def read_all(follower: LogFollower, max_polls: int = 10_000) -> Update:

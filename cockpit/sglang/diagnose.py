@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.errors import CockpitError
+from cockpit.intake import clean, take_lines
 from cockpit.hosts.procs import LAUNCH_MARKER  # written by the cockpit before a launched server starts
 from cockpit.sglang.schema import FlagSchema, parse_argparse_text, reference_schema
 from cockpit.sglang.suggest import most_likely, numeric_guess, rank_values, suggest, type_words
@@ -113,7 +114,7 @@ def invalid_choice(flag: str, value: str, choices: tuple[str, ...], line: int | 
     meant = most_likely(value, choices)
     hint = f"; did you mean '{meant}'?" if meant else ""
     return Diagnosis("invalid_choice", f"{flag} does not accept '{value}'{hint} (allowed: {', '.join(choices)})", flag, value,
-                     tuple(ranked), line, (flag, meant) if meant else None)
+                     tuple(ranked[:3]), line, (flag, meant) if meant else None)
 
 
 def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None) -> list[Diagnosis]:
@@ -263,6 +264,7 @@ def read_log_tail(path: str | Path, limit: int = TAIL_BYTES) -> tuple[list[str],
         raise CockpitError(f"{path}: is a directory, not a log file") from None
     except OSError as exc:
         raise CockpitError(f"{path}: {exc.strerror or exc}") from None
+    _check_text(data if start == 0 else b"", str(path))
     if b"\x00" in data[:65536]:
         raise CockpitError(f"{path}: binary file, not a server log")
     truncated = start > 0
@@ -271,6 +273,42 @@ def read_log_tail(path: str | Path, limit: int = TAIL_BYTES) -> tuple[list[str],
         data = data[cut + 1:] if cut >= 0 else b""
     lines = [line[:MAX_LINE] for line in data.decode("utf-8", "replace").splitlines()]
     return lines, 1, truncated
+
+
+def _check_text(head: bytes, name: str) -> None:
+    """A compressed log is named as such (what to run instead), not diagnosed as text."""
+    if head.startswith(b"\x1f\x8b"):
+        raise CockpitError(f"{name}: a gzip file: read it with `zcat {name if name != 'standard input' else 'FILE'} | cockpit parse-log -`")
+    if head.startswith((b"\x28\xb5\x2f\xfd", b"BZh", b"\xfd7zXZ")):
+        raise CockpitError(f"{name}: a compressed file (zstd, bzip2 or xz): decompress it and pipe it to `cockpit parse-log -`")
+
+
+def read_stream_tail(limit: int = TAIL_BYTES) -> tuple[list[str], int, bool, int]:
+    """Standard input's last `limit` bytes as lines (a pipe cannot seek: read through, the last kept)."""
+    import sys
+    from collections import deque
+
+    chunks: deque = deque()
+    held = total = 0
+    while True:
+        chunk = sys.stdin.buffer.read(1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        held += len(chunk)
+        total += len(chunk)
+        while held - len(chunks[0]) >= limit:
+            held -= len(chunks.popleft())
+    data = b"".join(chunks)
+    _check_text(data if total <= limit else b"", "standard input")
+    if b"\x00" in data[:65536]:
+        raise CockpitError("standard input: binary data, not a server log")
+    truncated = total > limit
+    if truncated:
+        data = data[-limit:]
+        cut = data.find(b"\n")
+        data = data[cut + 1:] if cut >= 0 else b""
+    return [line[:MAX_LINE] for line in data.decode("utf-8", "replace").splitlines()], 1, truncated, total
 
 
 def _last_run_start(lines: list[str]) -> int:
@@ -295,26 +333,62 @@ def _traceback_cause(lines: list[str], end: int) -> tuple[str, int] | None:
     return None
 
 
-def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_line: int = 1) -> LogReport:
+ARGPARSE_MESSAGE = re.compile(r"^(?:unrecognized arguments: |argument -|the following arguments are required: |ambiguous option: )")
+
+
+def _argparse_error(line: str, usage_seen: bool) -> re.Match | None:
+    """`prog: error: message`: argparse's last line.  With its usage text above it, any prog; alone
+    (a `tail`, a line pasted into a chat), a launcher's prog or one of argparse's own message forms."""
+    error = ERROR_LINE.match(line)
+    if error is None:
+        return None
+    if usage_seen or "launch_server" in error.group("prog") or "sglang" in error.group("prog") or ARGPARSE_MESSAGE.match(error.group("msg")):
+        return error
+    return None
+
+
+def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_line: int = 1,
+                   numbers: list[int] | None = None) -> LogReport:
+    """A log's lines (as read: through docker, kubectl, journald, colour, a terminal's wrapping: the
+    intake reads them) diagnosed; every message keeps the line's number in what was read (`numbers`:
+    each line's own, when the lines are a selection of a longer log)."""
+    taken, intake = take_lines(lines, first_line, numbers)
+    lines = [line.text for line in taken]
+    numbers = [line.number for line in taken]
     report = LogReport(lines=len(lines))
     start = _last_run_start(lines)
     run = lines[start:]
-    report.run_start_line = first_line + start
+    run_numbers = numbers[start:]
+    report.run_start_line = run_numbers[0] if run_numbers else first_line
+    said = []
+    if intake["prefixes"]:
+        said.append("per-line prefixes removed: " + ", ".join(intake["prefixes"]))
+    if intake["constant_prefix"]:
+        said.append(f"a constant prefix removed: {intake['constant_prefix']!r}")
+    if intake["rejoined"]:
+        said.append(f"{intake['rejoined']} line(s) wrapped at {intake['wrap_width']} columns rejoined")
+    if said:
+        report.notes.append("read through: " + "; ".join(said))
+    usage_in_run = any(line.startswith("usage:") for line in run)
     if schema is None:
         try:
-            schema = parse_argparse_text("\n".join(run)) if any(line.startswith("usage:") for line in run) else None
+            schema = parse_argparse_text("\n".join(run)) if usage_in_run else None
         except CockpitError:
             schema = None
         if schema is not None:
             schema = schema.enriched(reference_schema())
+        elif any(_argparse_error(line, False) for line in run):
+            schema = reference_schema()  # no usage text (a tail, a pasted line): the recorded flags of SGLang
     seen_kinds: set[str] = set()
     decode_lens: list[float] = []
     facts = _facts(run)
     quoted = _quoted_source(run)
+    usage_seen = False
     for offset, line in enumerate(run):
-        number = report.run_start_line + offset
-        error = ERROR_LINE.match(line)
-        if error and any(l.startswith("usage:") for l in run[: offset + 1]):
+        number = run_numbers[offset]
+        usage_seen = usage_seen or line.startswith("usage:")
+        error = _argparse_error(line, usage_seen) if ": error: " in line else None
+        if error:
             report.diagnoses.extend(diagnose_argparse(error.group("msg"), schema, number))
             continue
         decode = DECODE_LINE.search(line)
@@ -339,7 +413,7 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
                 if cause is not None:
                     text, index = cause
                     report.diagnoses.append(Diagnosis("child_failed", f"a server process failed: {text}", None, None, (),
-                                                      report.run_start_line + index))
+                                                      run_numbers[index]))
                 else:
                     report.diagnoses.append(Diagnosis("child_failed", "a server process failed; no traceback before it",
                                                       None, None, (), number))
@@ -353,12 +427,19 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
         tail_exc = _traceback_cause(run, len(run)) if any("Traceback (most recent call last)" in l for l in run) else None
         if tail_exc is not None:
             text, index = tail_exc
-            report.diagnoses.append(Diagnosis("python_exception", text, None, None, (), report.run_start_line + index))
+            report.diagnoses.append(Diagnosis("python_exception", text, None, None, (), run_numbers[index]))
     if report.ready:
         # errors before the ready line belong to start-up noise only when the server still came up
         report.diagnoses = [d for d in report.diagnoses if d.kind == "draft_weights_not_loaded" or d.line is None
                             or d.line > max(n for m, n in report.milestones if m == "ready")]
     report.diagnoses.sort(key=lambda d: d.kind in CONSEQUENCES)  # the root cause first, what followed from it after
+    seen: set = set()
+    unique = []
+    for d in report.diagnoses:  # several ranks print the same error: said once, at its first line
+        if (d.kind, d.flag, d.value, d.message) not in seen:
+            seen.add((d.kind, d.flag, d.value, d.message))
+            unique.append(d)
+    report.diagnoses = unique
     return report
 
 
@@ -447,12 +528,111 @@ def render_log_report(report: LogReport) -> str:
     return "\n".join(lines)
 
 
-def diagnose_file(path: str | Path, schema: FlagSchema | None = None) -> LogReport:
-    lines, first, truncated = read_log_tail(path)
+# what a whole-log read keeps besides the current run's context: lines any diagnosis reads
+_WORTH_KEEPING = re.compile("|".join([r": error: ", r"^usage: ", r"Traceback \(most recent call last\)", READY_LINE,
+                                      SIGQUIT.pattern, ANY_SIGNATURE.pattern, ANY_MILESTONE.pattern,
+                                      r"(?:Error|Exception|Exit|Interrupt)\b"]))
+CONTEXT_LINES = 8
+KEEP_AT_MOST = 200_000
+KEEP_DECODE = 400
+
+
+def _open_log(path: str | Path):
+    if str(path) == "-":
+        import sys
+
+        return sys.stdin.buffer, "standard input"
+    path = Path(path)
+    try:
+        return open(path, "rb"), str(path)
+    except IsADirectoryError:
+        raise CockpitError(f"{path}: is a directory, not a log file") from None
+    except OSError as exc:
+        raise CockpitError(f"{path}: {exc.strerror or exc}") from None
+
+
+def read_log_all(path: str | Path) -> tuple[list[str], list[int], int]:
+    """Every line of a log read once, streamed (a 200 MB log in constant memory): what the last run
+    in it says, kept as (lines, their numbers, lines read).  Of the last run, only the lines a
+    diagnosis reads are kept (errors, usage, tracebacks, signatures, milestones, decode lines) with
+    CONTEXT_LINES around each."""
+    from collections import deque
+
+    handle, name = _open_log(path)
+    kept: deque = deque(maxlen=KEEP_AT_MOST)
+    decodes: deque = deque(maxlen=KEEP_DECODE)  # a serving run's decode lines: its last ones
+    before: deque = deque(maxlen=CONTEXT_LINES)
+    after = 0
+    in_usage = False
+    number = 0
+    checked_binary = False
+    shapes: dict[bytes, int] = {}
+    try:
+        for raw in handle:
+            number += 1
+            if not checked_binary:
+                _check_text(raw, name)
+                if b"\x00" in raw[:65536]:
+                    raise CockpitError(f"{name}: binary file, not a server log")
+                checked_binary = True
+            if b"Decode batch" in raw:  # the bulk of a serving log: no other diagnosis reads these
+                decodes.append((number, raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")))
+                continue
+            # a big log is the same few lines with other numbers: each shape (digits dropped) is judged once
+            shape = raw[:512].translate(None, b"0123456789")
+            verdict = shapes.get(shape)
+            if verdict is None:
+                bare = clean(raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n"))
+                verdict = 2 if (RUN_START.match(bare) or LAUNCH_MARKER in bare[:80]) else 1 if _WORTH_KEEPING.search(bare) else 0
+                if len(shapes) < 100_000:
+                    shapes[shape] = verdict
+            text = raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
+            if verdict == 2:
+                kept.clear()
+                decodes.clear()
+                before.clear()
+            in_usage = text.startswith("usage: ") or (in_usage and text[:1] in (" ", "\t", "["))
+            if in_usage or verdict:
+                kept.extend(before)
+                before.clear()
+                kept.append((number, text))
+                after = CONTEXT_LINES
+            elif after:
+                kept.append((number, text))
+                after -= 1
+            else:
+                before.append((number, text))
+    except OSError as exc:
+        raise CockpitError(f"{name}: {exc.strerror or exc}") from None
+    finally:
+        if handle is not getattr(__import__("sys").stdin, "buffer", None):
+            handle.close()
+    merged = sorted([*kept, *decodes])
+    return [t for _, t in merged], [n for n, _ in merged], number
+
+
+def diagnose_file(path: str | Path, schema: FlagSchema | None = None, read_all: bool = False) -> LogReport:
+    """`parse-log`: a file or standard input ("-"); its last 8 MiB, or all of it (`read_all`, streamed)."""
+    if read_all:
+        lines, numbers, count = read_log_all(path)
+        report = diagnose_lines(lines, schema, numbers=numbers)
+        report.lines = count
+        if not count:
+            report.notes.append("the log is empty")
+        elif not report.diagnoses and not report.ready:
+            report.notes.append("no crash found, and the server is not ready (yet)")
+        return report
+    if str(path) == "-":
+        lines, first, truncated, size = read_stream_tail()
+    else:
+        lines, first, truncated = read_log_tail(path)
+        size = Path(path).stat().st_size if truncated else None
     report = diagnose_lines(lines, schema, first)
     report.truncated = truncated
     if truncated:
-        report.notes.append(f"only the last {TAIL_BYTES // (1024 * 1024)} MiB were read; line numbers count from there")
+        of = f" of {size / (1024 * 1024):.0f} MiB" if size else ""
+        report.notes.append(f"only the last {TAIL_BYTES // (1024 * 1024)} MiB{of} were read (line numbers count from there): "
+                            "a crash before that is not seen; pass --all to read all of it")
     if not lines:
         report.notes.append("the log is empty")
     elif not report.diagnoses and not report.ready:

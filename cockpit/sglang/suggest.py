@@ -9,6 +9,7 @@ distance, and a few synonyms (depth ~ steps) bridge the vocabularies.
 from __future__ import annotations
 
 import difflib
+import re
 import json
 from dataclasses import dataclass
 
@@ -199,12 +200,18 @@ def rank_values(wrong: str, choices: tuple[str, ...]) -> list[str]:
     a = _alnum(wrong)
     alias = VALUE_ALIASES.get(a)
 
+    numbered = re.match(r"^(.*?[a-z])(\d+)$", a)
+
     def key(choice: str) -> tuple[float, float]:
         b = _alnum(choice)
         if a == b:
             return (4.0, 0.0)
         if alias is not None and _alnum(alias) == b:
             return (3.0, 0.0)
+        sibling = re.match(r"^(.*?[a-z])(\d+)$", b) if numbered else None
+        if sibling and sibling.group(1) == numbered.group(1):
+            # a versioned name (EAGLE4): its nearest numbered sibling (EAGLE3) before the bare stem (EAGLE)
+            return (2.5, -abs(int(sibling.group(2)) - int(numbered.group(2))))
         if a and b and (b.startswith(a) or a.startswith(b)):
             return (2.0, -abs(len(a) - len(b)))
         return (1.0, difflib.SequenceMatcher(None, a, b).ratio())
@@ -222,6 +229,9 @@ def most_likely(wrong: str, choices: tuple[str, ...]) -> str | None:
     a, b = _alnum(wrong), _alnum(best)
     if a == b or VALUE_ALIASES.get(a) in choices or (a and b and (b.startswith(a) or a.startswith(b))):
         return best
+    stem = re.match(r"^(.*?[a-z])\d+$", a)
+    if stem and b.startswith(stem.group(1)) and b[len(stem.group(1)):].isdigit():
+        return best  # a numbered sibling
     return best if difflib.SequenceMatcher(None, a, b).ratio() >= 0.6 else None
 
 
