@@ -2,7 +2,8 @@
 
 Run on demand:  python tests/perf/bench_detect.py [--repeats 3] [--idle-minutes 10] [--skip-idle]
 
-Each event is caused for real and timed from the moment it is caused (time.monotonic) to the first
+Each event is caused for real, at a random phase of the watchers' poll intervals (so the maximum is
+near the worst case), and timed from the moment it is caused (time.monotonic) to the first
 poll whose state says it, and to the alert's delivery (an [alerts] command channel running `true`),
 through the cockpit's own watch loops at their default intervals (runs: poll_s 2 s; the server pane:
 1 s, /metrics and /server_info every 5 s; telemetry: nvidia-smi every 1 s, processes every 5 s):
@@ -32,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -103,7 +105,7 @@ async def trainer_event(transport, host: str, folder: Path, how: str) -> tuple[f
     task = asyncio.ensure_future(watch_runs([spec], lambda _: transport, publish))
     try:
         await until(lambda: records and records[-1][1] == "running", 30, "trainer running")
-        await asyncio.sleep(0.7)  # somewhere inside a poll interval
+        await asyncio.sleep(random.uniform(0, spec.poll_s))  # anywhere inside a poll interval
         t0 = time.monotonic()
         os.kill(trainer.pid, signal.SIGKILL if how == "sigkill" else signal.SIGUSR1)
         want = "died" if how == "sigkill" else "crashed"
@@ -195,7 +197,7 @@ async def server_event(transport, host: str, folder: Path, how: str) -> tuple[fl
         await until(lambda: following.statuses and following.statuses[-1][1].health == "ready", 60, "server ready")
         clients = [asyncio.ensure_future(load(port, stop)) for _ in range(8)]
         await until(lambda: (following.statuses[-1][1].figures.get("running") or 0) >= 8, 60, "8 requests running")
-        await asyncio.sleep(6)  # a few decode windows: the usual interval is known
+        await asyncio.sleep(6 + random.uniform(0, 5))  # a few decode windows (the usual interval is known), any phase
         t0 = time.monotonic()
         if how == "killed":
             os.kill(proc.pid, signal.SIGKILL)
@@ -251,12 +253,12 @@ async def host_events(folder: Path) -> dict[str, float]:
         await until(lambda: states and states[-1][1] is HostState.UP, 30, "host up")
         result = await runbook.run_step("clean", yes)
         assert result.state is StepState.PASSED, result.message
-        await asyncio.sleep(1.3)
+        await asyncio.sleep(1 + random.uniform(0, 5))  # any phase of the 1 s stream and the 5 s process poll
         t0 = time.monotonic()
         sshd.scenario({"gpus": 8, "set": {"5": {"memory.used": 30000}},
                        "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}]})
         out["foreign GPU process (gate stale)"] = await until(lambda: invalidated and invalidated[0], 60, "gate stale") - t0
-        await asyncio.sleep(1.3)
+        await asyncio.sleep(1 + random.uniform(0, 1))
         t0 = time.monotonic()
         sshd.stop()
         out["host unreachable (first state not up)"] = await until(
