@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from harness.sshd import STANDIN_DIR, SshdHarness, sshd_available
+from harness.sshd import STANDIN_DIR, SshdHarness
+from harness.tools import need, summary_lines
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -29,11 +32,49 @@ def fixtures() -> Path:
 
 @pytest.fixture
 def sshd(tmp_path):
-    if not sshd_available():
-        pytest.fail("OpenSSH sshd is not installed: .ci/run installs openssh-server")
+    need("sshd")
     harness = SshdHarness(tmp_path / "sshd").start()
     yield harness
     harness.stop()
+
+
+@pytest.fixture
+def needs_sshd():
+    """For tests that start their own sshds (the fault suite)."""
+    need("sshd")
+
+
+@pytest.fixture
+def session(tmp_path):
+    """A tmux session name for the test (killed after it)."""
+    need("tmux")
+    name = f"cockpit-test-{os.getpid()}-{time.monotonic_ns()}"
+    yield name
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+# Markers applied by the fixtures a test uses (`-m "not slow"`: the fast loop; `-m sshd` etc.)
+FIXTURE_MARKERS = {"sshd": "sshd", "needs_sshd": "sshd", "session": "tmux", "wheel_venv": "wheel"}
+MODULE_MARKERS = {"test_prometheus": "prometheus", "test_wheel": "wheel"}
+# What makes the whole suite take minutes on a 2-core machine: the fault suite, the real TUI in
+# tmux, the installed wheel, the demo's walk, the snapshot images, real-time sweeps and soaks.
+SLOW_MODULES = {"test_telemetry_faults", "test_crash_faults", "test_fleet_faults", "test_shell_values", "test_tmux", "test_wheel", "test_demo", "test_snapshots",
+                "test_fleet", "test_group", "test_prometheus", "test_bench", "test_sweep_decision", "test_layout", "test_ui",
+                "test_ssh_hosts", "test_alerts", "test_sglang_launch", "test_serving_live", "test_quiet_ui", "test_host_pane_drawing",
+                "test_ux", "test_packaging", "test_dependencies"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in names:
+                item.add_marker(getattr(pytest.mark, marker))
+        if module in MODULE_MARKERS:
+            item.add_marker(getattr(pytest.mark, MODULE_MARKERS[module]))
+        if module in SLOW_MODULES or names & {"sshd", "needs_sshd", "session"}:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -53,11 +94,16 @@ def write_config(tmp_path: Path, text: str, name: str = "cockpit.toml") -> Path:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The fault suite's table (tests/faults), when any of it ran."""
+    """Tests skipped for a missing system tool, counted; the fault suite's table (tests/faults), when any of it ran."""
     import json
 
     from harness.faultreport import REPORT, format_table
 
+    missing = summary_lines()
+    if missing:
+        terminalreporter.write_sep("=", "missing system tools")
+        for line in missing:
+            terminalreporter.write_line(line)
     if not REPORT:
         return
     terminalreporter.write_sep("=", "fault suite")

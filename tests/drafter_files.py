@@ -136,6 +136,12 @@ def needs_torch():
         if os.environ.get("COCKPIT_REQUIRE_TORCH") == "1":
             pytest.fail("torch is not installed, but COCKPIT_REQUIRE_TORCH=1 (.ci/run installs the CPU build)")
         pytest.skip("needs torch (pip install '.[torch]'): .bin/.pt checkpoints are made and read with torch")
+    try:
+        import numpy  # noqa: F401 - torch without numpy warns and cannot hand safetensors its arrays
+    except ImportError:
+        if os.environ.get("COCKPIT_REQUIRE_TORCH") == "1":
+            pytest.fail("numpy is not installed beside torch, but COCKPIT_REQUIRE_TORCH=1")
+        pytest.skip("torch is here but numpy is not: pip install '.[torch]' installs both")
     return torch
 
 

@@ -20,7 +20,6 @@ from cockpit.alerts import Alert, Alerter, AlertSettings, terminal_sequence
 from cockpit.runs.watch import RunEvent, run_alert
 
 from test_tmux import new_session, tmux
-from test_tmux import session  # noqa: F401
 
 
 class Hook:
@@ -110,7 +109,7 @@ def test_the_terminal_sequence_and_its_tmux_wrapping():
     assert "\x1bPtmux;\x1b\x1b]777;notify;" in wrapped and wrapped.endswith("\x1b\\")
 
 
-def test_alert_test_in_tmux_rings_the_bell_and_sends_the_notification(tmp_path, session):  # noqa: F811
+def test_alert_test_in_tmux_rings_the_bell_and_sends_the_notification(tmp_path, session):
     """`cockpit alert test` in a tmux window: tmux sees the bell (its window bell flag) and the
     notification escape passes through to the terminal."""
     captured = tmp_path / "raw"

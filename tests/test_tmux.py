@@ -54,13 +54,6 @@ def wait_screen(session: str, text: str, timeout: float = 20.0) -> str:
     raise AssertionError(f"{text!r} never appeared ({pane or 'no such session'}); the screen:\n{screen(session)}")
 
 
-@pytest.fixture
-def session(tmp_path):
-    name = f"cockpit-test-{os.getpid()}-{time.monotonic_ns()}"
-    yield name
-    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
-
-
 def start(session: str, config, env: dict[str, str]) -> int:
     # pytest sets COLUMNS and LINES; a program in tmux must size itself from its real terminal
     command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES"] + [f"{k}={v}" for k, v in env.items()]

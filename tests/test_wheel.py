@@ -93,10 +93,11 @@ def test_bench_run_with_the_shipped_prompts_against_the_standin(wheel_venv, tmp_
     assert summary["requests"] == 8 and summary["failed"] == 0 and Path(summary["file"]).is_relative_to(tmp_path / "data")
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by .ci/run")
 def test_the_installed_demo_walks_to_the_charts(wheel_venv, tmp_path):
+    from harness.tools import need
     from test_tmux import tmux, walk_demo
 
+    need("tmux")
     env = isolated_env(tmp_path / "user")
     env_words = {k: env[k] for k in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")}
     session = f"cockpit-wheel-{os.getpid()}-{time.monotonic_ns()}"

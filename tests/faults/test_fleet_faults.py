@@ -12,9 +12,9 @@ from cockpit.config import parse_config
 from cockpit.hosts.state import HostState
 from faultrig import cockpit_running, combined_known_hosts
 from harness.faultreport import FaultRow, report
-from harness.sshd import SshdHarness, sshd_available
+from harness.sshd import SshdHarness
 
-pytestmark = pytest.mark.skipif(not sshd_available(), reason="needs OpenSSH sshd (installed by .ci/run)")
+pytestmark = pytest.mark.usefixtures("needs_sshd")
 
 LIVE = [f"127.0.1.{n}" for n in range(1, 44)]    # 43 hosts up
 DEAD = [f"127.0.2.{n}" for n in range(1, 22)]    # 21 hosts down (a third), back later

@@ -23,9 +23,9 @@ from cockpit.context import parse_runbook
 from cockpit.runbook.store import StateStore
 from cockpit.telemetry.hub import TelemetryHub
 from harness.faultreport import FaultRow, report
-from harness.sshd import free_port, sshd_available
+from harness.sshd import free_port
 
-pytestmark = pytest.mark.skipif(not sshd_available(), reason="needs OpenSSH sshd (installed by .ci/run)")
+pytestmark = pytest.mark.usefixtures("needs_sshd")
 
 
 def evil_values(marker: Path) -> list[str]:

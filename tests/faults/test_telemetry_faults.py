@@ -24,7 +24,7 @@ from faultrig import (
     stream_processes,
 )
 from harness.faultreport import FaultRow, report
-from harness.sshd import SshdHarness, keygen, sshd_available
+from harness.sshd import SshdHarness, keygen
 
 INTERVAL_MS = 200
 INTERVAL = INTERVAL_MS / 1000.0
@@ -33,7 +33,7 @@ EIGHT = {"gpus": 8}
 # The steady hosts must keep their rate: no gap between two samples longer than this.
 STEADY_GAP_LIMIT_S = 1.0
 
-pytestmark = pytest.mark.skipif(not sshd_available(), reason="needs OpenSSH sshd (installed by .ci/run)")
+pytestmark = pytest.mark.usefixtures("needs_sshd")
 
 
 def eight_whole_gpus(snap) -> str | None:

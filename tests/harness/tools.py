@@ -1,0 +1,87 @@
+"""The system tools some tests need (a real OpenSSH sshd, tmux, Prometheus), on a bare machine too.
+
+`need(tool)`: present, the test goes on.  Missing: where the machine allows it (root, apt-get, and
+COCKPIT_NO_INSTALL unset) it is installed once for the session, from Debian's packages, with one
+line saying so; where it does not (a jump box without root), the test is skipped with one line
+naming the tool and the command that installs it, and the closing summary counts those skips.  In
+CI (CI=true) a missing tool is a failure, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+MISSING: Counter = Counter()  # tool -> tests skipped for want of it
+_TRIED: dict[str, bool] = {}
+_UPDATED = False
+
+
+def _sshd() -> bool:
+    from harness.sshd import sshd_available
+
+    return sshd_available() and shutil.which("ssh-keygen") is not None
+
+
+def _prometheus() -> bool:
+    from harness.prometheus import prometheus_available
+
+    return prometheus_available()
+
+
+TOOLS = {
+    # tool: (Debian packages, apt-get options, is it here?)
+    "sshd": (["openssh-server", "openssh-client"], [], _sshd),
+    "tmux": (["tmux"], [], lambda: shutil.which("tmux") is not None),
+    "prometheus": (["prometheus"], ["--no-install-recommends"], _prometheus),
+}
+
+
+def install_command(tool: str) -> str:
+    packages, options, _ = TOOLS[tool]
+    return "apt-get install " + " ".join([*options, *packages])
+
+
+def _can_install() -> bool:
+    return (hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get") is not None
+            and os.environ.get("COCKPIT_NO_INSTALL") != "1")
+
+
+def _install(tool: str) -> bool:
+    global _UPDATED
+    packages, options, present = TOOLS[tool]
+    sys.stderr.write(f"\n[tests] {tool} is missing: installing it ({install_command(tool)})\n")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        if not _UPDATED:
+            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
+            _UPDATED = True
+        subprocess.run(["apt-get", "install", "-y", "-qq", *options, *packages], env=env, capture_output=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return present()
+
+
+def need(tool: str) -> None:
+    """Go on with `tool` here, or skip (fail in CI) saying how to get it."""
+    _, _, present = TOOLS[tool]
+    if present():
+        return
+    if tool not in _TRIED and _can_install():
+        _TRIED[tool] = _install(tool)
+        if _TRIED[tool]:
+            return
+    message = f"{tool} is not installed: {install_command(tool)}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message} (CI must run every test: .ci/run installs it)")
+    MISSING[tool] += 1
+    pytest.skip(message)
+
+
+def summary_lines() -> list[str]:
+    return [f"{count} test(s) skipped: {tool} is not installed ({install_command(tool)})" for tool, count in sorted(MISSING.items())]
