@@ -268,3 +268,54 @@ async def test_a_closed_quiet_driver_never_writes_to_its_old_pipe_number():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def test_the_mirrored_parts_run_only_on_the_exact_textual_they_were_read_from(monkeypatch):
+    """An upgrade inside the pin (8.2.9) runs Textual's own driver and compositor: never a stale copy."""
+    import textual
+
+    from cockpit.ui import textual_internals
+    from cockpit.ui.compositor import covering
+    from textual.screen import Screen
+
+    assert textual_internals.mirrored(textual.__version__)  # the pinned Textual is the one read
+    assert not textual_internals.mirrored("8.2.9") and not textual_internals.mirrored("8.3.0") and not textual_internals.mirrored("8.")
+    monkeypatch.setattr(textual, "__version__", "8.2.9")
+    assert quiet_driver_class() is None
+    assert type(covering(Screen())._compositor) is Compositor
+
+
+def test_a_lone_escape_arrives_whatever_escdelay_says():
+    """With ESCDELAY above the old 0.1 s tick, a lone Escape still becomes Escape without another key."""
+    import subprocess
+    import sys
+
+    script = r'''
+import asyncio, os, pty, threading, time, tty
+from textual import events
+from cockpit.ui.driver import quiet_driver_class, pending_tick
+
+async def main():
+    cls = quiet_driver_class()
+    master, slave = pty.openpty(); tty.setraw(slave)
+    class D(cls):
+        def __init__(self):
+            super().__init__(app=None, mouse=False, size=(80, 24)); self.fileno = slave; self.received = []
+        def process_message(self, m): self.received.append(m)
+    d = D()
+    t = threading.Thread(target=d.run_input_thread, daemon=True); t.start()
+    time.sleep(0.2)
+    os.write(master, b"\x1b"); sent = time.monotonic()
+    while time.monotonic() - sent < 3 and not [m for m in d.received if isinstance(m, events.Key)]:
+        time.sleep(0.01)
+    keys = [m.key for m in d.received if isinstance(m, events.Key)]
+    print(keys, round(time.monotonic() - sent, 2), pending_tick())
+    d.exit_event.set(); t.join(3); d.close()
+
+asyncio.run(main())
+'''
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "ESCDELAY": "300"})
+    keys, took, tick = out.stdout.rsplit(" ", 2)
+    assert keys.strip() == "['escape']", out.stdout + out.stderr
+    assert 0.3 <= float(took) < 1.0 and abs(float(tick) - 0.32) < 1e-9

@@ -15,14 +15,18 @@ the front piece); tests/test_quiet_ui.py compares both compositors' pieces updat
 
 from __future__ import annotations
 
-from textual._compositor import Compositor
 from textual.geometry import Region
 from textual.screen import Screen
 
 from cockpit.ui.textual_internals import mirrored
 
+try:  # a private module: guarded, and used only on the Textual it was read from
+    from textual._compositor import Compositor
+except ImportError:  # pragma: no cover - a Textual without it runs its own compositor
+    Compositor = object  # type: ignore[assignment,misc]
 
-class CoveringCompositor(Compositor):
+
+class CoveringCompositor(Compositor):  # type: ignore[valid-type,misc]
     skipped = 0  # widgets not drawn because nothing of them would show (a figure for tests and profiles)
 
     def _render_chops(self, crop: Region, is_rendered_line):
@@ -58,6 +62,6 @@ class CoveringCompositor(Compositor):
 
 def covering(screen: Screen) -> Screen:
     """`screen` drawing through CoveringCompositor, where this Textual is one it was read from."""
-    if mirrored() and type(screen._compositor) is Compositor:
+    if mirrored() and Compositor is not object and type(getattr(screen, "_compositor", None)) is Compositor:
         screen._compositor = CoveringCompositor()
     return screen

@@ -21,13 +21,23 @@ from threading import Event
 
 from cockpit.ui.textual_internals import mirrored
 
-# how long a partial key sequence may wait for its next byte before the parser is ticked (Textual's own poll)
-PENDING_INPUT_TICK_S = 0.1
+# after bytes came, the parser is ticked once the escape delay (ESCDELAY, Textual's ESCAPE_DELAY, 100 ms
+# by default) has passed: a lone Escape is then known to be one, whatever ESCDELAY says
+PENDING_INPUT_MARGIN_S = 0.02
+
+
+def pending_tick() -> float:
+    try:
+        from textual.constants import ESCAPE_DELAY
+    except ImportError:  # pragma: no cover
+        ESCAPE_DELAY = 0.1
+    return ESCAPE_DELAY + PENDING_INPUT_MARGIN_S
 
 
 def input_timeout(parser_waiting: bool) -> float | None:
-    """How long the input thread may sleep: for ever when nothing is half-parsed, else one tick."""
-    return PENDING_INPUT_TICK_S if parser_waiting else None
+    """How long the input thread may sleep: for ever when nothing is half-parsed, else until the
+    escape delay has passed."""
+    return pending_tick() if parser_waiting else None
 
 
 class _WakingEvent(Event):
@@ -119,7 +129,7 @@ def quiet_driver_class():
                 while not self.exit_event.is_set():
                     waiting = process(selector.select(input_timeout(waiting)))
                 selector.unregister(self.fileno)
-                process(selector.select(PENDING_INPUT_TICK_S), final=True)
+                process(selector.select(pending_tick()), final=True)
             finally:
                 selector.close()
                 try:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import textual
 
-READ_FROM = ("8.",)  # Textual 8.2.8's LinuxDriver.run_input_thread and Compositor._render_chops
+READ_FROM = frozenset({"8.2.8"})  # LinuxDriver.run_input_thread and Compositor._render_chops were read from these
+# pyproject.toml pins textual to the 8.2 series (>=8.2.8,<8.3): a release there other than those above
+# runs Textual's own driver and compositor (tests/test_quiet_ui.py checks the guard both ways)
 
 
-def mirrored() -> bool:
-    """Whether the running Textual is one the mirrored code was read from."""
-    return textual.__version__.startswith(READ_FROM)
+def mirrored(version: str | None = None) -> bool:
+    """Whether the running Textual (or `version`) is exactly one the mirrored code was read from."""
+    return (textual.__version__ if version is None else version) in READ_FROM
