@@ -601,3 +601,46 @@ def test_real_trainer_deaths_recorded_on_an_h200(tmp_path, death, state, cause):
     assert status.step in (last_record, last_record + 1)
     if death == "oom":
         assert [f.kind for f in status.flags] == ["oom"]
+
+
+def test_the_runs_worker_survives_a_parser_error_in_one_run_and_says_where_it_is_logged(tmp_path, monkeypatch):
+    from cockpit.runs.watch import watch_runs
+
+    good, bad = tmp_path / "good.log", tmp_path / "bad.log"
+    good.write_text("step 20: {'loss': 3.0, 'acc': 0.1}\n")
+    bad.write_text("step 20: {'loss': 3.0, 'acc': 0.1}\n")
+    published = []
+
+    def boom(self, lines, now=None):
+        if self is watchers_bad[0]:
+            raise ValueError("a parser bug")
+        return original(self, lines, now)
+
+    original = TrainingLog.feed
+    watchers_bad = []
+
+    async def go():
+        from cockpit.runs import watch as watch_module
+
+        real = watch_module.RunWatcher
+
+        class Spy(real):
+            def __init__(self, spec, transport):
+                super().__init__(spec, transport)
+                if spec.name == "bad":
+                    watchers_bad.append(self.log)
+
+        monkeypatch.setattr(watch_module, "RunWatcher", Spy)
+        monkeypatch.setattr(TrainingLog, "feed", boom)
+        task = asyncio.ensure_future(watch_runs([RunSpec("good", "here", log=str(good), poll_s=0.2),
+                                                 RunSpec("bad", "here", log=str(bad), poll_s=0.2)],
+                                                lambda _: local(), lambda st, ev: published.append(st)))
+        await asyncio.sleep(1.0)
+        task.cancel()
+
+    asyncio.run(go())
+    assert len(published) >= 3  # it went on polling
+    last = {s.name: s for s in published[-1]}
+    assert last["good"].step == 20 and last["bad"].state == "unknown" and "a parser bug" in last["bad"].evidence
+    log = Path(os.environ["XDG_STATE_HOME"]) / "cockpit" / "errors.log"
+    assert "watching run bad: ValueError: a parser bug" in log.read_text()

@@ -36,6 +36,12 @@ async def test_a_failing_check_is_counted_and_the_others_go_on():
     assert clock.failures >= 2 and len(seen) >= 2
     for stop in stops:
         stop()
+    # where a user finds it: the first failure (then every 100th), in the state folder's errors.log
+    import os
+    from pathlib import Path
+
+    logged = (Path(os.environ["XDG_STATE_HOME"]) / "cockpit" / "errors.log").read_text().splitlines()
+    assert len(logged) == 1 and "telemetry check (failure 1): RuntimeError: a monitor's bug" in logged[0]
 
 
 async def test_a_check_that_stops_itself_then_a_new_one_at_that_period_still_runs():

@@ -337,12 +337,20 @@ async def watch_runs(specs, get_transport, publish) -> None:
     them, publishing (statuses, new events) after each round."""
     import asyncio
 
+    from cockpit.runtime import record_internal_error
+
     watchers = [RunWatcher(spec, get_transport(spec.host)) for spec in specs]
     interval = min(spec.poll_s for spec in specs)
     while True:
         statuses, events = [], []
         for watcher in watchers:
-            status, new = await watcher.poll()
+            try:
+                status, new = await watcher.poll()
+            except Exception as exc:  # noqa: BLE001 - one run's log must not stop the watching of every run
+                record_internal_error(f"watching run {watcher.spec.name}", exc)
+                status, new = RunStatus(watcher.spec.name, watcher.spec.host, state="unknown", updated_at=time.time(),
+                                        evidence=f"the cockpit failed reading this run ({type(exc).__name__}: {exc}); "
+                                                 "see errors.log in its state folder"), []
             statuses.append(status)
             events += new
         publish(statuses, events)

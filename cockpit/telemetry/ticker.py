@@ -14,6 +14,8 @@ import asyncio
 import weakref
 from collections.abc import Callable
 
+from cockpit.runtime import record_internal_error
+
 Check = Callable[[], None]
 
 
@@ -50,8 +52,10 @@ class Ticker:
             for check in list(self._groups.get(period, {}).values()):
                 try:
                     check()
-                except Exception:  # noqa: BLE001 - one host's check must not stop every host's
+                except Exception as exc:  # noqa: BLE001 - one host's check must not stop every host's
                     self.failures += 1
+                    if self.failures == 1 or self.failures % 100 == 0:  # found in errors.log, not a flood
+                        record_internal_error(f"telemetry check (failure {self.failures})", exc)
 
 
 _TICKERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Ticker] = weakref.WeakKeyDictionary()
