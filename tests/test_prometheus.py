@@ -20,7 +20,7 @@ from cockpit.hosts.state import HostState
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.prometheus import PrometheusError, fetch, gpu_query, read
 from harness.tools import need
-from harness.prometheus import ExporterHarness, PrometheusHarness, free_ports, prometheus_available
+from harness.prometheus import ExporterHarness, PrometheusHarness, free_ports
 
 @pytest.fixture(autouse=True)
 def _prometheus_installed():

@@ -37,7 +37,7 @@ def normalize_endpoint(text: str) -> str:
     if parts.scheme != "http":
         raise ValueError(f"{text}: only http:// endpoints are supported")
     try:
-        parts.port
+        _ = parts.port  # urllib checks the port only when it is asked for
     except ValueError:
         raise ValueError(f"{text}: the port is not a number between 0 and 65535") from None
     if not parts.hostname:

@@ -1,0 +1,20 @@
+"""ruff check, with the rule set chosen in pyproject.toml ([tool.ruff.lint]), over the package and the tests."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ruff_check_is_clean():
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if not Path(ruff).exists():
+        pytest.fail("ruff is not installed: pip install -e '.[test]' installs it")
+    out = subprocess.run([ruff, "check", "--no-cache", "cockpit", "tests"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
