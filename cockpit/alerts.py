@@ -22,7 +22,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from cockpit.config import Config, _Checker
+from cockpit.config import Config, Checker
 from cockpit.paths import state_dir
 
 ALERT_KEYS = {"bell", "desktop", "command", "urls", "min_interval_s", "max_per_hour"}
@@ -64,7 +64,7 @@ class Delivery:
 
 def parse_alerts(config: Config) -> AlertSettings:
     raw = config.raw.get("alerts", {})
-    check = _Checker(str(config.path or "<config>"), config.text)
+    check = Checker(str(config.path or "<config>"), config.text)
     if not isinstance(raw, dict):
         raise check.fail((), "alerts", "must be a table: [alerts]")
     table = ("alerts",)

@@ -124,8 +124,7 @@ class Config:
             if host.name == name:
                 return host
         known = ", ".join(h.name for h in self.hosts) or "none"
-        hint = difflib.get_close_matches(name, [h.name for h in self.hosts], n=1)
-        extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+        extra = did_you_mean(name, [h.name for h in self.hosts])
         if self.implicit:
             raise ConfigError("no config", f"no host named '{name}': without a config the cockpit knows this machine only "
                               f"({known}); `cockpit init` writes a config, `cockpit demo` shows the whole flow")
@@ -184,7 +183,17 @@ def locate(text: str, table: tuple[str, ...], key: str | None = None) -> int | N
 # --- validation -----------------------------------------------------------------------------------
 
 
-class _Checker:
+def did_you_mean(word: str, choices, template: str = " (did you mean '{}'?)") -> str:
+    """' (did you mean 'x'?)' for the closest of `choices`, or '' when none is close: the one way every
+    message of the cockpit suggests a name (hosts, steps, kinds, keys, parameters)."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1)
+    return template.format(close[0]) if close else ""
+
+
+class Checker:
+    """The validation of one config file, shared by every table reader (runs, alerts, runbook,
+    benchmarks): errors name the file, the line and the key."""
+
     def __init__(self, path: str, text: str):
         self.path = path
         self.text = text
@@ -195,15 +204,13 @@ class _Checker:
     def unknown_keys(self, table: tuple[str, ...], data: dict[str, Any], allowed: set[str]) -> None:
         for key in data:
             if key not in allowed:
-                close = difflib.get_close_matches(key, sorted(allowed), n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                hint = did_you_mean(key, allowed)
                 raise self.fail(table, key, f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}")
 
     def unknown_tables(self, raw: dict[str, Any], allowed: set[str]) -> None:
         for key in raw:
             if key not in allowed:
-                close = difflib.get_close_matches(key, sorted(allowed), n=1)
-                hint = f" (did you mean [{close[0]}]?)" if close else ""
+                hint = did_you_mean(key, allowed, " (did you mean [{}]?)")
                 what = "table" if isinstance(raw[key], (dict, list)) else "key"
                 raise self.fail((key,) if what == "table" else (), None if what == "table" else key,
                                 f"unknown {what} '{key}'{hint}; the config has: {', '.join(f'[{a}]' for a in sorted(allowed))}")
@@ -231,7 +238,7 @@ _HOST_KEYS = {
 }
 
 
-def _parse_host(check: _Checker, name: str, data: Any) -> HostConfig:
+def _parse_host(check: Checker, name: str, data: Any) -> HostConfig:
     table = ("hosts", name)
     if not isinstance(data, dict):
         raise check.fail(("hosts",), name, "each host must be a table: [hosts.NAME]")
@@ -289,7 +296,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         match = re.search(r"\(at line (\d+), column \d+\)", message)
         line = int(match.group(1)) if match else None
         raise ConfigError(path, f"not valid TOML: {message}", line=line) from None
-    check = _Checker(path, text)
+    check = Checker(path, text)
     check.unknown_tables(raw, {"hosts", "ssh", "telemetry", "runbook", "bench", "ui", "keymap", "runs", "alerts", "prometheus"})
 
     ssh_raw = raw.get("ssh", {})
@@ -354,7 +361,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
                   prometheus=prometheus, raw=raw, text=text)
 
 
-def _parse_prometheus(check: _Checker, raw: dict[str, Any]) -> PrometheusSettings | None:
+def _parse_prometheus(check: Checker, raw: dict[str, Any]) -> PrometheusSettings | None:
     data = raw.get("prometheus")
     if data is None:
         return None
@@ -390,7 +397,7 @@ def _parse_prometheus(check: _Checker, raw: dict[str, Any]) -> PrometheusSetting
     )
 
 
-def _check_jump_cycles(check: _Checker, hosts: tuple[HostConfig, ...]) -> None:
+def _check_jump_cycles(check: Checker, hosts: tuple[HostConfig, ...]) -> None:
     by_name = {h.name: h for h in hosts}
     for host in hosts:
         seen = [host.name]

@@ -114,9 +114,7 @@ def sweep_value_problem(key: str, value: Any) -> str | None:
 
 def parse_sweep(config, runbook_spec) -> SweepSpec:
     """The [bench] table, checked against the runbook: errors name the file, line and key."""
-    import difflib
-
-    from cockpit.config import locate
+    from cockpit.config import did_you_mean, locate
     from cockpit.errors import ConfigError
 
     raw = config.raw.get("bench") or {}
@@ -129,8 +127,7 @@ def parse_sweep(config, runbook_spec) -> SweepSpec:
         raise ConfigError(where, "[bench] must be a table", key="bench")
     for key in raw:
         if key not in SWEEP_KEYS:
-            close = difflib.get_close_matches(key, sorted(SWEEP_KEYS), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            hint = did_you_mean(key, SWEEP_KEYS)
             raise fail(key, f"[bench] has no key '{key}'{hint}; keys: {', '.join(sorted(SWEEP_KEYS))}")
         problem = sweep_value_problem(key, raw[key])
         if problem:
@@ -138,8 +135,7 @@ def parse_sweep(config, runbook_spec) -> SweepSpec:
     launches = [s.name for s in runbook_spec.steps if s.kind == "sglang_launch"]
     step = raw.get("launch_step") or (launches[-1] if launches else None)
     if step is None or step not in launches:
-        close = difflib.get_close_matches(step or "", launches, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        hint = did_you_mean(step or "", launches)
         named = f"'{step}' is not" if step else "needs"
         raise fail("launch_step" if "launch_step" in raw else None,
                    f"launch_step {named} an sglang_launch step of the runbook{hint} (have: {', '.join(launches) or 'none'})")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 from dataclasses import dataclass, field
 
-from cockpit.config import Config, locate
+from cockpit.config import Config, did_you_mean, locate
 from cockpit.errors import CockpitError, ConfigError
 from cockpit.runbook.kind import Kinds, StepKind
 from cockpit.runbook.model import StepSpec
@@ -32,8 +31,7 @@ class RunbookSpec:
         for step in self.steps:
             if step.name == name:
                 return step
-        hint = difflib.get_close_matches(name, [s.name for s in self.steps], n=1)
-        extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+        extra = did_you_mean(name, [s.name for s in self.steps])
         raise CockpitError(f"no step named '{name}'{extra}; steps: {', '.join(s.name for s in self.steps) or 'none'}")
 
 
@@ -76,8 +74,7 @@ def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
     allowed = {"name", "freshness_s", "steps"}
     for key in raw:
         if key not in allowed:
-            close = difflib.get_close_matches(key, sorted(allowed), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            hint = did_you_mean(key, allowed)
             raise fail_table(f"unknown key in [runbook]{hint}; allowed: {', '.join(sorted(allowed))}", key)
     name = raw.get("name") or (config.path.stem if config.path else "default")
     if not isinstance(name, str):
@@ -111,12 +108,10 @@ def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
         seen.add(step_name)
         kind = kinds.get(kind_name)
         if kind is None:
-            hint = difflib.get_close_matches(kind_name, sorted(kinds), n=1)
-            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+            extra = did_you_mean(kind_name, kinds)
             raise fail(f"unknown step kind '{kind_name}'{extra}; kinds: {', '.join(sorted(kinds))}", index, "kind")
         if host not in hosts:
-            hint = difflib.get_close_matches(host, sorted(hosts), n=1)
-            extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+            extra = did_you_mean(host, hosts)
             raise fail(f"no host named '{host}'{extra}", index, "host")
         for member in ([host] + [h for h in item.get("hosts") or [] if isinstance(h, str) and h in hosts]):
             if not config.host(member).ssh_reachable:
@@ -133,8 +128,7 @@ def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
                 raise fail(f"'{twice[0]}' is in the group twice: each node is one host", index, "hosts")
             for member in group:
                 if member not in hosts:
-                    hint = difflib.get_close_matches(member, sorted(hosts), n=1)
-                    extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+                    extra = did_you_mean(member, hosts)
                     raise fail(f"no host named '{member}'{extra}", index, "hosts")
         params = {}
         for key, value in item.items():
@@ -142,8 +136,7 @@ def parse_runbook(config: Config, kinds: Kinds) -> RunbookSpec:
                 continue
             param = kind.params.get(key)
             if param is None:
-                hint = difflib.get_close_matches(key, sorted(kind.params), n=1)
-                extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+                extra = did_you_mean(key, kind.params)
                 raise fail(f"'{kind_name}' steps take no '{key}'{extra}; they take: {', '.join(sorted(kind.params))}", index, key)
             types = param.kind if isinstance(param.kind, tuple) else (param.kind,)
             if isinstance(value, bool) and bool not in types or not isinstance(value, types):

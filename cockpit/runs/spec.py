@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cockpit.config import Config, _Checker
+from cockpit.config import Config, Checker
 
 RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "poll_s", "pid_file", "process"}
 
@@ -33,7 +33,7 @@ class RunSpec:
 
 def parse_runs(config: Config) -> dict[str, RunSpec]:
     raw = config.raw.get("runs", {})
-    check = _Checker(str(config.path or "<config>"), config.text)
+    check = Checker(str(config.path or "<config>"), config.text)
     if not isinstance(raw, dict):
         raise check.fail((), "runs", "must be tables: [runs.NAME] with host and log and/or output_dir")
     hosts = {h.name for h in config.hosts}
