@@ -19,7 +19,7 @@ import pytest
 from cockpit.alerts import Alert, Alerter, AlertSettings, terminal_sequence
 from cockpit.runs.watch import RunEvent, run_alert
 
-from test_tmux import new_session, tmux
+from harness.tmux import new_session, tmux
 
 
 class Hook:

@@ -4,25 +4,11 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
-from cockpit.sglang.depth import DepthConfig
 from cockpit.ui.widgets.bench_pane import VIEWS, BenchPane
 from cockpit.ui.widgets.chart import Chart
+from harness.builders import RUNS, bench_run as run  # noqa: F401
 
 
-def run(depth: int | None, concurrency: int, tput: float, accept: float | None, ttft: float, itl: float) -> dict:
-    config = DepthConfig.chain(depth) if depth else DepthConfig()
-    return {"config": config.label, **config.to_json(), "speculative": config.speculative, "concurrency": concurrency,
-            "output_throughput_tok_s": tput, "accept_length": accept, "failed": 0, "requests": 8,
-            "ttft_ms": {"p50": ttft, "p90": ttft * 1.2, "p99": ttft * 1.5}, "itl_ms": {"p50": itl, "p90": itl * 1.3, "p99": itl * 2},
-            "tpot_ms": {"p50": itl * 1.1, "p90": itl * 1.4, "p99": itl * 2}}
-
-
-RUNS = [
-    run(None, 1, 150.0, None, 40.0, 6.5), run(None, 8, 900.0, None, 60.0, 8.0),
-    run(16, 1, 330.0, 2.95, 45.0, 3.1), run(16, 8, 1500.0, 2.9, 70.0, 5.0),
-    run(10, 1, 360.0, 2.8, 44.0, 2.9), run(10, 8, 1650.0, 2.7, 66.0, 4.5),
-    run(5, 1, 300.0, 2.4, 42.0, 3.3), run(5, 8, 1600.0, 2.3, 63.0, 4.4),
-]
 CHARTS = [v for v in VIEWS if v != "decision"]
 
 

@@ -18,7 +18,7 @@ from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.runbook.store import StateStore
 from cockpit.sglang.diagnose import Diagnosis
 from helpers import eventually
-from test_runbook import DIRTY_GPU5, cli, runbook_toml
+from harness.builders import DIRTY_GPU5, cli, runbook_toml
 
 LOCAL = '[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n\n[runbook]\nname = "broken"\n\n'
 BROKEN_STEP = '[[runbook.steps]]\nname = "bad"\nkind = "broken"\nhost = "here"\n'

@@ -9,22 +9,8 @@ import pytest
 from cockpit.config import parse_config
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.hub import TelemetryHub
-from cockpit.telemetry.model import ComputeProcess, GpuSample, HostSnapshot
 from cockpit.ui.app import CockpitApp
-
-HOSTS = ("alpha", "bravo", "charlie", "delta")
-CONFIG = "".join(f'[hosts.{name}]\naddress = "{name}.example"\nuser = "root"\n\n' for name in HOSTS)
-FUTURE = 4102444800.0  # ages read "live": the titles do not move while the test runs
-
-
-def snapshot(host: int, tick: int, state: HostState = HostState.UP) -> HostSnapshot:
-    """Every value of every GPU moves each tick, as the issue's worst case has it."""
-    gpus = tuple(GpuSample(index=i, uuid=f"GPU-{host}-{i}", name="NVIDIA H200", memory_used_mib=1000 * ((tick + i) % 3),
-                           memory_total_mib=143771, power_w=100.0 + 97 * host + 7 * i + 3 * tick, power_limit_w=700.0,
-                           utilization_pct=(11 * tick + i) % 101, temperature_c=40 + (tick + i) % 50) for i in range(8))
-    processes = (ComputeProcess(4242, "python3", 30000, f"GPU-{host}-5", 5),) if host == 0 else ()
-    return HostSnapshot(HOSTS[host], state, gpus=gpus, sampled_at=FUTURE + tick, source="nvidia-smi", processes=processes)
-
+from harness.builders import FUTURE, PANE_HOSTS as HOSTS, PANE_HOSTS_CONFIG as CONFIG, host_snapshot as snapshot  # noqa: F401
 
 async def paint(app, pilot, tick: int, states: dict[int, HostState] | None = None) -> None:
     for host in range(len(HOSTS)):

@@ -130,7 +130,7 @@ def test_a_training_log_through_kubectl_reads_as_the_plain_one(tmp_path):
     """A trainer in a Kubernetes job, its log saved with `kubectl logs --prefix --timestamps`."""
     from cockpit.runs.spec import RunSpec
     from cockpit.runs.watch import RunWatcher
-    from test_runs import local
+    from harness.builders import local
 
     source = FIXTURES / "training" / "E4-report-none" / "train.log"
     plain, prefixed = tmp_path / "plain.log", tmp_path / "kubectl.log"

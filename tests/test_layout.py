@@ -8,7 +8,7 @@ import time
 
 import psutil
 from helpers import eventually
-from test_snapshots import CONFIG, fixed_hub
+from harness.builders import SNAPSHOT_CONFIG as CONFIG, fixed_hub
 
 from cockpit.config import parse_config
 from cockpit.runbook.model import StepState

@@ -18,3 +18,14 @@ def test_ruff_check_is_clean():
         pytest.fail("ruff is not installed: pip install -e '.[test]' installs it")
     out = subprocess.run([ruff, "check", "--no-cache", "cockpit", "tests"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_no_test_file_imports_another():
+    """Shared helpers live in tests/helpers.py and tests/harness/: a test file is never a library."""
+    import ast
+
+    tests = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
+    for path in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not set(n.split(".")[0] for n in names) & tests, f"{path.relative_to(ROOT)} imports a test file: {names}"

@@ -31,7 +31,7 @@ from cockpit.ui.compositor import CoveringCompositor
 from cockpit.ui.driver import quiet_driver_class
 from cockpit.ui.line_filters import FilteredStyles
 
-from test_host_pane_drawing import CONFIG, HOSTS, snapshot
+from harness.builders import PANE_HOSTS as HOSTS, PANE_HOSTS_CONFIG as CONFIG, host_snapshot as snapshot
 
 
 # --- line filters ----------------------------------------------------------------------------------------

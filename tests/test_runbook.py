@@ -20,39 +20,7 @@ from cockpit.runbook.model import StepState
 from cockpit.context import parse_runbook
 from cockpit.runbook.store import StateStore
 from cockpit.telemetry.hub import TelemetryHub
-
-DIRTY_GPU5 = {"gpus": 8, "set": {"5": {"memory.used": 30000}},
-              "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}]}
-
-
-async def yes(_: str) -> bool:
-    return True
-
-
-def runbook_toml(sshd, steps: str, extra_hosts: str = "") -> str:
-    return sshd.config_toml(sshd.host_toml("gpu-server") + extra_hosts) + '\n[runbook]\nname = "t"\nfreshness_s = 30\n' + steps
-
-
-GATED = """
-[[runbook.steps]]
-name = "clean"
-kind = "gpu_clean"
-host = "gpu-server"
-
-[[runbook.steps]]
-name = "launch"
-kind = "launch"
-host = "gpu-server"
-argv = ["sleep", "30"]
-settle_s = 0.5
-log = "{log}"
-"""
-
-
-def cli(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=90,
-                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
-
+from harness.builders import DIRTY_GPU5, GATED, cli, runbook_toml, yes  # noqa: F401
 
 def test_verify_names_the_dirty_gpu(sshd, tmp_path):
     sshd.scenario(DIRTY_GPU5)

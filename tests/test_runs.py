@@ -19,46 +19,17 @@ from cockpit.config import parse_config
 from cockpit.errors import ConfigError
 from cockpit.hosts.commandlog import CommandLog
 from cockpit.hosts.follow import LogFollower, clean
-from cockpit.hosts.local import LocalTransport
 from cockpit.runs.parse import TrainingLog
 from cockpit.runs.spec import RunSpec
 from cockpit.runs.tfevents import EventReader, encode_record
 from cockpit.runs.watch import RunWatcher
 from helpers import LogWriter
-
-TRAINING = Path(__file__).resolve().parent / "fixtures" / "training"
-
-
-def lines_of(path: Path) -> list[str]:
-    parts = re.split(rb"\r\n|\r|\n", path.read_bytes())
-    return [clean(p) for p in parts if p]
-
+from harness.builders import TRAINING, lines_of, local, write_checkpoint  # noqa: F401
 
 def parsed(name: str, clock=lambda: 1000.0) -> TrainingLog:
     log = TrainingLog(clock=clock)
     log.feed(lines_of(TRAINING / name / "train.log"))
     return log
-
-
-def write_checkpoint(directory: Path, fixture: str, prefix: str, complete: bool = True) -> Path:
-    """A checkpoint as the trainer leaves it: config.json and model.safetensors rebuilt from the real
-    header (zeros for the tensors: only the header and the size are ever read)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    header = (TRAINING / fixture / f"{prefix}__model.safetensors.header.bin").read_bytes()
-    (length,) = struct.unpack("<Q", header[:8])
-    end = max(t["data_offsets"][1] for k, t in json.loads(header[8:8 + length]).items() if k != "__metadata__")
-    size = 8 + length + end
-    with open(directory / "model.safetensors", "wb") as handle:
-        handle.write(header)
-        handle.truncate(size if complete else size - 4096)
-    (directory / "config.json").write_bytes((TRAINING / fixture / f"{prefix}__config.json").read_bytes())
-    return directory
-
-
-def local() -> LocalTransport:
-    from cockpit.config import HostConfig
-
-    return LocalTransport(HostConfig(name="here", local=True), CommandLog())
 
 
 # --- each era's log, parsed ------------------------------------------------------------------------

@@ -23,23 +23,9 @@ from cockpit.hosts.http import default_opener
 from cockpit.hosts.local import LocalTransport
 from cockpit.sglang.live import LiveFigures, LiveServer, parse_batch_line
 from harness.sshd import free_port
+from harness.builders import DECODE_LINES as LINES  # noqa: F401
 
 # one decode line per wording of runs-facts b.2 (0.4.6, 0.4.10-0.5.3, 0.5.4-0.5.8, 0.5.10+, 0.5.23 extras, DP ranks, Ray prefix)
-LINES = [
-    "[2025-05-01 10:00:00 TP0] Decode batch. #running-req: 8, #token: 21730, token usage: 0.04, accept len: 2.95, cuda graph: True, "
-    "gen throughput (token/s): 812.40, #queue-req: 0",
-    "[2025-05-01 10:00:02 TP0] Decode batch. #running-req: 8, #token: 21730, token usage: 0.04, accept len: 2.90, cuda graph: True, "
-    "gen throughput (token/s): 800.00, #queue-req: 1, ",
-    "[2025-10-01 10:00:04 TP0] Decode batch, #running-req: 8, #token: 21730, token usage: 0.04, accept len: 2.80, accept rate: 0.70, "
-    "cuda graph: True, gen throughput (token/s): 790.00, #queue-req: 2, ",
-    "[2026-10-01 10:00:06.123 DP1 TP8] Decode batch, #running-req: 6, #token: 1000, token usage: 0.10, accept len: 2.70, "
-    "accept rate: 0.57, cuda graph: True, gen throughput (token/s): 780.00, #queue-req: 3",
-    "(SchedulerActor pid=123, ip=10.0.0.2) [2026-10-01 10:00:08 PP1 TP0] Decode batch [7], #running-req: 5, #token: 900, "
-    "token usage: 0.09, accept len: 2.60, accept rate: 0.53, cap len: 2.10, cuda graph: True, gen throughput (token/s): 770.00, "
-    "#queue-req: 4, est. decode TFLOPS/s (per GPU): 100.00",
-]
-
-
 def test_every_wording_of_the_decode_line_is_read():
     figures = LiveFigures(clock=lambda: 0.0)
     figures.feed(LINES)

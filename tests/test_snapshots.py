@@ -7,51 +7,8 @@ import time
 import pytest
 
 from cockpit.config import parse_config
-from cockpit.hosts.state import HostState
-from cockpit.telemetry.hub import TelemetryHub
-from cockpit.telemetry.model import ComputeProcess, GpuSample, HostSnapshot
 from cockpit.ui.app import CockpitApp
-
-CONFIG = """
-[hosts.gpu-server]
-address = "gpu-server.example"
-user = "root"
-roles = ["serving"]
-
-[hosts.trainer]
-address = "trainer.example"
-roles = ["training"]
-
-[runbook]
-name = "snap"
-
-[[runbook.steps]]
-name = "clean"
-kind = "gpu_clean"
-host = "gpu-server"
-
-[[runbook.steps]]
-name = "launch"
-kind = "launch"
-host = "gpu-server"
-argv = ["python3", "-m", "sglang.launch_server"]
-"""
-
-
-def fixed_hub(config) -> TelemetryHub:
-    hub = TelemetryHub(config)  # never started: no collector runs, only these snapshots
-    future = 4102444800.0  # 2100-01-01: ages read "live" whenever the snapshot is taken, and the raw evidence is the same
-    for tick in range(12):
-        gpus = tuple(GpuSample(index=i, uuid=f"GPU-{i}", name="NVIDIA H200", memory_used_mib=30000 if i == 5 else 0,
-                               memory_total_mib=143771, power_w=80.0 + ((tick + i) % 4) * 9, power_limit_w=700.0,
-                               utilization_pct=0, temperature_c=39) for i in range(8))
-        hub.publish(HostSnapshot("gpu-server", HostState.UP, gpus=gpus, sampled_at=future + tick, source="nvidia-smi",
-                                 roles=("serving",), processes=(ComputeProcess(4242, "python3", 30000, "GPU-5", 5),)))
-        busy = tuple(GpuSample(index=i, uuid=f"T-{i}", name="NVIDIA H200", memory_used_mib=61234, memory_total_mib=143771,
-                               power_w=690.0 + tick % 3, power_limit_w=700.0, utilization_pct=100, temperature_c=61) for i in range(4))
-        hub.publish(HostSnapshot("trainer", HostState.UP, gpus=busy, sampled_at=future + tick, source="nvidia-smi", roles=("training",)))
-    return hub
-
+from harness.builders import SNAPSHOT_CONFIG as CONFIG, fixed_hub  # noqa: F401
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 @pytest.mark.parametrize("theme", ["cockpit-dark", "cockpit-light"])
@@ -128,7 +85,7 @@ async def _force(pilot) -> None:
 
 
 async def _bench(pilot) -> None:
-    from test_charts import RUNS
+    from harness.builders import RUNS
 
     from cockpit.ui.widgets.bench_pane import BenchPane
 
@@ -195,7 +152,7 @@ async def _runs(pilot) -> None:
 
 
 async def _serving(pilot) -> None:
-    from test_serving_live import LINES
+    from harness.builders import DECODE_LINES as LINES
 
     from cockpit.sglang.diagnose import LogReport
     from cockpit.sglang.live import LiveFigures
@@ -240,7 +197,7 @@ def test_runs_and_serving_snapshot(snap_compare, tmp_path, fixtures, monkeypatch
     """The real E2 recording (crashed at teardown after its last checkpoint) and decode lines of every SGLang wording."""
     import shutil
 
-    from test_runs import write_checkpoint
+    from harness.builders import write_checkpoint
 
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()

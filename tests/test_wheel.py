@@ -95,7 +95,7 @@ def test_bench_run_with_the_shipped_prompts_against_the_standin(wheel_venv, tmp_
 
 def test_the_installed_demo_walks_to_the_charts(wheel_venv, tmp_path):
     from harness.tools import need
-    from test_tmux import tmux, walk_demo
+    from harness.tmux import tmux, walk_demo
 
     need("tmux")
     env = isolated_env(tmp_path / "user")
