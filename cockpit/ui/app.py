@@ -26,6 +26,7 @@ from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui import actions
 from cockpit.ui.compositor import covering
+from cockpit.ui.textual_internals import plain
 from cockpit.ui.driver import quiet_driver_class
 from cockpit.ui.layout import Layout, MessageBar, ViewBar
 from cockpit.ui.host_actions import HostActions
@@ -63,7 +64,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
     def get_driver_class(self):
         """Textual's driver, but with an input thread that sleeps while no key comes (ui/driver.py);
         a driver named in TEXTUAL_DRIVER still wins."""
-        if constants.DRIVER is None:
+        if constants.DRIVER is None and not plain("driver"):
             quiet = quiet_driver_class()
             if quiet is not None:
                 return quiet

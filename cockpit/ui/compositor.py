@@ -18,7 +18,7 @@ from __future__ import annotations
 from textual.geometry import Region
 from textual.screen import Screen
 
-from cockpit.ui.textual_internals import mirrored
+from cockpit.ui.textual_internals import mirrored, plain
 
 try:  # a private module: guarded, and used only on the Textual it was read from
     from textual._compositor import Compositor
@@ -62,6 +62,6 @@ class CoveringCompositor(Compositor):  # type: ignore[valid-type,misc]
 
 def covering(screen: Screen) -> Screen:
     """`screen` drawing through CoveringCompositor, where this Textual is one it was read from."""
-    if mirrored() and Compositor is not object and type(getattr(screen, "_compositor", None)) is Compositor:
+    if mirrored() and not plain("compositor") and Compositor is not object and type(getattr(screen, "_compositor", None)) is Compositor:
         screen._compositor = CoveringCompositor()
     return screen

@@ -4,6 +4,8 @@ parts run (correct, only slower), so an upgrade of Textual cannot run a stale co
 
 from __future__ import annotations
 
+import os
+
 import textual
 
 READ_FROM = frozenset({"8.2.8"})  # LinuxDriver.run_input_thread and Compositor._render_chops were read from these
@@ -14,3 +16,13 @@ READ_FROM = frozenset({"8.2.8"})  # LinuxDriver.run_input_thread and Compositor.
 def mirrored(version: str | None = None) -> bool:
     """Whether the running Textual (or `version`) is exactly one the mirrored code was read from."""
     return (textual.__version__ if version is None else version) in READ_FROM
+
+
+DEPARTURES = ("driver", "compositor", "rows")  # the quiet input driver, the covering compositor, HostPane's own rows
+
+
+def plain(part: str) -> bool:
+    """Whether `part` is to run Textual's own way: COCKPIT_TEXTUAL_PLAIN=driver,compositor,rows (or "all")
+    switches departures off one by one, to measure what each buys (tests/perf/attribute_tui.py)."""
+    wanted = {p.strip() for p in os.environ.get("COCKPIT_TEXTUAL_PLAIN", "").split(",") if p.strip()}
+    return part in wanted or "all" in wanted

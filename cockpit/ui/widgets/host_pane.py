@@ -15,6 +15,7 @@ from cockpit.hosts.state import HostState
 from cockpit.telemetry.history import HostHistory
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui.line_filters import FilteredStyles
+from cockpit.ui.textual_internals import plain
 from cockpit.ui.render import gpu_detail, gpu_row, gpu_row_segments, host_body, host_title, title_moving_parts
 
 
@@ -75,6 +76,7 @@ class HostPane(Widget, can_focus=True):
         self._edges: tuple[list[Segment], list[Segment]] = ([], [])
         self._fast_rows: set[int] = set()
         self._filtered = FilteredStyles()  # the app's line filters, applied once per style
+        self._plain = plain("rows")  # measured without this departure: Textual draws every line
         self._refreshing_rows = False
         self.rows_drawn_here = 0
         self.lines_skipped = 0
@@ -149,6 +151,8 @@ class HostPane(Widget, can_focus=True):
         Textual again.  Each time the pane learns the edges it checks that a row made this way is
         the row Textual drew (if not, Textual goes on drawing them); a test holds the screens equal."""
         self._catch_up()  # back in view: its rows are made from the newest sample now
+        if self._plain:
+            return super().render_lines(crop)
         drawn = self._drawn
         if drawn is not None and self._drawn_key == self._draw_key(crop):
             if self._fast_rows:
