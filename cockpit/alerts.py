@@ -7,7 +7,7 @@ Where they go, configured in `[alerts]`:
   passthrough when inside tmux (tmux itself turns the bell into its window bell flag / alert);
 - a command, as an argument list (never a shell): the alert's title and text are appended;
 - notification URLs (Slack, email, ntfy, Discord, webhooks: `json://host/path`) through Apprise, a
-  maintained library of ~100 services, installed with the optional extra `cockpit[notify]`.
+  maintained library of ~100 services, installed with the optional extra `notify` (`pip install '.[notify]'`).
 
 Every alert is deduplicated (the same key within `min_interval_s` is sent once), rate-limited
 (`max_per_hour` in all), and recorded, sent or suppressed, in `$XDG_STATE_HOME/cockpit/alerts.jsonl`.
@@ -184,7 +184,7 @@ class Alerter:
         try:
             import apprise
         except ImportError:
-            return "failed: notification URLs need Apprise: pip install 'cockpit[notify]'"
+            return "failed: notification URLs need Apprise: pip install apprise (the notify extra: pip install '.[notify]' in the cockpit's folder)"
 
         def send() -> str:
             sender = apprise.Apprise()

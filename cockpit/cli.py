@@ -518,14 +518,16 @@ def cmd_init(args) -> int:
     from cockpit.init import example_text, questionnaire, write_config, write_text
     from cockpit.paths import default_config_path
 
-    if args.example and not args.path:
-        sys.stdout.write(example_text(args.sample))
+    example = args.example or args.sample is not None  # naming a sample asks for it, not for the questions
+    sample = args.sample or "deployment"
+    if example and not args.path:
+        sys.stdout.write(example_text(sample))
         return EXIT_OK
     path = Path(args.path).expanduser() if args.path else default_config_path()
     if path.exists() and not args.force:
         raise CockpitError(f"{path} exists: pass --force to replace it (it is not merged)")
-    if args.example:
-        written = write_text(path, example_text(args.sample), force=args.force)
+    if example:
+        written = write_text(path, example_text(sample), force=args.force)
     else:
         written = write_config(path, questionnaire(), force=args.force)
     print(f"wrote {written}; check it with: cockpit config check {written}")
@@ -571,7 +573,14 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if getattr(args, "command", None) == "lint-flags":
+            print(f"cockpit: error: lint-flags reads the command line to check after `--` ({' '.join(extra[:3])} came before it): "
+                  "cockpit lint-flags --help-text FILE -- --model-path M ...", file=sys.stderr)
+            return 2
+        args = parser.parse_args(argv)  # argparse's own message, exit 2
     try:
         return COMMANDS.get(args.command, cmd_ui)(args)
     except CockpitError as exc:

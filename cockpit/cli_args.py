@@ -7,6 +7,15 @@ import argparse
 from cockpit import __version__
 
 
+
+def _sglang_version(text: str) -> str:
+    from cockpit.config import version_problem
+
+    problem = version_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text.strip().lstrip("v")
+
 def _add_config(parser: argparse.ArgumentParser, top: bool = False) -> None:
     # Subcommands take --config too; SUPPRESS keeps them from resetting a value given before the command.
     parser.add_argument("--config", "-c", metavar="FILE", default=None if top else argparse.SUPPRESS, help="config file (default: $XDG_CONFIG_HOME/cockpit/config.toml, else this machine only)")
@@ -97,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="drafter_command", metavar="ACTION")
     inspect = _command(drafter_sub, "inspect", "is a draft ready for SGLang? exit 0 ready, 1 problems, 2 unreadable", json=True)
     inspect.add_argument("path", metavar="PATH")
-    inspect.add_argument("--sglang", metavar="VERSION", help="judge for this SGLang version only")
+    inspect.add_argument("--sglang", metavar="VERSION", type=_sglang_version, help="judge for this SGLang version only (e.g. 0.5.2)")
     inspect.add_argument("--keys", action="store_true", help="list every key with dtype and shape")
     fix = _command(drafter_sub, "fix-keys", "rename keys (default layers.0. to midlayer.) in place, crash-safe", config=True, json=True,
                    yes="rewrite without asking")
@@ -160,8 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")
     init.add_argument("--force", action="store_true", help="replace an existing file")
     init.add_argument("--example", action="store_true", help="the annotated example config instead of questions (printed, or written to FILE)")
-    init.add_argument("--sample", choices=("deployment", "two-node"), default="deployment",
-                      help="with --example: the story's deployment (default), or one server over two nodes")
+    init.add_argument("--sample", choices=("deployment", "two-node"), default=None,
+                      help="the annotated example of the story's deployment (the default of --example), or of one server "
+                           "over two nodes (implies --example)")
 
     _command(sub, "ui", "open the cockpit (the same as no command)", config=True).add_argument(
         "--read-only", action="store_true", default=argparse.SUPPRESS, help="monitoring only: no step or action can run")

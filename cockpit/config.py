@@ -183,6 +183,14 @@ def locate(text: str, table: tuple[str, ...], key: str | None = None) -> int | N
 # --- validation -----------------------------------------------------------------------------------
 
 
+VERSION_RE = re.compile(r"^v?\d+\.\d+(?:\.\d+)?(?:\.?(?:post|rc|dev)\d+)?$")
+
+
+def version_problem(text: str, what: str = "an SGLang version") -> str | None:
+    """None for a release number (0.5.2, 0.4.6.post5, 0.5.23rc1), else what is wrong with `text`."""
+    return None if VERSION_RE.match(text.strip()) else f"'{text}' is not {what} (e.g. 0.5.2 or 0.4.6.post5)"
+
+
 def did_you_mean(word: str, choices, template: str = " (did you mean '{}'?)") -> str:
     """' (did you mean 'x'?)' for the closest of `choices`, or '' when none is close: the one way every
     message of the cockpit suggests a name (hosts, steps, kinds, keys, parameters)."""

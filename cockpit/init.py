@@ -76,6 +76,15 @@ def word(what: str, empty_ok: bool = False, forbid: str = "") -> Check:
     return check
 
 
+def one_of(choices: tuple[str, ...]) -> Check:
+    def check(text: str):
+        value = text.strip().lower()
+        if value not in choices:
+            return None, f"'{text}' is not one of: {', '.join(choices)}"
+        return value, None
+    return check
+
+
 def depth_list(text: str):
     parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
     if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -96,7 +105,8 @@ def questionnaire(ask: Ask = _ask_stdin) -> dict:
         address = ask_until(ask, f"  {name}: address (IP, DNS name or ~/.ssh/config alias)", name, word("a host address"))
         user = ask_until(ask, f"  {name}: SSH user (empty: from ~/.ssh/config)", "", word("a user name", empty_ok=True, forbid="@"))
         port = ask_until(ask, f"  {name}: SSH port (empty: 22 or ~/.ssh/config)", "", whole(1, 65535, empty_ok=True))
-        role = ask_until(ask, f"  {name}: role (serving or training)", "serving" if number == 0 else "training", word("a role"))
+        role = ask_until(ask, f"  {name}: role (serving or training)", "serving" if number == 0 else "training",
+                         one_of(("serving", "training")))
         answers["hosts"].append({"name": name, "address": address, "user": user, "port": port, "role": role})
     serving = [h["name"] for h in answers["hosts"] if h["role"] == "serving"]
     answers["serving"] = serving[0] if serving else None

@@ -55,7 +55,17 @@ def test_inspect_config_and_shape_problems(tmp_path):
     del tensors["d2t"]
     save_file(tensors, missing / "model.safetensors")
     (missing / "config.json").write_text(json.dumps(eagle3_config()))
-    assert "required key 'd2t' is missing" in [p.message for p in inspect_draft(missing).problems]
+    assert any(p.message.startswith("required key 'd2t' is missing (draft_vocab_size 100 is not the target's 1000")
+               for p in inspect_draft(missing).problems)
+    # the full vocabulary: SGLang's and vLLM's loaders need neither d2t nor t2d (issue 30)
+    full = tmp_path / "full"
+    full.mkdir()
+    tensors = {k: v for k, v in eagle3_tensors().items() if k not in ("d2t", "t2d")}
+    save_file(tensors, full / "model.safetensors")
+    (full / "config.json").write_text(json.dumps(eagle3_config(draft_vocab_size=1000)))
+    report = inspect_draft(full)
+    assert not [p for p in report.problems if p.code == "missing_key"]
+    assert any("no d2t/t2d: fine" in n for n in report.notes)
 
 
 @pytest.mark.parametrize("shards", [1, 3])

@@ -181,3 +181,23 @@ def test_server_without_a_config_says_what_to_do(tmp_path):
     result = subprocess.run([sys.executable, "-m", "cockpit", "server"], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none")})
     assert result.returncode == 2 and "no config" in result.stderr and "None" not in result.stderr
+
+
+def _cockpit(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=60, input=stdin,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_newcomer_dead_ends_of_issue_30(tmp_path, fixtures):
+    # init --sample names an example: it prints it, it does not start the questions
+    sample = _cockpit("init", "--sample", "two-node")
+    assert sample.returncode == 0 and "one server over two nodes" in sample.stdout
+    # the role prompt takes what it says it takes
+    asked = _cockpit("init", str(tmp_path / "c.toml"), stdin="1\ngpu\n\n\n\ninference\n")
+    assert "'inference' is not one of: serving, training" in asked.stderr and not (tmp_path / "c.toml").exists()
+    # lint-flags without `--`: a hint, not the top-level usage
+    lint = _cockpit("lint-flags", "--help-text", str(fixtures / "sglang" / "help_0.5.2.txt"), "--model-path", "/m")
+    assert lint.returncode == 2 and "after `--`" in lint.stderr and "usage: cockpit [-h]" not in lint.stderr
+    # a version that is none
+    banana = _cockpit("drafter", "inspect", str(tmp_path), "--sglang", "banana")
+    assert banana.returncode == 2 and "'banana' is not an SGLang version" in banana.stderr

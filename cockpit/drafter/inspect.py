@@ -171,9 +171,21 @@ def _check_keys(report: DraftReport) -> None:
     for key in layer:
         if key not in present:
             report.problems.append(Problem("missing_key", f"required key '{key}' is missing", RANGES))
+    draft_vocab, vocab = config.get("draft_vocab_size"), config.get("vocab_size")
+    full_vocab = draft_vocab is None or (vocab is not None and draft_vocab == vocab)
     for key in TOP_KEYS:
-        if key not in names:
-            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", RANGES))
+        if key in names:
+            continue
+        if key in ("d2t", "t2d") and full_vocab:
+            # SGLang's and vLLM's EAGLE-3 load_weights read d2t only to map a reduced draft vocabulary onto the
+            # target's (hot_token_id); with the full vocabulary there is nothing to map and neither is needed
+            note = "no d2t/t2d: fine, the draft's vocabulary is the target's (nothing to map)"
+            if note not in report.notes:
+                report.notes.append(note)
+            continue
+        why = (f" (draft_vocab_size {draft_vocab} is not the target's {vocab}: d2t maps the draft's tokens onto the target's)"
+               if key in ("d2t", "t2d") else "")
+        report.problems.append(Problem("missing_key", f"required key '{key}' is missing{why}", RANGES))
     prefixed = sorted(n for n in names if n.startswith(("draft_model.", "model.", "module.")))
     if prefixed:
         report.problems.append(Problem("prefixed_keys", f"{len(prefixed)} keys carry a training prefix (e.g. {prefixed[0]}): SGLang "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cockpit.config import Config, Checker
+from cockpit.config import Checker, Config, version_problem
 
 RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "poll_s", "pid_file", "process"}
 
@@ -59,6 +59,9 @@ def parse_runs(config: Config) -> dict[str, RunSpec]:
             if value is not None and not value.startswith("/"):
                 raise check.fail(table, key, f"'{value}' must be an absolute path on {host} (it is read over SFTP: start it with /)")
         depth = check.get(table, data, "depth", int, None, minimum=1)
+        sglang = check.get(table, data, "sglang", str, None)
+        if sglang is not None and (problem := version_problem(sglang)):
+            raise check.fail(table, "sglang", problem)
         pid_file = check.get(table, data, "pid_file", str, None)
         if pid_file is not None and not pid_file.startswith("/"):
             raise check.fail(table, "pid_file", f"'{pid_file}' must be an absolute path on {host}")
@@ -72,7 +75,7 @@ def parse_runs(config: Config) -> dict[str, RunSpec]:
             name=name, host=host, log=log, output_dir=output_dir, depth=depth,
             stall_after_s=60.0 * check.get(table, data, "stall_after_min", float, 10.0, minimum=0.1),
             total_steps=check.get(table, data, "total_steps", int, None, minimum=1),
-            sglang=check.get(table, data, "sglang", str, None),
+            sglang=sglang,
             poll_s=check.get(table, data, "poll_s", float, 2.0, minimum=0.2),
             pid_file=pid_file, process=process or None,
         )
