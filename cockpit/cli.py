@@ -219,12 +219,39 @@ def cmd_verify(args) -> int:
 # --- the runbook ------------------------------------------------------------------------------------
 
 
+def plan_fix(runbook, step: str, yes: bool) -> int:
+    """The CLI's `f`: the first error of the step's diagnosis that has a fix becomes its command line."""
+    from cockpit.sglang.diagnose import Diagnosis
+    from cockpit.sglang.steps import apply_diagnosis_fix
+
+    spec = runbook.spec.step(step)
+    if not runbook.kind(spec).launch:
+        raise CockpitError(f"'{step}' is a {spec.kind} step: plan fix takes a launch step")
+    result = runbook.result(step)
+    diagnoses = Diagnosis.all_from_json((result.evidence or {}).get("diagnoses")) if result else []
+    fix = next((d for d in diagnoses if d.replacement and d.severity == "error"), None)
+    if fix is None:
+        print(f"no fix to apply: {step}'s last run offers none" + (f" ({result.state.value}: {result.message})" if result else
+                                                                    " (it has not run)"))
+        return EXIT_PROBLEM
+    print(f"{step}: {fix.message}\nfix: {' '.join(fix.replacement)}")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise CockpitError("plan fix changes the step's command line: pass --yes to apply it without asking")
+        if input("apply it? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("nothing changed")
+            return EXIT_PROBLEM
+    fixed = apply_diagnosis_fix(runbook, step, fix)
+    print(f"{step} will run: {' '.join(fixed)}\nrun it: cockpit plan run {step}   (cockpit plan reset {step} forgets the fix)")
+    return EXIT_OK
+
+
 def cmd_plan(args) -> int:
     from cockpit.runbook.engine import GateClosed
     from cockpit.runbook.model import StepState
     from cockpit.runbook.report import render_plan_text
 
-    if args.plan_command not in ("show", "run", "reset", "stop", "emit"):
+    if args.plan_command not in ("show", "run", "reset", "stop", "emit", "fix"):
         build_parser().parse_args(["plan", "--help"])
     ctx = context(args, need_config=True)
     runbook = runbook_of(ctx)
@@ -257,6 +284,8 @@ def cmd_plan(args) -> int:
     if args.plan_command == "stop":
         print(with_context(ctx, lambda c: runbook.stop_server(args.step, confirm)))
         return EXIT_OK
+    if args.plan_command == "fix":
+        return plan_fix(runbook, args.step, args.yes)
     if args.plan_command == "show":
         with_context(ctx, lambda c: runbook.recheck_gates(timeout=15))  # a pass later telemetry contradicts shows stale
         emit(args, {"runbook": runbook.spec.name, "state_file": str(runbook.store.path),
@@ -412,6 +441,12 @@ def cmd_bench_report(args) -> int:
     from cockpit.bench.sweep import stored_report
     from cockpit.paths import atomic_write
 
+    config = getattr(args, "config", None)
+    if config:
+        # a demo's config: its runs live in its own folder (the demo isolates its data there), so read them there
+        folder = Path(config).expanduser().resolve().parent
+        if (folder / "data").is_dir() and (folder / "demo.toml").exists():
+            os.environ["XDG_DATA_HOME"] = str(folder / "data")
     text = stored_report(args.runs, args.sweep, args.format or ("json" if args.json else "text"), args.last)
     if args.out:
         atomic_write(Path(args.out).expanduser(), text.rstrip("\n") + "\n")

@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reason", metavar="TEXT", help="why the gate is skipped")
     _command(plan_sub, "stop", "stop the server a launch step started (asks, or --yes)", config=True,
              yes="stop without asking").add_argument("step", metavar="STEP")
+    _command(plan_sub, "fix", "apply the fix a launch's crash diagnosis offers to its command line (what f does in the TUI)",
+             config=True, yes="apply without asking").add_argument("step", metavar="STEP")
     _command(plan_sub, "reset", "forget the recorded results (of STEP, or of every step)", config=True).add_argument(
         "step", nargs="?", metavar="STEP")
     emit_cmd = _command(plan_sub, "emit", "a launch step as a Slurm sbatch script or a Kubernetes LeaderWorkerSet manifest "
@@ -135,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     brun.add_argument("--seed", type=int, default=None, help="shuffle the prompts with this seed (default: file order)")
     brun.add_argument("--label", default=None)
     brun.add_argument("--no-save", action="store_true")
-    report = _command(bench_sub, "report", "the latest sweep's decision, or stored runs side by side", json=True)
+    report = _command(bench_sub, "report", "the latest sweep's decision, or stored runs side by side", json=True, config=True)
     report.add_argument("runs", nargs="*", metavar="RUN", help="runs to compare side by side (default: the latest sweep)")
     report.add_argument("--last", type=int, default=10, help="without a sweep: this many latest runs")
     report.add_argument("--sweep", metavar="ID", help="the sweep to report (default: the latest)")

@@ -125,6 +125,10 @@ def test_bench_run_cli_json_and_report(standin_server, tmp_path):
     report = cli("bench", "report", data["file"], json.loads(fast.stdout)["file"], "--json")
     rows = json.loads(report.stdout)["runs"]
     assert [r["label"] for r in rows] == ["baseline", "eagle3"] and rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 1.0
+    md = cli("bench", "report", data["file"], json.loads(fast.stdout)["file"], "--format", "md")  # a Markdown table, not text
+    assert md.returncode == 0 and md.stdout.startswith("| run | concurrency |") and "| eagle3 | 2 |" in md.stdout
+    csv_out = cli("bench", "report", data["file"], "--format", "csv")
+    assert csv_out.stdout.splitlines()[0].startswith("label,") or ",label," in csv_out.stdout.splitlines()[0]
     bad = cli("bench", "run", "--endpoint", "http://127.0.0.1:1", "--requests", "2", "--concurrency", "1", "--no-save")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert cli("bench", "run", "--endpoint", endpoint, "--prompts", str(tmp_path / "none.jsonl")).returncode == 2

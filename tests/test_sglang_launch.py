@@ -224,3 +224,42 @@ def test_plan_stop_stops_the_launched_server(sshd, tmp_path):
     while os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
+
+
+def test_plan_fix_applies_the_crash_diagnosis_fix_from_the_cli(sshd, tmp_path):
+    """After plan run refuses the story's launch, `plan fix` does what `f` does in the TUI (issue 30)."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    log = tmp_path / "sglang.log"
+    sshd.scenario({"gpus": 8})
+    config = tmp_path / "c.toml"
+    config.write_text(sshd.config_toml(sshd.host_toml("gpu-server")) + steps_toml(port, log, ["--num-speculative-tokens", "16"]))
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "cockpit", *args, "-c", str(config)], capture_output=True, text=True,
+                              timeout=120, env=env, stdin=subprocess.DEVNULL)
+
+    assert cli("plan", "fix", "launch", "--yes").returncode == 1  # not run yet: nothing to apply
+    assert cli("plan", "run", "clean", "--yes").returncode == 0
+    refused = cli("plan", "run", "launch", "--yes")
+    assert refused.returncode == 1 and "--num-speculative-tokens 16 is not an SGLang flag" in refused.stdout + refused.stderr
+    asked = cli("plan", "fix", "launch")
+    assert asked.returncode == 2 and "--yes" in asked.stderr
+    fixed = cli("plan", "fix", "launch", "--yes")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "fix: --speculative-num-steps 16 --speculative-eagle-topk 1 --speculative-num-draft-tokens 17" in fixed.stdout
+    assert "launch will run:" in fixed.stdout and "--num-speculative-tokens" not in fixed.stdout.split("will run:")[1]
+    ran = cli("plan", "run", "launch", "--yes", "--json")
+    try:
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+    finally:
+        state = json.loads(next((tmp_path / "state" / "cockpit" / "runbooks").glob("*.json")).read_text())
+        pid = (state.get("results", {}).get("launch", {}).get("evidence") or {}).get("pid")
+        if pid:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

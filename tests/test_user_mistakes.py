@@ -201,3 +201,16 @@ def test_newcomer_dead_ends_of_issue_30(tmp_path, fixtures):
     # a version that is none
     banana = _cockpit("drafter", "inspect", str(tmp_path), "--sglang", "banana")
     assert banana.returncode == 2 and "'banana' is not an SGLang version" in banana.stderr
+
+
+def test_bench_report_with_no_runs_says_how_to_get_one_and_takes_a_demo_config(tmp_path):
+    env_home = tmp_path / "home"
+    out = subprocess.run([sys.executable, "-m", "cockpit", "bench", "report"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "XDG_DATA_HOME": str(env_home)})
+    assert out.returncode == 2 and "cockpit bench run --endpoint" in out.stderr and "demo.toml" in out.stderr
+    demo = tmp_path / "demo"
+    (demo / "data" / "cockpit" / "bench").mkdir(parents=True)
+    (demo / "demo.toml").write_text("")
+    out = subprocess.run([sys.executable, "-m", "cockpit", "bench", "report", "-c", str(demo / "demo.toml")], capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "XDG_DATA_HOME": str(env_home)})
+    assert "unrecognized arguments" not in out.stderr and str(demo / "data" / "cockpit" / "bench") in out.stderr

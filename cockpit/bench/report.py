@@ -22,6 +22,17 @@ def render_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
+def render_markdown(rows: list[dict]) -> str:
+    """Stored runs side by side as a Markdown table (`bench report RUN... --format md`)."""
+    head = "| run | concurrency | tok/s | speedup | accept | TTFT p50 ms | ITL p50 ms | ITL p99 ms | failed |"
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        lines.append(f"| {r['label'] or '?'} | {r['concurrency'] or 0} | {num(r['output_throughput_tok_s'])} | "
+                     f"{num(r['speedup'], '{:.2f}x')} | {num(r['accept_length'], '{:.2f}')} | {num(r['ttft_p50_ms'])} | "
+                     f"{num(r['itl_p50_ms'])} | {num(r['itl_p99_ms'])} | {r.get('failed') or 0} |")
+    return "\n".join(lines)
+
+
 def render_table(rows: list[dict]) -> str:
     head = f"{'run':<28} {'conc':>4} {'tok/s':>9} {'speedup':>8} {'accept':>7} {'TTFT p50':>9} {'ITL p50':>8} {'ITL p99':>8} {'fail':>5}"
     lines = [head]

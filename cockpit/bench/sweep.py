@@ -350,7 +350,7 @@ def stored_report(runs: list[str], sweep_id: str | None, fmt: str, last: int = 1
     """`bench report`: the named runs side by side; else a sweep's report (the latest, or the one
     named), else the latest runs side by side."""
     from cockpit.bench import store
-    from cockpit.bench.report import render_table
+    from cockpit.bench.report import render_markdown, render_table
 
     sweep = [] if runs else store.sweep_runs(sweep_id)
     if sweep_id and not sweep:
@@ -359,9 +359,22 @@ def stored_report(runs: list[str], sweep_id: str | None, fmt: str, last: int = 1
         return SweepResult.from_runs(sweep).render(fmt)
     paths = runs or [str(p) for p in store.list_runs()[-last:]]
     if not paths:
-        raise CockpitError(f"no stored benchmark runs in {store.runs_dir()}")
+        raise CockpitError(f"no stored benchmark runs in {store.runs_dir()}: make one with `cockpit bench run --endpoint HOST:PORT` "
+                           "or `cockpit bench sweep`; the demo keeps its own in its folder (DIR/data/cockpit/bench): "
+                           "`cockpit bench report -c DIR/demo.toml`")
     rows = store.compare([store.load_run(p) for p in paths])
-    return json.dumps({"runs": rows}, indent=2) if fmt == "json" else render_table(rows)
+    if fmt == "json":
+        return json.dumps({"runs": rows}, indent=2)
+    if fmt == "csv":
+        import csv
+        import io
+
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else ["label"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        return out.getvalue().rstrip("\n")
+    return render_markdown(rows) if fmt == "md" else render_table(rows)
 
 
 def finished_sweep_alerts(runbook, since: float, seen: dict[str, float]) -> list:
