@@ -251,13 +251,16 @@ def test_plan_fix_applies_the_crash_diagnosis_fix_from_the_cli(sshd, tmp_path):
     fixed = cli("plan", "fix", "launch", "--yes")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "fix: --speculative-num-steps 16 --speculative-eagle-topk 1 --speculative-num-draft-tokens 17" in fixed.stdout
-    assert "launch will run:" in fixed.stdout and "--num-speculative-tokens" not in fixed.stdout.split("will run:")[1]
+    will_run = fixed.stdout.split("will run:")[1].split("\n")[0].split()
+    assert "--num-speculative-tokens" not in will_run
+    # the fix replaces the depth flags the step had (15 steps / 16 draft tokens from draft_tokens = 16), never adds a second set
+    assert will_run.count("--speculative-num-steps") == 1 and will_run[will_run.index("--speculative-num-steps") + 1] == "16"
     ran = cli("plan", "run", "launch", "--yes", "--json")
     try:
         assert ran.returncode == 0, ran.stdout + ran.stderr
     finally:
         state = json.loads(next((tmp_path / "state" / "cockpit" / "runbooks").glob("*.json")).read_text())
-        pid = (state.get("results", {}).get("launch", {}).get("evidence") or {}).get("pid")
+        pid = (state["steps"].get("launch", {}).get("evidence") or {}).get("pid")
         if pid:
             try:
                 os.kill(int(pid), signal.SIGKILL)

@@ -176,11 +176,31 @@ def eagle_rules(values: dict, schema: FlagSchema) -> list[Diagnosis]:
     return out
 
 
+def _without_flags(argv: list[str], flags: set[str]) -> list[str]:
+    """argv less every `--flag value` / `--flag=value` of `flags` (each of these takes one value)."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        head = word.split("=", 1)[0]
+        if head in flags:
+            skip = "=" not in word
+            continue
+        out.append(word)
+    return out
+
+
 def apply_fix(argv: list[str], diagnosis: Diagnosis) -> list[str]:
-    """argv with the diagnosed flag (and its value) replaced by the diagnosis's replacement."""
+    """argv with the diagnosed flag (and its value) replaced by the diagnosis's replacement; a flag the
+    replacement sets that argv already had elsewhere (the depth flags a launch step writes) is replaced,
+    never given twice."""
     if not diagnosis.replacement or not diagnosis.flag:
         return list(argv)
     out = list(argv)
+    replacement = list(diagnosis.replacement)
+    sets = {w for w in replacement[::2] if w.startswith("--")} if len(replacement) % 2 == 0 else set()
+    sets.discard(diagnosis.flag)
     for index, word in enumerate(out):
         head = word.split("=", 1)[0]
         if head == diagnosis.flag:
@@ -188,5 +208,5 @@ def apply_fix(argv: list[str], diagnosis: Diagnosis) -> list[str]:
             if "=" not in word and diagnosis.value is not None:
                 taken = len(diagnosis.value.split(" "))
                 end = index + 1 + taken
-            return out[:index] + list(diagnosis.replacement) + out[end:]
+            return _without_flags(out[:index], sets) + replacement + _without_flags(out[end:], sets)
     return out
