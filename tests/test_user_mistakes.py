@@ -214,3 +214,11 @@ def test_bench_report_with_no_runs_says_how_to_get_one_and_takes_a_demo_config(t
     out = subprocess.run([sys.executable, "-m", "cockpit", "bench", "report", "-c", str(demo / "demo.toml")], capture_output=True,
                          text=True, timeout=60, env={**os.environ, "XDG_DATA_HOME": str(env_home)})
     assert "unrecognized arguments" not in out.stderr and str(demo / "data" / "cockpit" / "bench") in out.stderr
+
+
+def test_no_gpu_and_no_server_say_what_to_do(tmp_path):
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none"), "COCKPIT_NO_NVML": "1", "PATH": "/usr/bin:/bin"}
+    status = subprocess.run([sys.executable, "-m", "cockpit", "status", "--once"], capture_output=True, text=True, timeout=60, env=env)
+    assert "cockpit init" in status.stdout and "cockpit demo" in status.stdout
+    server = subprocess.run([sys.executable, "-m", "cockpit", "server"], capture_output=True, text=True, timeout=60, env=env)
+    assert server.returncode == 2 and "--log FILE" in server.stderr and "--url" in server.stderr

@@ -41,6 +41,9 @@ def render_status_text(snapshots: Sequence[HostSnapshot], now: float) -> str:
             lines.append("  processes: unknown (DCGM exports none; `cockpit verify HOST` asks the host over SSH)")
         elif snap.state.reached and snap.gpus:
             lines.append("  no compute processes")
+    if snapshots and all(s.state is HostState.DRIVER_ERROR and "this machine has no NVIDIA GPU" in (s.error or "") for s in snapshots):
+        lines.append("this machine has no NVIDIA GPU: name your GPU hosts in a config (`cockpit init`), "
+                     "or see the whole flow here with `cockpit demo`")
     return "\n".join(lines)
 
 
