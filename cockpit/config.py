@@ -10,7 +10,9 @@ import getpass
 import re
 import socket
 import tomllib
-from dataclasses import dataclass, field
+import types
+import typing
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +23,37 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+def setting(default: Any = None, *, minimum: float | None = None, key: str | None = None, toml: bool = True) -> Any:
+    """A config setting, declared once: its default, its lower bound and its TOML key (when not the field's
+    name) live here, and `read_settings` reads, types and checks it from the table (`toml=False`: not a
+    key of the table, given by its reader)."""
+    return field(default=default, metadata={"minimum": minimum, "key": key, "toml": toml})
+
+
+def setting_keys(cls) -> set[str]:
+    """The TOML keys of a settings class's table."""
+    return {f.metadata.get("key") or f.name for f in fields(cls) if f.metadata.get("toml", True)}
+
+
 @dataclass(frozen=True)
 class HostConfig:
     name: str
     address: str | None = None
     user: str | None = None
     port: int | None = None
-    identity_file: str | None = None
-    jump_host: str | None = None
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    identity_file: str | None = setting(None)
+    jump_host: str | None = setting(None)
+    connect_timeout: float = setting(DEFAULT_CONNECT_TIMEOUT, minimum=0.1)
     roles: tuple[str, ...] = ()
     local: bool = False
-    keepalive_interval: float = 15.0
-    max_channels: int = 8
-    nvidia_smi: str = "nvidia-smi"
+    keepalive_interval: float = setting(15.0, minimum=1.0)
+    max_channels: int = setting(8, minimum=1)
+    nvidia_smi: str = setting("nvidia-smi")
     telemetry: str = "auto"  # auto | smi | nvml (nvml only for a local host) | prometheus
-    python: str = "python3"
-    known_hosts: str | None = None
-    accent: str | None = None
-    prometheus_host: str | None = None  # the host's label value in Prometheus (default: its name)
+    python: str = setting("python3")
+    known_hosts: str | None = setting(None)
+    accent: str | None = setting(None)
+    prometheus_host: str | None = setting(None)  # the host's label value in Prometheus (default: its name)
 
     @property
     def ssh_reachable(self) -> bool:
@@ -62,20 +76,20 @@ class HostConfig:
 
 @dataclass(frozen=True)
 class SshSettings:
-    known_hosts: str = "~/.ssh/known_hosts"
-    config_files: tuple[str, ...] = ("~/.ssh/config",)
-    stagger_ms: int = 50
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 60.0
+    known_hosts: str = setting("~/.ssh/known_hosts")
+    config_files: tuple[str, ...] = setting(("~/.ssh/config",), key="config")
+    stagger_ms: int = setting(50, minimum=0)
+    backoff_initial_s: float = setting(1.0, minimum=0.01)
+    backoff_max_s: float = setting(60.0, minimum=0.01)
 
 
 @dataclass(frozen=True)
 class TelemetrySettings:
-    interval_ms: int = 1000
-    processes_interval_s: float = 5.0  # poll compute processes at most this often, when GPU memory moved
-    processes_max_age_s: float = 30.0  # and at least this often when nothing moved
-    history: int = 300
-    stale_after_s: float | None = None  # default: max(3 intervals, 5 s)
+    interval_ms: int = setting(1000, minimum=100)
+    processes_interval_s: float = setting(5.0, minimum=0.5)  # poll compute processes at most this often, when GPU memory moved
+    processes_max_age_s: float = setting(30.0, minimum=0.5)  # and at least this often when nothing moved
+    history: int = setting(300, minimum=2)
+    stale_after_s: float | None = setting(None, minimum=0.5)  # default: max(3 intervals, 5 s)
 
     @property
     def stale_after(self) -> float:
@@ -86,9 +100,9 @@ class TelemetrySettings:
 
 @dataclass(frozen=True)
 class UiSettings:
-    theme: str | None = None  # a theme file's name (themes/), or a Textual theme
-    ascii: bool = False  # ASCII borders and glyphs (old terminals, some tmux setups)
-    keymap: tuple[tuple[str, str], ...] = ()  # (binding id, keys)
+    theme: str | None = setting(None)  # a theme file's name (themes/), or a Textual theme
+    ascii: bool = setting(False)  # ASCII borders and glyphs (old terminals, some tmux setups)
+    keymap: tuple[tuple[str, str], ...] = setting((), toml=False)  # (binding id, keys): the [keymap] table
 
 
 @dataclass(frozen=True)
@@ -97,14 +111,14 @@ class PrometheusSettings:
     interval for every GPU of every host that says telemetry = "prometheus")."""
 
     url: str
-    host_label: str | None = None  # None: Hostname or hostname (the exporter renamed it in 2026)
-    token_env: str | None = None  # an environment variable holding a bearer token
-    selector: str | None = None  # extra label matchers, e.g. 'cluster="prod"'
-    interval_s: float = 5.0
-    timeout_s: float = 5.0
-    stale_after_s: float = 90.0  # a sample older than this is shown stale (DCGM's default interval is 30 s)
-    gone_after_s: float = 300.0  # a host with no series for this long is gone
-    sglang_selector: str | None = None  # SGLang's own series there (e.g. 'job="sglang"'): the serving pane reads them
+    host_label: str | None = setting(None)  # None: Hostname or hostname (the exporter renamed it in 2026)
+    token_env: str | None = setting(None)  # an environment variable holding a bearer token
+    selector: str | None = setting(None)  # extra label matchers, e.g. 'cluster="prod"'
+    interval_s: float = setting(5.0, minimum=0.5)
+    timeout_s: float = setting(5.0, minimum=0.1)
+    stale_after_s: float = setting(90.0, minimum=1.0)  # a sample older than this is shown stale (DCGM's default interval is 30 s)
+    gone_after_s: float = setting(300.0, minimum=1.0)  # a host with no series for this long is gone
+    sglang_selector: str | None = setting(None)  # SGLang's own series there (e.g. 'job="sglang"'): the serving pane reads them
 
 
 @dataclass(frozen=True)
@@ -223,6 +237,22 @@ class Checker:
                 raise self.fail((key,) if what == "table" else (), None if what == "table" else key,
                                 f"unknown {what} '{key}'{hint}; the config has: {', '.join(f'[{a}]' for a in sorted(allowed))}")
 
+    def read_settings(self, table: tuple[str, ...], data: dict[str, Any], cls, **given):
+        """An instance of `cls` from its table: every field declared with `setting()` read under its key,
+        typed by its annotation, with its declared default and bound; `given`: what the caller read itself."""
+        hints = typing.get_type_hints(cls)
+        values = dict(given)
+        for f in fields(cls):
+            if f.name in given or not f.metadata.get("toml", False):
+                continue  # given by the caller, or not declared with setting()
+            kind = hints[f.name]
+            if isinstance(kind, types.UnionType):
+                kind = next(k for k in typing.get_args(kind) if k is not type(None))
+            if kind not in (int, float, str, bool):
+                continue  # a list or table: its reader gives it
+            values[f.name] = self.get(table, data, f.metadata.get("key") or f.name, kind, f.default, minimum=f.metadata.get("minimum"))
+        return cls(**values)
+
     def get(self, table, data, key, kind, default, *, minimum=None):
         if key not in data:
             return default
@@ -240,10 +270,7 @@ class Checker:
         return value
 
 
-_HOST_KEYS = {
-    "address", "user", "port", "identity_file", "jump_host", "connect_timeout", "roles", "local",
-    "keepalive_interval", "max_channels", "nvidia_smi", "telemetry", "python", "known_hosts", "accent", "prometheus_host",
-}
+_HOST_KEYS = {f.name for f in fields(HostConfig) if f.name != "name"}
 
 
 def _parse_host(check: Checker, name: str, data: Any) -> HostConfig:
@@ -275,25 +302,8 @@ def _parse_host(check: Checker, name: str, data: Any) -> HostConfig:
         raise check.fail(table, "telemetry", f"must be 'auto', 'smi', 'nvml' or 'prometheus', got '{telemetry}'")
     if telemetry == "nvml" and not local:
         raise check.fail(table, "telemetry", "NVML reads only the machine the cockpit runs on: use it with 'local = true'")
-    return HostConfig(
-        name=name,
-        address=address,
-        user=user,
-        port=port,
-        identity_file=check.get(table, data, "identity_file", str, None),
-        jump_host=check.get(table, data, "jump_host", str, None),
-        connect_timeout=check.get(table, data, "connect_timeout", float, DEFAULT_CONNECT_TIMEOUT, minimum=0.1),
-        roles=tuple(roles),
-        local=local,
-        keepalive_interval=check.get(table, data, "keepalive_interval", float, 15.0, minimum=1.0),
-        max_channels=check.get(table, data, "max_channels", int, 8, minimum=1),
-        nvidia_smi=check.get(table, data, "nvidia_smi", str, "nvidia-smi"),
-        telemetry=telemetry,
-        python=check.get(table, data, "python", str, "python3"),
-        known_hosts=check.get(table, data, "known_hosts", str, None),
-        accent=check.get(table, data, "accent", str, None),
-        prometheus_host=check.get(table, data, "prometheus_host", str, None),
-    )
+    return check.read_settings(table, data, HostConfig, name=name, address=address, user=user, port=port, roles=tuple(roles),
+                               local=local, telemetry=telemetry)
 
 
 def parse_config(text: str, path: str = "<config>") -> Config:
@@ -310,47 +320,31 @@ def parse_config(text: str, path: str = "<config>") -> Config:
     ssh_raw = raw.get("ssh", {})
     if not isinstance(ssh_raw, dict):
         raise check.fail((), "ssh", "must be a table: [ssh]")
-    check.unknown_keys(("ssh",), ssh_raw, {"known_hosts", "config", "stagger_ms", "backoff_initial_s", "backoff_max_s"})
-    config_files = ssh_raw.get("config", ["~/.ssh/config"])
+    check.unknown_keys(("ssh",), ssh_raw, setting_keys(SshSettings))
+    config_files = ssh_raw.get("config", list(SshSettings.config_files))
     if isinstance(config_files, str):
         config_files = [config_files]
     if not isinstance(config_files, list) or not all(isinstance(c, str) for c in config_files):
         raise check.fail(("ssh",), "config", "must be a path or a list of paths")
-    ssh = SshSettings(
-        known_hosts=check.get(("ssh",), ssh_raw, "known_hosts", str, "~/.ssh/known_hosts"),
-        config_files=tuple(config_files),
-        stagger_ms=check.get(("ssh",), ssh_raw, "stagger_ms", int, 50, minimum=0),
-        backoff_initial_s=check.get(("ssh",), ssh_raw, "backoff_initial_s", float, 1.0, minimum=0.01),
-        backoff_max_s=check.get(("ssh",), ssh_raw, "backoff_max_s", float, 60.0, minimum=0.01),
-    )
+    ssh = check.read_settings(("ssh",), ssh_raw, SshSettings, config_files=tuple(config_files))
 
     tel_raw = raw.get("telemetry", {})
     if not isinstance(tel_raw, dict):
         raise check.fail((), "telemetry", "must be a table: [telemetry]")
-    check.unknown_keys(("telemetry",), tel_raw, {"interval_ms", "processes_interval_s", "processes_max_age_s", "history", "stale_after_s"})
-    telemetry = TelemetrySettings(
-        interval_ms=check.get(("telemetry",), tel_raw, "interval_ms", int, 1000, minimum=100),
-        processes_interval_s=check.get(("telemetry",), tel_raw, "processes_interval_s", float, 5.0, minimum=0.5),
-        processes_max_age_s=check.get(("telemetry",), tel_raw, "processes_max_age_s", float, 30.0, minimum=0.5),
-        history=check.get(("telemetry",), tel_raw, "history", int, 300, minimum=2),
-        stale_after_s=check.get(("telemetry",), tel_raw, "stale_after_s", float, None, minimum=0.5),
-    )
+    check.unknown_keys(("telemetry",), tel_raw, setting_keys(TelemetrySettings))
+    telemetry = check.read_settings(("telemetry",), tel_raw, TelemetrySettings)
 
     ui_raw = raw.get("ui", {})
     if not isinstance(ui_raw, dict):
         raise check.fail((), "ui", "must be a table: [ui]")
-    check.unknown_keys(("ui",), ui_raw, {"theme", "ascii"})
+    check.unknown_keys(("ui",), ui_raw, setting_keys(UiSettings))
     keymap_raw = raw.get("keymap", {})
     if not isinstance(keymap_raw, dict):
         raise check.fail((), "keymap", "must be a table: [keymap] with binding id = \"keys\"")
     for binding_id, keys in keymap_raw.items():
         if not isinstance(keys, str) or not keys.strip():
             raise check.fail(("keymap",), binding_id, "must be a key or comma-separated keys, e.g. \"r,ctrl+r\"")
-    ui = UiSettings(
-        theme=check.get(("ui",), ui_raw, "theme", str, None),
-        ascii=check.get(("ui",), ui_raw, "ascii", bool, False),
-        keymap=tuple(keymap_raw.items()),
-    )
+    ui = check.read_settings(("ui",), ui_raw, UiSettings, keymap=tuple(keymap_raw.items()))
 
     hosts_raw = raw.get("hosts", {})
     if not isinstance(hosts_raw, dict):
@@ -376,8 +370,7 @@ def _parse_prometheus(check: Checker, raw: dict[str, Any]) -> PrometheusSettings
     table = ("prometheus",)
     if not isinstance(data, dict):
         raise check.fail((), "prometheus", "must be a table: [prometheus] with url")
-    check.unknown_keys(table, data, {"url", "host_label", "token_env", "selector", "interval_s", "timeout_s", "stale_after_s",
-                                     "gone_after_s", "sglang_selector"})
+    check.unknown_keys(table, data, setting_keys(PrometheusSettings) | {"url"})
     url = check.get(table, data, "url", str, None)
     if url is None:
         raise check.fail(table, None, "[prometheus] needs url, e.g. url = \"http://prometheus:9090\"")
@@ -396,13 +389,8 @@ def _parse_prometheus(check: Checker, raw: dict[str, Any]) -> PrometheusSettings
     sglang = check.get(table, data, "sglang_selector", str, None)
     if sglang is not None and not re.match(matchers, sglang):
         raise check.fail(table, "sglang_selector", f"'{sglang}' is not a list of label matchers, e.g. job=\"sglang\"")
-    return PrometheusSettings(
-        url=url.rstrip("/"), host_label=label, token_env=token_env, selector=selector, sglang_selector=sglang,
-        interval_s=check.get(table, data, "interval_s", float, 5.0, minimum=0.5),
-        timeout_s=check.get(table, data, "timeout_s", float, 5.0, minimum=0.1),
-        stale_after_s=check.get(table, data, "stale_after_s", float, 90.0, minimum=1.0),
-        gone_after_s=check.get(table, data, "gone_after_s", float, 300.0, minimum=1.0),
-    )
+    return check.read_settings(table, data, PrometheusSettings, url=url.rstrip("/"), host_label=label, token_env=token_env,
+                               selector=selector, sglang_selector=sglang)
 
 
 def _check_jump_cycles(check: Checker, hosts: tuple[HostConfig, ...]) -> None:

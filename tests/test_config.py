@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from cockpit.cli import main
@@ -99,3 +101,40 @@ def test_sample_configs_are_valid():
         assert config.hosts, sample
         check_config(config)  # whole, as config check and plan run read it (runs, alerts, groups)
     assert {s.name for s in samples} >= {"deployment.toml", "two-node.toml"}
+
+
+def test_every_declared_setting_is_read_from_its_table_with_its_one_default():
+    """A setting is declared once (its default and bound in the dataclass: config.setting) and the
+    table readers are driven by those fields: each key set in a file is read back, and an empty
+    table gives the declared defaults."""
+    import typing
+    from dataclasses import fields
+
+    from cockpit.config import HostConfig, PrometheusSettings, SshSettings, TelemetrySettings, UiSettings
+
+    def sample(kind, default):
+        return {int: 7777, float: 4242.5, bool: not default, str: "chosen"}[kind]
+
+    tables = {SshSettings: "[ssh]", TelemetrySettings: "[telemetry]", UiSettings: "[ui]",
+              PrometheusSettings: '[prometheus]\nurl = "http://p:9090"', HostConfig: '[hosts.h]\naddress = "h.example"'}
+    for cls, head in tables.items():
+        hints = typing.get_type_hints(cls)
+        declared = [f for f in fields(cls) if f.metadata.get("toml")]
+        lines, wanted = [head], {}
+        for f in declared:
+            kind = hints[f.name]
+            if typing.get_origin(kind) is tuple:
+                continue  # a list: its reader's own shape check
+            kind = next((k for k in typing.get_args(kind) if k is not type(None)), kind)
+            if kind not in (int, float, str, bool) or f.name in ("theme", "host_label", "token_env", "selector", "sglang_selector",
+                                                                  "jump_host"):
+                continue  # values with their own checks (a theme that exists, label names, a host of the config)
+            value = sample(kind, f.default)
+            wanted[f.name] = value
+            lines.append(f"{f.metadata.get('key') or f.name} = {json.dumps(value)}")
+        config = parse_config("\n".join(lines) + "\n")
+        read = {SshSettings: config.ssh, TelemetrySettings: config.telemetry, UiSettings: config.ui,
+                PrometheusSettings: config.prometheus, HostConfig: config.hosts[0] if config.hosts else None}[cls]
+        assert wanted and {k: getattr(read, k) for k in wanted} == wanted, cls.__name__
+    defaults = parse_config("")
+    assert defaults.telemetry == TelemetrySettings() and defaults.ssh == SshSettings() and defaults.ui == UiSettings()
