@@ -1,5 +1,5 @@
 """What the TUI no longer does when nothing needs it: an input thread that sleeps until a key comes,
-a compositor that does not draw widgets hidden behind others, line filters applied once per style,
+line filters applied once per style,
 and start-up's heap out of the collector's walks.  Each must leave the screen and the keys exactly as
 Textual's own parts make them; these tests hold them to that."""
 
@@ -18,7 +18,6 @@ import pytest
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual._compositor import Compositor
 from textual.color import Color
 from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
 from textual.drivers.linux_driver import LinuxDriver
@@ -27,11 +26,10 @@ from cockpit.config import parse_config
 from cockpit.runtime import settle_heap
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.ui.app import CockpitApp
-from cockpit.ui.compositor import CoveringCompositor
 from cockpit.ui.driver import quiet_driver_class
 from cockpit.ui.line_filters import FilteredStyles
 
-from harness.builders import PANE_HOSTS as HOSTS, PANE_HOSTS_CONFIG as CONFIG, host_snapshot as snapshot
+from harness.builders import PANE_HOSTS_CONFIG as CONFIG
 
 
 # --- line filters ----------------------------------------------------------------------------------------
@@ -81,53 +79,6 @@ def test_filters_memo_follows_a_filter_being_switched_off():
     red = [Segment("x", Style(color="red"))]
     assert memo.prepare([truecolor], Color(0, 0, 0)).apply(red)[0].style.color.triplet is not None
     assert memo.prepare([], Color(0, 0, 0)).apply(red) == red  # the app asked for ANSI colours: the filter is gone
-
-
-# --- compositor ------------------------------------------------------------------------------------------
-
-
-async def test_the_covering_compositor_repaints_exactly_what_textuals_compositor_repaints():
-    """Every partial update of a run (ticks with every value moving, a focus change, a toast over the
-    panes, 80x24 and 160x48) is made both ways from the same state; the pieces must be identical,
-    and widgets must really have been skipped (so the comparison is not of two equal full draws)."""
-    config = parse_config(CONFIG)
-    for size in ((80, 24), (160, 48)):
-        app = CockpitApp(config, hub=TelemetryHub(config))
-        async with app.run_test(size=size) as pilot:
-            compositor = app.screen._compositor
-            assert isinstance(compositor, CoveringCompositor)
-            compared = []
-            ours = compositor._render_chops
-
-            def both(crop, is_rendered_line):
-                theirs = Compositor._render_chops(compositor, crop, is_rendered_line)
-                mine = ours(crop, is_rendered_line)
-                assert [{cut: list(strip) for cut, strip in line.items() if strip is not None} for line in mine] == \
-                       [{cut: list(strip) for cut, strip in line.items() if strip is not None} for line in theirs]
-                compared.append(crop)
-                return mine
-
-            compositor._render_chops = both
-            skipped_before = compositor.skipped
-            for tick in range(6):
-                for host in range(len(HOSTS)):
-                    app.hub.publish(snapshot(host, tick))
-                if tick == 2:
-                    app.panes["bravo"].focus()
-                if tick == 3:
-                    app.notify("a toast over the panes", timeout=30)
-                app._paint_pending()
-                await pilot.pause()
-                await pilot.pause()
-            assert len(compared) >= 6, "no partial update was drawn: the comparison proved nothing"
-            assert compositor.skipped > skipped_before, "no widget was skipped: the covering step never ran"
-
-
-async def test_the_tui_screen_draws_through_the_covering_compositor():
-    config = parse_config(CONFIG)
-    app = CockpitApp(config, hub=TelemetryHub(config))
-    async with app.run_test(size=(100, 30)):
-        assert isinstance(app.screen._compositor, CoveringCompositor)
 
 
 # --- input driver ----------------------------------------------------------------------------------------
@@ -271,18 +222,15 @@ async def test_a_closed_quiet_driver_never_writes_to_its_old_pipe_number():
 
 
 def test_the_mirrored_parts_run_only_on_the_exact_textual_they_were_read_from(monkeypatch):
-    """An upgrade inside the pin (8.2.9) runs Textual's own driver and compositor: never a stale copy."""
+    """An upgrade inside the pin (8.2.9) runs Textual's own driver: never a stale copy."""
     import textual
 
     from cockpit.ui import textual_internals
-    from cockpit.ui.compositor import covering
-    from textual.screen import Screen
 
     assert textual_internals.mirrored(textual.__version__)  # the pinned Textual is the one read
     assert not textual_internals.mirrored("8.2.9") and not textual_internals.mirrored("8.3.0") and not textual_internals.mirrored("8.")
     monkeypatch.setattr(textual, "__version__", "8.2.9")
     assert quiet_driver_class() is None
-    assert type(covering(Screen())._compositor) is Compositor
 
 
 def test_a_lone_escape_arrives_whatever_escdelay_says():

@@ -14,7 +14,6 @@ import time
 from textual import constants
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
@@ -25,7 +24,6 @@ from cockpit.runtime import settle_heap
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui import actions
-from cockpit.ui.compositor import covering
 from cockpit.ui.textual_internals import plain
 from cockpit.ui.driver import quiet_driver_class
 from cockpit.ui.layout import Layout, MessageBar, ViewBar
@@ -69,9 +67,6 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
             if quiet is not None:
                 return quiet
         return super().get_driver_class()
-
-    def get_default_screen(self) -> Screen:
-        return covering(Screen(id="_default"))  # draws only what shows (ui/compositor.py)
 
     def __init__(self, context: Context | Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None,
                  runbook: Runbook | None = None, read_only: bool = False, theme: str | None = None, demo: bool = False):

@@ -1,6 +1,7 @@
-"""Where the cockpit mirrors Textual's private code (the quiet input driver, the covering compositor):
-the Textual versions that code was read from.  On any other version both step aside and Textual's own
-parts run (correct, only slower), so an upgrade of Textual cannot run a stale copy of its internals."""
+"""Where the cockpit mirrors Textual's private code (the quiet input driver): the Textual versions that
+code was read from.  On any other version it steps aside and Textual's own driver runs (correct, only
+slower), so an upgrade of Textual cannot run a stale copy of its internals.  docs/textual-departures.md
+says what each departure from Textual's public way buys, measured."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import os
 
 import textual
 
-READ_FROM = frozenset({"8.2.8"})  # LinuxDriver.run_input_thread and Compositor._render_chops were read from these
+READ_FROM = frozenset({"8.2.8"})  # LinuxDriver.run_input_thread was read from these
 # pyproject.toml pins textual to the 8.2 series (>=8.2.8,<8.3): a release there other than those above
-# runs Textual's own driver and compositor (tests/test_quiet_ui.py checks the guard both ways)
+# runs Textual's own driver (tests/test_quiet_ui.py checks the guard both ways)
 
 
 def mirrored(version: str | None = None) -> bool:
@@ -18,11 +19,11 @@ def mirrored(version: str | None = None) -> bool:
     return (textual.__version__ if version is None else version) in READ_FROM
 
 
-DEPARTURES = ("driver", "compositor", "rows")  # the quiet input driver, the covering compositor, HostPane's own rows
+DEPARTURES = ("driver", "rows")  # the quiet input driver, HostPane's own rows (the covering compositor went: 0.08 %)
 
 
 def plain(part: str) -> bool:
-    """Whether `part` is to run Textual's own way: COCKPIT_TEXTUAL_PLAIN=driver,compositor,rows (or "all")
+    """Whether `part` is to run Textual's own way: COCKPIT_TEXTUAL_PLAIN=driver,rows (or "all")
     switches departures off one by one, to measure what each buys (tests/perf/attribute_tui.py)."""
     wanted = {p.strip() for p in os.environ.get("COCKPIT_TEXTUAL_PLAIN", "").split(",") if p.strip()}
     return part in wanted or "all" in wanted
