@@ -23,9 +23,18 @@ class Action:
     writes: bool = False  # runs a step or changes a host: not in read-only mode
     scope: str = "app"  # "app", or the pane whose bindings it is
     help: str = ""  # the longer description `?` shows (default: the footer's)
+    when: str = ""  # in the footer only then (the app's check_action): "large" terminal, a "fix" offered, a "host" in focus, a "runbook"
 
     def binding(self) -> Binding:
         return Binding(self.keys, self.action, self.description, show=self.show, key_display=self.key_display, id=self.id)
+
+    def bindings(self) -> list[Binding]:
+        """Its binding; a key shown only at times (`when`) also gets a twin that is never shown and
+        answers the key the rest of the time (the app's check_action lets one or the other run)."""
+        made = [self.binding()]
+        if self.when:
+            made.append(Binding(self.keys, f"{self.action}('hidden')", self.description, show=False, id=self.id))
+        return made
 
     @property
     def shown_keys(self) -> str:
@@ -36,20 +45,20 @@ ACTIONS: tuple[Action, ...] = (
     Action("app.quit", "q", "quit", "quit"),
     Action("app.help", "question_mark,f1", "help", "help", key_display="?", palette="Help", palette_help="the keys of the focused pane"),
     Action("checklist.next", "n", "run_next", "next step", help="run the next step of the checklist", palette="Run the next step",
-           palette_help="the first step of the runbook not yet passed", writes=True),
+           palette_help="the first step of the runbook not yet passed", writes=True, when="runbook"),
     Action("server.apply_fix", "f", "apply_fix", "apply fix", help="apply the diagnosed fix to the launch step, and relaunch", palette="Apply the suggested fix",
-           palette_help="to the launch step, and relaunch (asks first)", writes=True),
+           palette_help="to the launch step, and relaunch (asks first)", writes=True, when="fix"),
     Action("app.hosts", "h", "focus_hosts", "hosts", show=False, help="the hosts (a small terminal shows one pane at a time)", palette="Show the hosts", palette_help="every host and GPU"),
-    Action("checklist.focus", "c", "focus_checklist", "checklist", help="the checklist: show it, or focus it", palette="Show the checklist", palette_help="the runbook's steps"),
+    Action("checklist.focus", "c", "focus_checklist", "checklist", help="the checklist: show it, or focus it", palette="Show the checklist", palette_help="the runbook's steps", when="large"),
     Action("server.toggle", "s", "toggle_server_log", "server", help="the server log: show or hide it", palette="Toggle server log",
-           palette_help="the launched server's log, health and diagnoses"),
+           palette_help="the launched server's log, health and diagnoses", when="large"),
     Action("bench.toggle", "b", "toggle_bench", "bench", help="benchmarks: the sweep's decision and charts", palette="Toggle benchmark charts",
-           palette_help="the sweep's decision, throughput, acceptance and latency per depth config"),
+           palette_help="the sweep's decision, throughput, acceptance and latency per depth config", when="large"),
     Action("runs.toggle", "t", "toggle_runs", "runs", help="training runs: progress, accuracy, estimated acceptance, checkpoints",
-           palette="Toggle training runs", palette_help="the [runs] of the config: progress, estimate, checkpoints, flags"),
+           palette="Toggle training runs", palette_help="the [runs] of the config: progress, estimate, checkpoints, flags", when="large"),
     Action("app.toggle_log", "l", "toggle_log", "log", help="the command log: every command run on a host", palette="Toggle command log",
-           palette_help="every command run on a host, with its exit status"),
-    Action("host.zoom", "z", "zoom", "zoom", help="zoom the focused host (then 0-9: one GPU)", palette="Zoom the focused host", palette_help="show only this host (again to show all)"),
+           palette_help="every command run on a host, with its exit status", when="large"),
+    Action("host.zoom", "z", "zoom", "zoom", help="zoom the focused host (then 0-9: one GPU)", palette="Zoom the focused host", palette_help="show only this host (again to show all)", when="host"),
     Action("host.reconnect", "R", "reconnect", "reconnect now", show=False, palette="Reconnect now",
            palette_help="the focused host (or every host waiting to retry) without waiting for its backoff"),
     Action("bench.next_chart", "right_square_bracket", "chart(1)", "next chart", show=False, key_display="]"),
@@ -87,8 +96,16 @@ PANE_HELP = {
 }
 
 
+_WHEN = {a.action: a.when for a in ACTIONS if a.when}
+
+
+def visibility_rule(action: str) -> str:
+    """The `when` of the action named `action` ('' for one always shown when it can run)."""
+    return _WHEN.get(action, "")
+
+
 def bindings(scope: str = "app") -> list[Binding]:
-    return [a.binding() for a in ACTIONS if a.scope == scope]
+    return [b for a in ACTIONS if a.scope == scope for b in a.bindings()]
 
 
 def fallbacks(scope: str = "checklist") -> list[Binding]:

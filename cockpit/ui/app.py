@@ -9,7 +9,6 @@ concern: view_actions (layout, focus, footer), host_actions (samples, fleet, zoo
 from __future__ import annotations
 
 import os
-import time
 
 from textual import constants
 from textual.app import App, ComposeResult, SystemCommand
@@ -31,6 +30,7 @@ from cockpit.ui.host_actions import HostActions
 from cockpit.ui.messages import CommandLogged, GateInvalidated, RunbookChanged, StepRefused, SweepProgress
 from cockpit.ui.runbook_actions import RunbookActions
 from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.serving_state import ServerFollow, SweepAlerts
 from cockpit.ui.serving_actions import ServingActions
 from cockpit.ui.view_actions import ViewActions
 from cockpit.ui.widgets.bench_pane import BenchPane
@@ -82,15 +82,13 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         self.panes: dict[str, HostPane] = self.hosts_view.panes
         self.updates_handled = 0
         self._pending: dict[str, HostSnapshot] = {}
-        self._watching: tuple | None = None  # (step, host, pid, finished) of the server whose log is followed
+        self.serving = ServerFollow()  # the server whose log the server pane follows, its flags raised
+        self.sweeps = SweepAlerts()  # the sweeps already alerted
         self._unsubscribe: list = []
         self._laid_out = False  # on_mount has applied the first layout (resizes before it follow no focus)
         from cockpit.alerts import Alerter
 
         self.alerter = Alerter(self.context.alerts, terminal=self._terminal_write)
-        self._server_flags: set[str] = set()  # the flag kinds of the followed server already alerted
-        self._sweeps_seen: dict[str, float] = {}  # sweep step -> finished_at already alerted
-        self._started_at = time.time()
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -129,6 +127,8 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         """ctrl+p: every action of the cockpit, by name (actions that change things are left out in read-only mode)."""
         yield from super().get_system_commands(screen)
         for action in actions.palette(self.read_only):
+            if action.when == "fix" and not self.check_action(action.action, ()):
+                continue  # no fix offered: the palette does not offer one either
             yield SystemCommand(action.palette, action.palette_help, lambda a=action: self.run_action(a.action))
         yield from self.runbook_commands()
 

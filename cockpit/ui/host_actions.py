@@ -76,7 +76,7 @@ class HostActions:
     def action_zoom_gpu(self, index: int) -> None:
         self._say(self.hosts_view.zoom_gpu(index))
 
-    def action_zoom(self) -> None:
+    def action_zoom(self, _shown: str = "") -> None:
         if self._focused_host() is None and self.zoomed is None:
             self._say(f"z zooms a host, and {self._focused_view()} has the focus: h (or tab) moves to the hosts")
             return

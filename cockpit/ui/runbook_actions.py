@@ -43,13 +43,13 @@ class RunbookActions:
             self.notify("No runbook in the config: there is no checklist", severity="warning")
         return self.read_only or self.runbook is None
 
-    def action_focus_checklist(self) -> None:
+    def action_focus_checklist(self, _terminal: str = "") -> None:
         if self.runbook is None:
             self.notify("No runbook in the config: there is no checklist", severity="warning")
         else:
             self.press_view("checklist")
 
-    def action_run_next(self) -> None:
+    def action_run_next(self, _shown: str = "") -> None:
         if self._refuse_read_only("steps cannot run"):
             return
         step = self.runbook.next_step()

@@ -13,7 +13,8 @@ from cockpit.ui.widgets.server_log import ServerLogPane
 
 
 class ServingActions:
-    """Mixed into CockpitApp (needs its context, runbook, hub, alerter, notify, reveal, run_worker)."""
+    """Mixed into CockpitApp; what it needs of the app is ServingApp (ui/serving_state.py), and its state
+    is the app's `serving` (the followed server) and `sweeps` objects."""
 
     async def _watch_runs(self) -> None:
         """The core polls every [runs] run; the worker posts what it found, never touching a widget."""
@@ -34,7 +35,7 @@ class ServingActions:
             if event.kind in ("crashed", "stalled"):
                 self.reveal("runs")
 
-    def action_toggle_runs(self) -> None:
+    def action_toggle_runs(self, _terminal: str = "") -> None:
         if not self.query(RunsPane):
             self.notify("No [runs.NAME] in the config: add one (host, log and/or output_dir) to watch a training run",
                         severity="warning")
@@ -64,7 +65,7 @@ class ServingActions:
         """A sweep that ended since this cockpit started: its decision (or failure) goes out as an alert."""
         from cockpit.bench.sweep import finished_sweep_alerts
 
-        for alert in finished_sweep_alerts(self.runbook, self._started_at, self._sweeps_seen):
+        for alert in finished_sweep_alerts(self.runbook, self.sweeps.started_at, self.sweeps.seen):
             self.send_alert(alert)
 
     def _follow_latest_server(self) -> None:
@@ -77,10 +78,8 @@ class ServingActions:
             return
         server = self.runbook.launched(spec.name)
         key = (spec.name, spec.host, server.pid if server else None, result.finished_at)
-        if key == self._watching:
+        if not self.serving.follow(key):
             return
-        self._watching = key
-        self._server_flags = set()
         pane = panes.first()
         pane.follow(f"{spec.name} @{spec.host}")
         self.reveal("server")
@@ -95,7 +94,7 @@ class ServingActions:
 
     def on_server_polled(self, message: ServerPolled) -> None:
         panes = self.query(ServerLogPane)
-        if panes and message.target == str(self._watching):
+        if panes and self.serving.is_followed(message.target):
             from cockpit.sglang.server import death_alert
 
             pane = panes.first()
@@ -113,21 +112,20 @@ class ServingActions:
 
         from cockpit.sglang.live import flag_resolved
 
-        kinds = {f["kind"] for f in flags}
+        raised, cleared = self.serving.flag_changes({f["kind"] for f in flags})
         for flag in flags:
-            if flag["kind"] not in self._server_flags:
+            if flag["kind"] in raised:
                 self.raise_alert(flag_alert(step, flag))
-        for kind in sorted(self._server_flags - kinds):
+        for kind in sorted(cleared):
             self.raise_alert(flag_resolved(step, kind), toast=False)  # one "resolved" notice, in the alert log
-        self._server_flags = kinds  # a flag that cleared and comes back is news again
 
-    def action_toggle_server_log(self) -> None:
+    def action_toggle_server_log(self, _terminal: str = "") -> None:
         if not self.query(ServerLogPane):
             self.notify("No sglang_launch step in the runbook: there is no server log to show", severity="warning")
             return
         self.press_view("server")
 
-    def action_apply_fix(self) -> None:
+    def action_apply_fix(self, _shown: str = "") -> None:
         from cockpit.errors import CockpitError
         from cockpit.sglang.steps import apply_diagnosis_fix
 
@@ -148,7 +146,7 @@ class ServingActions:
         self.notify(f"{spec.name} will run: {' '.join(fixed[-8:])}", title="fix applied")
         self.action_run_step(spec.name)
 
-    def action_toggle_bench(self) -> None:
+    def action_toggle_bench(self, _terminal: str = "") -> None:
         from cockpit.bench.store import sweep_runs
 
         pane = self.query_one(BenchPane)

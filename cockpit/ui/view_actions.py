@@ -3,7 +3,6 @@ the view keys, the footer's keys, messages in a small terminal, and saying where
 
 from __future__ import annotations
 
-import dataclasses
 
 from textual.widgets import Footer
 
@@ -69,22 +68,29 @@ class ViewActions:
 
     def show_keys(self) -> None:
         """The footer holds the keys that work now: f only while a fix is offered; the view keys in a
-        large terminal only (a small one has them in its view bar)."""
-        panes = self.query(ServerLogPane)
-        wanted = {"server.apply_fix": bool(panes and panes.first().top_fix is not None and not self.read_only),
-                  "host.zoom": isinstance(self.screen_stack[0].focused, HostPane) or self.zoomed is not None,
-                  "checklist.next": self.runbook is not None and not self.read_only}
-        for view_key in ("checklist.focus", "server.toggle", "bench.toggle", "app.toggle_log"):
-            wanted[view_key] = not self.layout_state.compact
-        wanted["runs.toggle"] = not self.layout_state.compact and bool(self.context.runs)
-        changed = False
-        for bindings in self._bindings.key_to_bindings.values():
-            for position, binding in enumerate(bindings):
-                if binding.id in wanted and binding.show != wanted[binding.id]:
-                    bindings[position] = dataclasses.replace(binding, show=wanted[binding.id])
-                    changed = True
-        if changed:
-            self.refresh_bindings()
+        large terminal only (a small one has them in its view bar).  Asked of check_action (Textual's
+        public way): this only makes the footer ask again."""
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """Whether a key is in the footer now.  A key shown only at times has two bindings (ui/actions.py):
+        the shown one answers while its condition holds, its hidden twin otherwise, so the key always
+        does what it does (or says why it cannot) and the footer lists it only when it applies: the
+        view keys in a large terminal, f while a fix is offered, z with a host in focus, n with a runbook."""
+        rule = actions.visibility_rule(action)
+        if not rule:
+            return True
+        twin = parameters == ("hidden",)
+        if rule == "large":
+            shown = not self.layout_state.compact and (action != "toggle_runs" or bool(self.context.runs))
+        elif rule == "fix":
+            panes = self.query(ServerLogPane)
+            shown = bool(panes and panes.first().top_fix is not None and not self.read_only)
+        elif rule == "host":
+            shown = isinstance(self.screen_stack[0].focused, HostPane) or self.zoomed is not None
+        else:  # runbook
+            shown = self.runbook is not None and not self.read_only
+        return (not shown) if twin else shown
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None, **kwargs) -> None:
         """A toast in a large terminal; in a small one the message bar (a toast would cover the one pane)."""
@@ -149,7 +155,7 @@ class ViewActions:
         self.notify(f"{action.shown_keys}: {action.help or action.description}, in the checklist (c focuses it)",
                     severity="warning", timeout=5)
 
-    def action_toggle_log(self) -> None:
+    def action_toggle_log(self, _terminal: str = "") -> None:
         self.press_view("log")
 
     def action_focus_hosts(self) -> None:

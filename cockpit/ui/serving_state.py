@@ -1,0 +1,64 @@
+"""What the TUI's serving side keeps between messages, owned by one object each (not attributes of the
+app set for a mixin): the server the server pane follows, and the sweeps already alerted."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cockpit.alerts import Alert
+
+
+@dataclass
+class ServerFollow:
+    """The launch whose server the pane follows (step, host, pid, finished_at), and which of its flag
+    kinds stand raised (alerted): a flag that clears sends one resolved notice, and coming back is news."""
+
+    watching: tuple | None = None
+    raised: set[str] = field(default_factory=set)
+
+    def follow(self, key: tuple) -> bool:
+        """Start following `key`; False when it is already the one followed."""
+        if key == self.watching:
+            return False
+        self.watching, self.raised = key, set()
+        return True
+
+    def is_followed(self, target: str) -> bool:
+        return target == str(self.watching)
+
+    def flag_changes(self, kinds: set[str]) -> tuple[set[str], set[str]]:
+        """(kinds newly raised, kinds cleared) since the last poll."""
+        raised, cleared = kinds - self.raised, self.raised - kinds
+        self.raised = set(kinds)
+        return raised, cleared
+
+
+@dataclass
+class SweepAlerts:
+    """Sweeps that ended since this cockpit started, already alerted (step -> finished_at)."""
+
+    started_at: float = field(default_factory=time.time)
+    seen: dict[str, float] = field(default_factory=dict)
+
+
+class ServingApp(Protocol):
+    """What ServingActions needs of the app it is mixed into."""
+
+    context: Any
+    runbook: Any
+    hub: Any
+    alerter: Any
+    read_only: bool
+    serving: ServerFollow
+    sweeps: SweepAlerts
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None) -> None: ...
+    def reveal(self, view: str) -> None: ...
+    def run_worker(self, work: Any, **kwargs: Any) -> Any: ...
+    def query(self, selector: Any) -> Any: ...
+    def post_message(self, message: Any) -> bool: ...
+    def show_keys(self) -> None: ...
+    def press_view(self, view: str) -> None: ...
+    def raise_alert(self, alert: Alert, toast: bool = True) -> None: ...
