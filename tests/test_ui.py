@@ -347,3 +347,15 @@ async def test_checklist_ages_tick_and_a_gate_counts_down_to_stale(monkeypatch):
         assert drawn and "older than 30 s" in str(pane.render())
         pane._tick()  # nothing that shows time moved: nothing drawn again
         assert len(drawn) == 1
+
+
+
+async def test_the_palette_offers_no_fix_when_there_is_none(tmp_path):
+    from harness.builders import SNAPSHOT_CONFIG, fixed_hub
+
+    config = parse_config(SNAPSHOT_CONFIG)
+    app = CockpitApp(config, hub=fixed_hub(config))
+    async with app.run_test(size=(160, 48)):
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Apply the suggested fix" not in titles
+        assert "Toggle server log" in titles and "Toggle benchmark charts" in titles  # the others stay
