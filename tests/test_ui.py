@@ -359,3 +359,23 @@ async def test_the_palette_offers_no_fix_when_there_is_none(tmp_path):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Apply the suggested fix" not in titles
         assert "Toggle server log" in titles and "Toggle benchmark charts" in titles  # the others stay
+
+
+async def test_the_app_provides_what_each_mixin_protocol_says():
+    """ui/mixins.py: each mixin's needs of the app, said once; the app has every one of them."""
+    from cockpit.ui import mixins
+    from harness.builders import SNAPSHOT_CONFIG, fixed_hub
+
+    config = parse_config(SNAPSHOT_CONFIG)
+    app = CockpitApp(config, hub=fixed_hub(config))
+    async with app.run_test(size=(100, 30)):
+        for name in mixins.__all__:
+            protocol = getattr(mixins, name)
+            wanted = set()
+            for klass in protocol.__mro__:
+                if klass in (object,) or klass.__name__ in ("Protocol", "Generic"):
+                    continue
+                wanted |= set(getattr(klass, "__annotations__", {}))
+                wanted |= {k for k, v in vars(klass).items() if callable(v) and not k.startswith("__")}
+            missing = sorted(n for n in wanted if not hasattr(app, n))
+            assert not missing, f"{name}: the app lacks {missing}"

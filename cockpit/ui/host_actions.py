@@ -7,7 +7,7 @@ from cockpit.ui.widgets.host_pane import HostPane
 
 
 class HostActions:
-    """Mixed into CockpitApp (needs its hub, hosts_view, panes, notify)."""
+    """Mixed into CockpitApp; what it needs of the app is HostsApp (ui/mixins.py): its hub, hosts_view, panes, notify."""
 
     def _queue_snapshot(self, snapshot) -> None:
         """A host's new sample, from the hub (on this event loop): kept until the paint timer draws

@@ -15,7 +15,7 @@ from cockpit.ui.widgets.checklist import ChecklistPane
 
 
 class RunbookActions:
-    """Mixed into CockpitApp (needs its runbook, read_only, notify, run_worker, push_screen)."""
+    """Mixed into CockpitApp; what it needs of the app is RunbookApp (ui/mixins.py): its runbook, read_only, notify, run_worker, push_screen."""
 
     def runbook_commands(self):
         """The palette's entries for the runbook: one per step and action that can do something."""

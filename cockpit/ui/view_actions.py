@@ -19,7 +19,7 @@ from cockpit.ui.widgets.server_log import ServerLogPane
 
 
 class ViewActions:
-    """Mixed into CockpitApp (needs its layout_state, hosts_view, panes, runbook, context, config)."""
+    """Mixed into CockpitApp; what it needs of the app is ViewsApp (ui/mixins.py): its layout_state, hosts_view, panes, runbook, context, config."""
 
     def on_resize(self, event) -> None:  # (runs before App's own handler: self.size is still the old size)
         compact = Layout.is_compact(event.size.width, event.size.height)
