@@ -463,7 +463,10 @@ def cmd_bench_sweep(args) -> int:
     runbook, sweep = runbook_of(ctx), ctx.sweep_spec()
 
     def progress(state: dict) -> None:
-        eta = "" if state["eta_s"] is None else f", about {state['eta_s']:.0f} s left"
+        from cockpit.format import time_left
+
+        left = time_left(state["eta_s"], state.get("done"), state.get("total"))
+        eta = f", {left}" if left else ""
         print(f"[{state['done']}/{state['total']}{eta}] {state['text']}", file=sys.stderr, flush=True)
 
     result = with_context(ctx, lambda c: run_sweep(runbook, sweep, confirmer(args.yes, "the sweep relaunches the server"), progress,

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _command(sub, "trust", "show a host's SSH key fingerprint and add it to known_hosts (trust on first use)", config=True,
              yes="do not ask").add_argument("host", metavar="HOST")
 
-    verify = _command(sub, "verify", "are every GPU of HOST clean? exit 0 clean, 1 not clean, 2 could not verify", config=True, json=True)
+    verify = _command(sub, "verify", "is every GPU of HOST clean? exit 0 clean, 1 not clean, 2 could not verify", config=True, json=True)
     verify.add_argument("host", metavar="HOST")
     verify.add_argument("--max-used-mib", type=int, default=None, metavar="MIB", help="used memory allowed per GPU (default 256)")
     verify.add_argument("--gpus", default=None, metavar="LIST", help="only these GPU indices, e.g. 0,1,2,3")

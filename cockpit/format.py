@@ -48,3 +48,15 @@ def value(value, unit: str = "", width: int = 0, digits: int = 0) -> str:
     else:
         text = f"{value}{unit}"
     return text.rjust(width)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """'1 process', '2 processes' (no 'process(es)')."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def time_left(eta_s: float | None, done: int | None = None, total: int | None = None) -> str:
+    """'about 2 min left', or '' when nothing is left to estimate (finished, or under a second)."""
+    if eta_s is None or eta_s < 1 or (done is not None and total is not None and done >= total):
+        return ""
+    return f"about {duration(eta_s)} left"

@@ -222,3 +222,13 @@ def test_no_gpu_and_no_server_say_what_to_do(tmp_path):
     assert "cockpit init" in status.stdout and "cockpit demo" in status.stdout
     server = subprocess.run([sys.executable, "-m", "cockpit", "server"], capture_output=True, text=True, timeout=60, env=env)
     assert server.returncode == 2 and "--log FILE" in server.stderr and "--url" in server.stderr
+
+
+def test_words_of_issue_30():
+    from cockpit.bench.sweep import finished_sweep_alerts  # noqa: F401 - the alert title is made there
+    from cockpit.format import plural, time_left
+
+    assert plural(1, "process", "processes") == "1 process" and plural(3, "repeat") == "3 repeats"
+    assert time_left(0.4) == "" and time_left(12, 4, 4) == "" and time_left(150) == "about 2 min left"
+    help_text = subprocess.run([sys.executable, "-m", "cockpit", "--help"], capture_output=True, text=True, timeout=30).stdout
+    assert "is every GPU of HOST clean?" in help_text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from cockpit.format import plural
 from cockpit.runbook.kind import Param, RunContext, StepKind
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
@@ -68,7 +69,7 @@ class BenchSweep(StepKind):
         then = {"recommended": "then leave the recommended config running", "original": "then relaunch the launch step's own config",
                 "stop": "then stop the server"}[sweep.after]
         text = (f"Relaunch '{sweep.launch_step}' for each of:\n{configs}\nat concurrency {', '.join(map(str, sweep.concurrency))}, "
-                f"{sweep.repeats} repeat(s) of {sweep.requests} requests each; {then}.")
+                f"{plural(sweep.repeats, 'repeat')} of {sweep.requests} requests each; {then}.")
         return text, sweep
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:

@@ -393,6 +393,6 @@ def finished_sweep_alerts(runbook, since: float, seen: dict[str, float]) -> list
             continue
         seen[spec.name] = result.finished_at
         passed = result.state is StepState.PASSED
-        alerts.append(Alert("sweep_done", f"sweep:{spec.name}:{result.finished_at}", f"sweep {spec.name} {'done' if passed else 'failed'}",
+        alerts.append(Alert("sweep_done", f"sweep:{spec.name}:{result.finished_at}", f"{spec.name}: the sweep {'is done' if passed else 'failed'}",
                             result.message, "info" if passed else "error"))
     return alerts

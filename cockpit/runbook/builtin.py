@@ -16,7 +16,7 @@ from cockpit.hosts.procs import (NEVER_KILL, LaunchedProcess, ProcessRow, acting
                                  process_alive, start_detached, stop_process)
 from cockpit.hosts.transport import Transport, TransportError, quote_argv
 from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, dirty_reasons, judge
-from cockpit.format import age
+from cockpit.format import age, plural
 from cockpit.runbook.kind import Param, RunContext, StepKind, command_line
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
@@ -303,7 +303,7 @@ class KillStale(StepKind):
                 pids = await self._alive(transport, pids, found)
         if pids:
             return StepResult(StepState.FAILED, started, _now(), f"still running after SIGKILL: {', '.join(map(str, pids))}", evidence)
-        return StepResult(StepState.PASSED, started, _now(), f"{len(found)} process(es) gone from {spec.host}", evidence)
+        return StepResult(StepState.PASSED, started, _now(), f"{plural(len(found), 'process', 'processes')} gone from {spec.host}", evidence)
 
 
 # --- launch ------------------------------------------------------------------------------------------

@@ -106,8 +106,8 @@ class ViewActions:
 
     def _subtitle(self) -> str:
         if self.demo:
-            return "DEMO: nothing real is deployed" if self.layout_state.compact else \
-                "DEMO: replayed H200 telemetry and SGLang, nothing real is deployed"
+            return "nothing real is deployed" if self.layout_state.compact else \
+                "replayed H200 telemetry and SGLang, nothing real is deployed"
         where = str(self.config.path) if self.config.path else "this machine (no config)"
         return (where if self.layout_state.compact else f"v{__version__} - {where}") + (" - READ-ONLY" if self.read_only else "")
 

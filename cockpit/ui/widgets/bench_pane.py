@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import ProgressBar, Static
 
+from cockpit.format import time_left
 from cockpit.sglang.depth import DepthConfig
 from cockpit.ui.actions import bindings
 from cockpit.ui.widgets.chart import Chart
@@ -83,7 +84,8 @@ class BenchPane(Vertical, can_focus=True):
         self.call_after_refresh(self.draw)  # which bars have room for their values depends on the width
 
     def progress(self, state: dict) -> None:
-        eta = "" if state.get("eta_s") is None else f" · about {state['eta_s']:.0f} s left"
+        left = time_left(state.get("eta_s"), state.get("done"), state.get("total"))
+        eta = f" · {left}" if left else ""
         self.query_one("#bench-progress-line", Static).update(
             Text(f"{state['done']}/{state['total']} · {state['text']}{eta}"))
         bar = self.query_one(ProgressBar)
