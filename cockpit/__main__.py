@@ -1,3 +1,3 @@
-from cockpit.cli import main
+from cockpit.entry import run
 
-raise SystemExit(main())
+run()

@@ -520,8 +520,9 @@ def cmd_server(args) -> int:
         raise CockpitError("--prometheus reads through the config's [prometheus] table: add it (url = ...)")
     if args.step is not None or (args.log is None and url is None and args.prometheus is None):
         if ctx.runbook is None:
-            raise CockpitError("which server? give --log FILE (its log, read through docker/kubectl/journald prefixes too) "
-                               "and/or --url HOST:PORT, or a config whose runbook launched one (-c FILE)")
+            why = "no config, so no launched server" if ctx.config.implicit else f"{ctx.config.path} has no runbook"
+            raise CockpitError(f"which server? {why}: give --log FILE (its log, read through docker/kubectl/journald prefixes "
+                               "too) and/or --url HOST:PORT, or a config whose runbook launched one (-c FILE)")
         target = launched_server(runbook_of(ctx), args.step)
         if args.log is not None:
             target.log = named_server(ctx.config, target.host, args.log, None).log

@@ -21,7 +21,7 @@ LAYERS = [
     {"bench", "runs"},
     {"demo", "context", "init"},
     {"ui"},
-    {"cli", "cli_args", "__main__"},
+    {"cli", "cli_args", "__main__", "entry"},
 ]
 
 

@@ -232,3 +232,18 @@ def test_words_of_issue_30():
     assert time_left(0.4) == "" and time_left(12, 4, 4) == "" and time_left(150) == "about 2 min left"
     help_text = subprocess.run([sys.executable, "-m", "cockpit", "--help"], capture_output=True, text=True, timeout=30).stdout
     assert "is every GPU of HOST clean?" in help_text
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.3, 0.8])
+def test_ctrl_c_at_start_up_is_quiet(tmp_path, delay):
+    """Ctrl-C while the program is still importing or starting: exit 130, never a traceback."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "status", "--watch"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)})
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert b"Traceback" not in err, err.decode()
+    assert proc.returncode in (130, 0, -2), (proc.returncode, err.decode())  # -2: the signal came before Python started
