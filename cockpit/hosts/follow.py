@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 from cockpit.hosts.transport import MAX_LINE, Transport
 from cockpit.intake import Intake
+from cockpit.intake import clean as clean_text
 
 TAIL_BYTES = 8 * 1024 * 1024  # a log first seen is read from its last 8 MiB
 MAX_READ = 4 * 1024 * 1024  # at most this much per poll: a huge backlog is read over several polls
 MAX_PARTIAL = MAX_LINE  # a "line" longer than this (binary junk) is cut into pieces
 HEAD_BYTES = 64  # the file's first bytes: changed means a new file under the same name
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _SEPARATOR = re.compile(rb"\r\n|\r|\n")
 
 
@@ -34,9 +34,9 @@ class Update:
 
 
 def clean(raw: bytes) -> str:
-    """One line as text: invalid UTF-8 replaced, terminal escapes and other control bytes dropped."""
-    text = _ANSI.sub("", raw.decode("utf-8", errors="replace"))
-    return "".join(ch for ch in text if ch >= " " or ch == "\t")
+    """One line as text: invalid UTF-8 replaced, terminal escapes and other control bytes dropped (the
+    intake's one cleaner, which knows OSC and the other escape forms too)."""
+    return clean_text(raw.decode("utf-8", errors="replace"))
 
 
 class LogFollower:

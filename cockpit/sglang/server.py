@@ -158,6 +158,7 @@ class ServerWatcher:
         self.follower = LogFollower(transport, log)
         self.lines: list[str] = []
         self.keep_lines = keep_lines
+        self._report: LogReport | None = None  # the diagnosis of self.lines, made again only when lines came
         self.live = LiveServer(transport, None, f"http://127.0.0.1:{port}")  # the log's lines are fed from here
         self.ask_every_s = 5.0
         self._asked = float("-inf")
@@ -186,7 +187,9 @@ class ServerWatcher:
             state = await self.group.poll()
             group = state.to_json()
             alive = alive and state.state != "failed"  # one dead rank: the group is failed, never half-up
-        return ServerStatus(health, alive, diagnose_lines(self.lines), new, self.live.figures.to_json(history=60), group)
+        if new or self._report is None:
+            self._report = diagnose_lines(self.lines)  # ~70 ms for 2000 lines: not every second for the same lines
+        return ServerStatus(health, alive, self._report, new, self.live.figures.to_json(history=60), group)
 
 
 def death_alert(step: str, result, was_alive: bool, status: "ServerStatus"):
