@@ -261,8 +261,8 @@ class RunWatcher:
         status.process = self._live.to_json() if self._live is not None else None
         status.totals = self._totals.to_json() if self._totals is not None else None
         status.phase, status.step, status.total = log.phase, log.step, log.total
-        if status.state == "running" and status.evidence.endswith("(final eval or save?)"):
-            status.phase = "finishing"
+        if status.state == "running" and log.finished:
+            status.phase = "finishing"  # the log's last word is written, the trainer still up (final eval or save)
         if status.step is None and log.tb_step is not None:
             status.step = log.tb_step
         if status.state == "running" and status.phase != "finishing":
