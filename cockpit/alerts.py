@@ -175,7 +175,8 @@ class Alerter:
             proc.kill()
             return f"failed: {argv[0]} did not finish in 15 s"
         if proc.returncode != 0:
-            return f"failed: {argv[0]} exited {proc.returncode}: {err.decode(errors='replace').strip()[:200]}"
+            said = err.decode(errors="replace").strip()[:200]
+            return f"failed: {argv[0]} exited {proc.returncode}" + (f": {said}" if said else " (it wrote nothing to stderr)")
         return "ok"
 
     async def _urls(self, alert: Alert) -> str:

@@ -614,7 +614,9 @@ COMMANDS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, interrupts_from_now: bool = False) -> int:
+    """`interrupts_from_now`: the console script (entry.py) ended the process on Ctrl-C during start-up;
+    the command gets Python's KeyboardInterrupt back."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -623,6 +625,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "cockpit lint-flags --help-text FILE -- --model-path M ...", file=sys.stderr)
             return 2
         args = parser.parse_args(argv)  # argparse's own message, exit 2
+    if interrupts_from_now:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return COMMANDS.get(args.command, cmd_ui)(args)
     except CockpitError as exc:

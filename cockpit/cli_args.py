@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("dst", metavar="DST", nargs="?")
     conv.add_argument("--dtype", help="cast floating tensors: bf16, fp16, fp32 (default: keep)")
     conv.add_argument("--rule", action="append", metavar="OLD=NEW", help="key prefix renames (default: strip draft_model. and module., layers.0. to midlayer.)")
-    conv.add_argument("--overwrite", action="store_true")
+    conv.add_argument("--overwrite", action="store_true", help="replace DST if it exists (default: refuse)")
 
     bench_sub = sub.add_parser("bench", help="benchmarks against SGLang: one run, a depth sweep, reports").add_subparsers(
         dest="bench_command", metavar="ACTION")
@@ -130,13 +130,15 @@ def build_parser() -> argparse.ArgumentParser:
     brun.add_argument("--endpoint", required=True, metavar="URL", help="e.g. http://127.0.0.1:30000 (or 127.0.0.1:30000)")
     brun.add_argument("--api", choices=("sglang", "openai"), default="sglang")
     brun.add_argument("--prompts", metavar="FILE", help="JSONL of chat messages (default: the shipped sample)")
-    for name, default in (("--requests", 64), ("--concurrency", 8), ("--max-tokens", 256)):
-        brun.add_argument(name, type=int, default=default)
+    for name, default, what in (("--requests", 64, "requests measured (after the warm-up)"),
+                                ("--concurrency", 8, "requests in flight at once"),
+                                ("--max-tokens", 256, "tokens generated per request")):
+        brun.add_argument(name, type=int, default=default, metavar="N", help=f"{what} (default: {default})")
     brun.add_argument("--temperature", type=float, default=0.0)
     brun.add_argument("--warmup", type=int, default=None, help="warm-up requests (default: one per concurrent stream)")
     brun.add_argument("--seed", type=int, default=None, help="shuffle the prompts with this seed (default: file order)")
-    brun.add_argument("--label", default=None)
-    brun.add_argument("--no-save", action="store_true")
+    brun.add_argument("--label", default=None, help="a name for the stored run, shown by `bench report` (default: API-cCONCURRENCY, e.g. sglang-c8)")
+    brun.add_argument("--no-save", action="store_true", help="print the result, store nothing")
     report = _command(bench_sub, "report", "the latest sweep's decision, or stored runs side by side", json=True, config=True)
     report.add_argument("runs", nargs="*", metavar="RUN", help="runs to compare side by side (default: the latest sweep)")
     report.add_argument("--last", type=int, default=10, help="without a sweep: this many latest runs")
@@ -165,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = _command(sub, "demo", "the whole deployment of the story on this machine: no GPU, no network beyond loopback")
     demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder)")
-    demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME")
+    demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME", help="as `cockpit --theme` (written before or after demo)")
 
     init = _command(sub, "init", "a short questionnaire that writes a commented config")
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")

@@ -58,6 +58,34 @@ async def test_small_terminal_shows_one_pane_and_resizes_live(tmp_path):
         assert log.display and not app.hosts_view.display
 
 
+async def test_a_pane_key_shows_and_focuses_and_hides_only_the_pane_in_focus(tmp_path):
+    """Issue 30: `b` as the README says must show the benchmarks, never hide them because they were
+    open; the same key on the pane in focus hides it, and so does Escape."""
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        log = app.query_one(CommandLogPane)
+        await pilot.press("l")
+        assert not log.has_class("hidden") and app.focused is log
+        await pilot.press("c")  # the focus leaves; the log stays open
+        assert isinstance(app.focused, ChecklistPane) and not log.has_class("hidden")
+        await pilot.press("l")  # open but not in focus: shown and focused, not hidden
+        assert not log.has_class("hidden") and app.focused is log
+        await pilot.press("l")  # in focus: hidden
+        assert log.has_class("hidden") and isinstance(app.focused, HostPane)
+        await pilot.press("l")
+        await pilot.press("escape")
+        assert log.has_class("hidden") and isinstance(app.focused, HostPane)
+        await pilot.press("escape")  # nothing to hide: the hosts and the checklist stay
+        assert app.hosts_view.display and app.query_one(ChecklistPane).display
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("l")
+        assert app.layout_state.view == "log"
+        await pilot.press("escape")  # a small terminal: back to the hosts
+        assert app.layout_state.view == "hosts" and isinstance(app.focused, HostPane)
+
+
 async def test_messages_take_room_instead_of_covering_in_a_small_terminal(tmp_path):
     app = fixed_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:

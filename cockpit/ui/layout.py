@@ -27,16 +27,32 @@ class Layout:
     def is_compact(width: int, height: int) -> bool:
         return width < COMPACT_WIDTH or height < COMPACT_HEIGHT
 
-    def press(self, view: str) -> str:
-        """A view's key: in a small terminal it shows that pane (its key again: back to the hosts);
-        in a large one it opens or closes a bottom pane, or focuses the hosts or the checklist.
-        Returns the view to focus."""
+    def press(self, view: str, focused: str | None = None) -> str:
+        """A view's key shows its pane and returns it to focus (as k9s does); the same key on the pane
+        already in focus hides it (in a small terminal: back to the hosts).  `focused`: the view the
+        focus is in now."""
         if self.compact:
             self.view = "hosts" if self.view == view and view != "hosts" else view
             return self.view
         if view in BOTTOM:
-            self.opened.symmetric_difference_update({view})
+            if view in self.opened and focused == view:
+                self.opened.discard(view)
+                return "hosts"
+            self.opened.add(view)
         return view
+
+    def hide(self, view: str | None) -> str | None:
+        """Escape: hide the pane in focus (a bottom pane of a large terminal; in a small one, back to the
+        hosts).  Returns the view to focus then, or None when there was nothing to hide."""
+        if self.compact:
+            if self.view == "hosts":
+                return None
+            self.view = "hosts"
+            return "hosts"
+        if view in BOTTOM and view in self.opened:
+            self.opened.discard(view)
+            return "hosts"
+        return None
 
     def reveal(self, view: str) -> None:
         """Something happened in that pane (a sweep runs, a server started): show it."""

@@ -112,9 +112,16 @@ class ViewActions:
         return (where if self.layout_state.compact else f"v{__version__} - {where}") + (" - READ-ONLY" if self.read_only else "")
 
     def press_view(self, view: str) -> None:
-        target = self.layout_state.press(view)
+        target = self.layout_state.press(view, self._view_of_focus())
         self.apply_layout()
         if self.layout_state.shown(target):
+            self._focus_view(target)
+
+    def action_hide_pane(self) -> None:
+        """Escape: hide the pane in focus (the hosts and the checklist of a large terminal stay)."""
+        target = self.layout_state.hide(self._view_of_focus())
+        if target is not None:
+            self.apply_layout()
             self._focus_view(target)
 
     def _focus_view(self, view: str) -> None:
