@@ -98,6 +98,11 @@ def test_a_command_gets_the_alert_as_arguments_never_through_a_shell(tmp_path):
     missing = Alerter(AlertSettings(command=("/nonexistent/notify",)), log_path=tmp_path / "a.jsonl")
     delivery = asyncio.run(missing.send(Alert("x", "k", "t", "x")))
     assert not delivery.sent and "/nonexistent/notify" in delivery.channels["command"]
+    silent = Alerter(AlertSettings(command=("false",)), log_path=tmp_path / "a.jsonl")  # fails, says nothing
+    said = asyncio.run(silent.send(Alert("x", "k", "t", "x"))).channels["command"]
+    assert said == "failed: false exited 1 (it wrote nothing to stderr)", said
+    loud = Alerter(AlertSettings(command=(sys.executable, "-c", "import sys; sys.exit('no route')")), log_path=tmp_path / "a.jsonl")
+    assert asyncio.run(loud.send(Alert("x", "k", "t", "x"))).channels["command"].endswith("exited 1: no route")
 
 
 def test_the_terminal_sequence_and_its_tmux_wrapping():

@@ -379,3 +379,46 @@ async def test_the_app_provides_what_each_mixin_protocol_says():
                 wanted |= {k for k, v in vars(klass).items() if callable(v) and not k.startswith("__")}
             missing = sorted(n for n in wanted if not hasattr(app, n))
             assert not missing, f"{name}: the app lacks {missing}"
+
+
+async def test_log_lines_end_in_an_ellipsis_and_the_last_line_is_never_covered(tmp_path):
+    """Issue 30: server log lines were cut at the pane's edge without a mark, and in a pane narrower
+    than RichLog's 78-cell minimum a horizontal scrollbar covered the last line ("ready to roll")."""
+    from textual.app import App
+
+    from cockpit.ui.widgets.bounded_log import BoundedRichLog
+
+    long_line = "[2026-12-04 10:00:00] Decode batch. #running-req: 8, #token: 4096, gen throughput (token/s): 1390.25, " * 2
+    last = "The server is fired up and ready to roll!"
+
+    class One(App):
+        def compose(self):
+            yield BoundedRichLog(max_lines=100, wrap=False, markup=False)
+
+    app = One()
+    async with app.run_test(size=(60, 8)) as pilot:
+        log = app.query_one(BoundedRichLog)
+        for n in range(20):
+            log.write(long_line)
+        log.write(last)
+        await pilot.pause()
+        assert log.max_scroll_x == 0 and not log.show_horizontal_scrollbar
+        shown = [line.text for line in log.lines]
+        assert shown[0].endswith("…") and len(shown[0]) <= log.scrollable_content_region.width
+        bottom = log.scroll_offset.y + log.scrollable_content_region.height - 1
+        assert log.lines[bottom].text.startswith(last)  # the last row on screen is the last line
+        narrow = len(shown[0])
+        await pilot.resize_terminal(120, 8)
+        await pilot.pause()
+        wider = [line.text for line in log.lines]
+        assert len(wider) == 21 and len(wider[0]) > narrow + 50 and wider[0].endswith("…")  # drawn again at the new width
+
+
+def test_the_command_log_says_what_it_did_not_repeat():
+    from cockpit.hosts.commandlog import CommandLog
+
+    pane = CommandLogPane()
+    log = CommandLog()
+    for _ in range(3):
+        pane.add(log.finish(log.start("here", "nvidia-smi --query-compute-apps"), 0))
+    assert pane.shown == 1 and str(pane.border_title) == "command log · not repeated: 2 more successes of commands above"

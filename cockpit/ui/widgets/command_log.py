@@ -7,6 +7,7 @@ import time
 from rich.text import Text
 
 from cockpit.hosts.commandlog import CommandRecord
+from cockpit.format import plural
 from cockpit.ui.widgets.bounded_log import BoundedRichLog
 
 
@@ -57,7 +58,7 @@ class CommandLogPane(BoundedRichLog):
         if not record.running and record.exit_status == 0 and record.kind == "run":
             if key in self._seen_ok:
                 self.repeats_hidden += 1
-                self.border_title = f"command log · {self.repeats_hidden} repeats of commands shown above"
+                self.border_title = f"command log · not repeated: {plural(self.repeats_hidden, 'more success', 'more successes')} of commands above"
                 return
             self._seen_ok.add(key)
         elif record.exit_status not in (0, None) or record.error:
