@@ -580,10 +580,12 @@ def cmd_demo(args) -> int:
     import tempfile
 
     from cockpit.context import Context
-    from cockpit.demo.world import build, isolate
+    from cockpit.demo.world import afresh, build, isolate
     from cockpit.ui.app import CockpitApp
 
     root = Path(args.dir).expanduser() if args.dir else Path(tempfile.mkdtemp(prefix="cockpit-demo-"))
+    if afresh(root):
+        print(f"cockpit DEMO: the earlier demo's files in {root} were removed: the story starts again", file=sys.stderr)
     print(f"cockpit DEMO: building the demo world in {root} ...", file=sys.stderr)
     isolate(root)  # the demo's runbook state, benchmark runs and caches live in its own world, never in the user's
     world = build(root)

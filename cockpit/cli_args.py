@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
              config=True, json=True)
 
     demo = _command(sub, "demo", "the whole deployment of the story on this machine: no GPU, no network beyond loopback")
-    demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder)")
+    demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder); an earlier "
+                      "demo's world there is replaced, a folder of other files refused")
     demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME", help="as `cockpit --theme` (written before or after demo)")
 
     init = _command(sub, "init", "a short questionnaire that writes a commented config")

@@ -103,3 +103,23 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             assert app.query_one(ServerLogPane).status.alive
     finally:
         world.close()
+
+
+def test_demo_dir_starts_the_story_afresh_and_never_empties_a_foreign_folder(tmp_path):
+    """Issue 30: `demo --dir` on an earlier demo's folder mixed its old training log into the loss
+    sparkline.  An earlier demo's world is removed first; a folder of anything else is refused, untouched."""
+    from cockpit.demo.world import afresh
+    from cockpit.errors import CockpitError
+
+    old = tmp_path / "old"
+    world = build(old)
+    world.close()
+    (old / "train.log").write_text("step 1 loss 99.0 (an old run)\n")
+    assert afresh(old) and not any(old.iterdir())
+    assert not afresh(tmp_path / "new")  # nothing there: nothing to remove
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(CockpitError, match="not a cockpit demo's"):
+        afresh(foreign)
+    assert (foreign / "notes.txt").read_text() == "keep me"

@@ -184,6 +184,9 @@ def test_kill_shows_every_gpu_of_a_process_and_keeps_to_its_users_processes(tmp_
         proc = cli("plan", "run", "--yes", "--json", "--config", str(config))
         assert proc.returncode == 0, proc.stderr
         assert "0:61234 1:61234 2:61234 3:61234" in proc.stderr and "244936" in proc.stderr
+        header = next(line for line in proc.stderr.splitlines() if "COMMAND" in line)
+        row = next(line for line in proc.stderr.splitlines() if "0:61234 1:61234" in line)
+        assert row.index("/bin/sh") == header.index("COMMAND")  # the GPUs' column holds 4 GPUs: the command stays in its column
         assert f"left alone: pid {theirs.pid} of user {nobody}" in proc.stderr
         mine.wait(timeout=10)
         assert theirs.poll() is None  # never reached

@@ -422,3 +422,17 @@ def test_the_command_log_says_what_it_did_not_repeat():
     for _ in range(3):
         pane.add(log.finish(log.start("here", "nvidia-smi --query-compute-apps"), 0))
     assert pane.shown == 1 and str(pane.border_title) == "command log · not repeated: 2 more successes of commands above"
+
+
+def test_the_destructive_mark_is_explained_where_it_is_shown():
+    """Issue 30: the `!` beside a step was explained nowhere."""
+    from cockpit.runbook.model import StepSpec, StepState, StepView
+    from cockpit.ui.actions import PANE_HELP
+    from cockpit.ui.widgets.checklist import render_checklist
+
+    views = [StepView(StepSpec("kill", "kill_stale", "trainer", {}), None, StepState.PENDING, "kill stale", "why", False, destructive=True),
+             StepView(StepSpec("clean", "gpu_clean", "gpu-server", {}), None, StepState.BLOCKED, "clean", "why", False)]
+    shown = render_checklist(views, 0, 100).plain
+    assert "kill @trainer  pending  !" in shown and "! it changes the host: it shows exactly what it will do and asks first" in shown
+    assert "! it changes" not in render_checklist(views, 1, 100).plain  # only beside a step that does
+    assert "marked ! changes a host" in PANE_HELP["checklist"]

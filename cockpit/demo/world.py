@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cockpit.config import Config, parse_config
 from cockpit.drafter.header import encode_header
+from cockpit.errors import CockpitError
 
 # Holds nothing; its command line is what kill_stale matches.  It ends when the demo does, even
 # when the demo is killed (its terminal closed): it watches its parent.
@@ -107,6 +108,27 @@ def isolate(root: Path) -> None:
     user's (so `bench report` shows only the user's runs).  For the demo's process only."""
     for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
         os.environ[var] = str((root / sub).resolve())
+
+
+def afresh(root: Path) -> bool:
+    """A demo starts from the story's beginning: an earlier demo's world in `root` (its demo.toml says
+    so) is removed first, so that its training log, checkpoints, runbook state and benchmark runs do not
+    mix with the new ones.  A folder with anything else in it is refused, never emptied.  Returns
+    whether an earlier demo's files were removed."""
+    import shutil
+
+    if not root.exists() or not any(root.iterdir()):
+        return False
+    config = root / "demo.toml"
+    if not (config.is_file() and config.read_text(errors="replace").startswith("# cockpit DEMO")):
+        raise CockpitError(f"--dir {root}: the folder holds files that are not a cockpit demo's; give an empty or new "
+                           "folder (the demo builds its world afresh)")
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    return True
 
 
 def build(root: Path) -> DemoWorld:

@@ -261,12 +261,13 @@ class KillStale(StepKind):
         acting = await acting_user(ctx.transport(spec.host))
         lines = [f"On {spec.host}, send SIGTERM, wait up to {grace:g} s, then SIGKILL what is left"
                  + (f" (processes of {me} only):" if me else " (ANY user's processes):")]
-        lines.append(f"  {'PID':>8}  {'USER':<10} {'GPU MiB':>8}  {'ON GPUS':<24}  COMMAND")
+        where = {row.pid: " ".join(f"{'?' if i is None else i}:{'?' if m is None else m}" for i, m in row.gpus) or "-" for row in found}
+        wide = max(len("ON GPUS (INDEX:MiB)"), *map(len, where.values()))  # the column holds its widest cell: nothing runs into COMMAND
+        lines.append(f"  {'PID':>8}  {'USER':<10} {'GPU MiB':>8}  {'ON GPUS (INDEX:MiB)':<{wide}}  COMMAND")
         for row in found:
             mib = "-" if row.gpu_mib is None else str(row.gpu_mib)
-            where = " ".join(f"{'?' if i is None else i}:{'?' if m is None else m}" for i, m in row.gpus) or "-"
             mark = "  <- another user" if row.user != acting else ""
-            lines.append(f"  {row.pid:>8}  {row.user[:10]:<10} {mib:>8}  {where:<24}  {row.args[:500]}{mark}")
+            lines.append(f"  {row.pid:>8}  {row.user[:10]:<10} {mib:>8}  {where[row.pid]:<{wide}}  {row.args[:500]}{mark}")
         for row in others:
             lines.append(f"  left alone: pid {row.pid} of user {row.user} also matches ({row.args[:120]}); "
                          "any_user = true would include it")

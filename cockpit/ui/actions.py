@@ -94,7 +94,8 @@ PANE_HELP = {
     "finishes, crashes or stalls, and when a checkpoint is ready ([alerts]).",
     "checklist": "The checklist: the runbook's steps in order. A step is blocked until every step before it "
     "passed; the launch step stays locked until its gate opens and re-verifies the GPUs of its host right "
-    "before it starts. j/k select, enter runs the selected step, n runs the next one.",
+    "before it starts. A step marked ! changes a host (kills processes, rewrites files): it shows exactly what it "
+    "will do and asks first. j/k select, enter runs the selected step, n runs the next one.",
 }
 
 

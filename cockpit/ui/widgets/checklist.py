@@ -63,6 +63,8 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
     text.append("─" * max(10, width - 2) + "\n" if not ascii_only else "-" * max(10, width - 2) + "\n", style="dim")
     text.append(f"{view.spec.name}: ", style="bold")
     text.append(view.why + "\n", style="italic")
+    if view.destructive:
+        text.append("! it changes the host: it shows exactly what it will do and asks first\n", style="yellow")
     if view.result is None:
         text.append("not run yet\n", style="dim")
     else:
