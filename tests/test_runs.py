@@ -615,3 +615,16 @@ def test_the_runs_worker_survives_a_parser_error_in_one_run_and_says_where_it_is
     assert last["good"].step == 20 and last["bad"].state == "unknown" and "a parser bug" in last["bad"].evidence
     log = Path(os.environ["XDG_STATE_HOME"]) / "cockpit" / "errors.log"
     assert "watching run bad: ValueError: a parser bug" in log.read_text()
+
+
+def test_batches_beside_optimizer_steps_are_explained(tmp_path):
+    """Issue 30: 'step 800/800' beside the log's own '100 optimizer steps' read as a contradiction: the
+    bar counts batches, 8 to an optimizer step (this run's draft_accumulation_steps=8)."""
+    path = tmp_path / "train.log"
+    path.write_bytes((TRAINING / "E2-early" / "train.log").read_bytes())
+
+    status, _ = asyncio.run(RunWatcher(RunSpec("r", "here", log=str(path)), local()).poll())
+    assert status.step == 800 and status.total == 800
+    [note] = [n for n in status.notes if "optimizer steps" in n]
+    assert note == ("100 optimizer steps (2 epochs x 50); the progress counts batches (800): 8 to an optimizer step "
+                    "(gradient accumulation)"), note

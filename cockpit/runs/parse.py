@@ -150,6 +150,7 @@ class TrainingLog:
     _dict_steps: set = field(default_factory=set)
     lines_seen: int = 0
     tb_step: int | None = None  # the last training step TensorBoard recorded (optimizer steps)
+    optimizer_steps: int | None = None  # the run's own "Auto-calculated total_steps" (optimizer steps)
     last_line: str = ""  # the last line with text: what a run that died without a word said last
     _rates: deque = field(default_factory=lambda: deque(maxlen=RATE_SAMPLES))  # rates the log printed (steps/s)
     _seen: deque = field(default_factory=lambda: deque(maxlen=4096))  # (wall time read, step)
@@ -217,6 +218,7 @@ class TrainingLog:
             self._step_line(m)
         elif (m := _TOTAL.search(text)):
             self.num_epochs, self.per_epoch = int(m.group("epochs")), None
+            self.optimizer_steps = int(m.group("total"))
             self.notes.append(f"{m.group('total')} optimizer steps ({m.group('epochs')} epochs x {m.group('per')})")
         elif (m := _SAVED.search(text)):
             self.saved.append(m.group("path"))

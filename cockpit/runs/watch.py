@@ -288,6 +288,11 @@ class RunWatcher:
         elif status.state == "died":
             status.flags.append(Flag("died", log.last_line[:500], status.evidence))
         status.notes = [n for n in log.notes if status.state in ("running", "starting") or not n.startswith("total steps unknown")]
+        if log.optimizer_steps and log.total and log.total != log.optimizer_steps:
+            # the bar counts batches (step 240/240) where the trainer's total counts optimizer steps (30)
+            status.notes = [f"{n}; the progress counts batches ({log.total}): {log.total / log.optimizer_steps:g} to an optimizer "
+                            "step (gradient accumulation)" if n.startswith(f"{log.optimizer_steps} optimizer steps") else n
+                            for n in status.notes]
         if self._missing_note:
             status.notes.insert(0, self._missing_note)
             if not log.lines_seen and not self.spec.output_dir:
