@@ -582,7 +582,9 @@ def cmd_demo(args) -> int:
     from cockpit.context import Context
     from cockpit.demo.world import afresh, build, isolate
     from cockpit.ui.app import CockpitApp
+    from cockpit.ui.themes import check_theme_name
 
+    check_theme_name(getattr(args, "theme", None))  # before a world is built for nothing
     root = Path(args.dir).expanduser() if args.dir else Path(tempfile.mkdtemp(prefix="cockpit-demo-"))
     if afresh(root):
         print(f"cockpit DEMO: the earlier demo's files in {root} were removed: the story starts again", file=sys.stderr)
@@ -590,11 +592,16 @@ def cmd_demo(args) -> int:
     isolate(root)  # the demo's runbook state, benchmark runs and caches live in its own world, never in the user's
     world = build(root)
     try:
-        CockpitApp(Context.of(world.config), theme=getattr(args, "theme", None), demo=True).run()
+        CockpitApp(Context.of(world.config), demo=True, **ui_options(args)).run()
     finally:
         world.close()
     print(f"cockpit DEMO ended; its files are in {root} (config: {root / 'demo.toml'})", file=sys.stderr)
     return EXIT_OK
+
+
+def ui_options(args) -> dict:
+    """The look the command line asks of the TUI (--theme, --ascii: before or after `demo`); None: the config's."""
+    return {"theme": getattr(args, "theme", None), "ascii_only": True if getattr(args, "ascii", False) else None}
 
 
 def cmd_ui(args) -> int:
@@ -603,8 +610,7 @@ def cmd_ui(args) -> int:
 
     ctx = context(args)
     check_theme_name(getattr(args, "theme", None))
-    app = CockpitApp(ctx, read_only=getattr(args, "read_only", False), theme=getattr(args, "theme", None),
-                     ascii_only=True if getattr(args, "ascii", False) else None)
+    app = CockpitApp(ctx, read_only=getattr(args, "read_only", False), **ui_options(args))
     app.run()
     return app.return_code or EXIT_OK
 

@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(parser, top=True)
     parser.add_argument("--read-only", action="store_true", help="open the cockpit for monitoring only: no step or action can run")
     parser.add_argument("--theme", metavar="NAME", help="cockpit-dark, cockpit-light, cockpit-contrast, cockpit-terminal (follows the terminal's palette), or a file in ~/.config/cockpit/themes")
-    parser.add_argument("--ascii", action="store_true", help="ASCII borders and glyphs")
+    parser.add_argument("--ascii", action="store_true", help="every glyph ASCII: borders, bars, sparklines, charts, "
+                        "scrollbars, marks (also [ui] ascii = true, or COCKPIT_ASCII=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     status = _command(sub, "status", "every host and GPU, once or streaming (no TUI)", config=True, json=True)
@@ -169,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder); an earlier "
                       "demo's world there is replaced, a folder of other files refused")
     demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME", help="as `cockpit --theme` (written before or after demo)")
+    demo.add_argument("--ascii", action="store_true", default=argparse.SUPPRESS, help="as `cockpit --ascii` (written before or after demo)")
 
     init = _command(sub, "init", "a short questionnaire that writes a commented config")
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")

@@ -26,6 +26,7 @@ from cockpit.runs.spec import RunSpec, parse_runs
 from cockpit.runs.steps import RUNS_KINDS
 from cockpit.sglang.steps import SGLANG_KINDS
 from cockpit.telemetry.hub import TelemetryHub
+from cockpit.format import plural
 
 
 def default_kinds() -> Kinds:
@@ -58,7 +59,7 @@ class CheckedConfig:
                                                      "concurrency": list(sweep.concurrency)}}
 
     def render(self) -> str:
-        lines = [f"{len(self.config.hosts)} host(s), {len(self.runbook.steps)} runbook step(s)"]
+        lines = [f"{plural(len(self.config.hosts), 'host')}, {plural(len(self.runbook.steps), 'runbook step')}"]
         for host in self.config.hosts:
             roles = f" [{', '.join(host.roles)}]" if host.roles else ""
             lines.append(f"  {host.label}{f' via {host.jump_host}' if host.jump_host else ''}{roles}")

@@ -75,7 +75,7 @@ def test_config_check_cli(tmp_path, capsys):
     good = tmp_path / "good.toml"
     good.write_text(GOOD)
     assert main(["config", "check", str(good)]) == 0
-    assert "3 host(s)" in capsys.readouterr().out
+    assert "3 hosts" in capsys.readouterr().out
     bad = tmp_path / "bad.toml"
     bad.write_text('[hosts.a]\naddress = "x"\nport = "22"\n')
     assert main(["config", "check", str(bad)]) == 2

@@ -269,7 +269,7 @@ def test_a_rank_killed_after_start_turns_the_group_failed(tmp_path, nodes4):
 @pytest.mark.parametrize("steps, message", [
     ('hosts = ["node0", "node0"]', "'node0' is in the group twice"),
     ('hosts = ["node0", "nodeX"]', "no host named 'nodeX'"),
-    ('hosts = ["node0", "node1"]\nnnodes = 3', "nnodes is 3 but the group has 2 host(s)"),
+    ('hosts = ["node0", "node1"]\nnnodes = 3', "nnodes is 3 but the group has 2 hosts"),
     ('hosts = ["node0", "node1"]\ndist_init_addr = "10.9.9.9:20000"', "is not rank 0's address"),
     ('hosts = ["node0", "node1"]\ndist_init_addr = "127.0.0.1"', "must be host:port"),
     ('host = "node0"\nhosts = ["node0", "node1"]', "not both"),

@@ -253,7 +253,7 @@ async def test_step_details_are_sentences_with_the_raw_evidence_one_key_away(tmp
         await eventually(lambda: checklist.views and checklist.views[0].result is not None, what="shown")
         await pilot.press("c")
         text = " ".join(str(checklist.render()).split())  # (wrapped to the pane's width)
-        assert "8 GPU(s) of gpu-server sampled" in text and "GPU 5 30000 MiB" in text
+        assert "8 GPUs of gpu-server sampled" in text and "GPU 5 30000 MiB" in text
         assert "pid 4242 (python3, 30000 MiB, GPU 5)" in text and "2 min ago" in text
         assert '"memory_used_mib"' not in text and str(int(report.evidence["time"])) not in text  # no JSON, no epoch
         await pilot.press("x")
@@ -261,3 +261,52 @@ async def test_step_details_are_sentences_with_the_raw_evidence_one_key_away(tmp
         assert '"memory_used_mib"' in raw
         await pilot.press("x")
         assert '"memory_used_mib"' not in str(checklist.render())
+
+
+def test_open_panes_share_the_rows_and_stack_as_tabs_when_they_cannot():
+    """Issue 30: with runs, server log, benchmarks and command log open at 160x48 the checklist was
+    one row and the trainer pane its title.  The hosts and the checklist keep their rows; every open
+    pane gets at least MIN_PANE; when they cannot, they stack behind the last one shown."""
+    from cockpit.ui.layout import MIN_PANE, Layout, main_rows
+
+    state = Layout()
+    for view in ("runs", "server", "bench", "log"):
+        state.press(view)
+    heights, tabbed = state.shares(46)  # 160x48 less the title and the footer
+    assert not tabbed and set(heights) == {"runs", "server", "bench", "log"}
+    assert sum(heights.values()) <= 46 - main_rows(46) and min(heights.values()) >= MIN_PANE
+    heights, tabbed = state.shares(28)  # 100x30: room for one
+    assert list(heights) == ["log"] and tabbed == ["runs", "server", "bench"] and heights["log"] >= MIN_PANE
+    state.press("server")  # its key: shown in front, the others behind it
+    heights, tabbed = state.shares(28)
+    assert list(heights) == ["server"] and "log" in tabbed and state.shown("server") and not state.shown("log")
+    state.press("server", focused="server")  # again in it: hidden
+    assert "server" not in state.opened and "server" not in state.shares(28)[1]
+    few = Layout()
+    few.press("log")
+    assert few.shares(46) == ({"log": 8}, [])  # one pane: the rows it wants
+
+
+async def test_every_open_pane_has_rows_at_160x48_and_tabs_at_100x30(tmp_path, fixtures, monkeypatch):
+    from harness.scenes import everything, runs_app
+
+    from cockpit.ui.layout import TabLine
+
+    app = runs_app(tmp_path, fixtures, monkeypatch)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await everything(pilot)
+        await pilot.pause()
+        panes = app._panes()
+        shown = {v: p for v, p in panes.items() if p.display and not p.has_class("hidden")}
+        assert set(shown) == {"hosts", "checklist", "runs", "server", "bench", "log"}
+        assert all(p.size.height >= 3 for p in shown.values()), {v: p.size.height for v, p in shown.items()}
+        assert app.query_one(ChecklistPane).size.height >= 10 and not app.query_one(TabLine).display
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        shown = [v for v, p in panes.items() if v not in ("hosts", "checklist") and not p.has_class("hidden")]
+        tabs = app.query_one(TabLine)
+        assert len(shown) == 1 and tabs.display and all(key in str(tabs.content) for key in " t  s  b  l ".split())
+        assert all(p.size.height >= 3 for v, p in panes.items() if p.display and not p.has_class("hidden"))
+        await pilot.press("s")  # a pane behind the tabs: its key brings it to the front, focused
+        await pilot.pause()
+        assert not panes["server"].has_class("hidden") and panes["log"].has_class("hidden") and app._view_of_focus() == "server"

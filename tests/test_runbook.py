@@ -39,7 +39,7 @@ def test_verify_names_the_dirty_gpu(sshd, tmp_path):
     assert proc.returncode == 0, proc.stdout
     sshd.scenario({"gpus": 8})
     proc = cli("verify", "gpu-server", "--config", str(config))
-    assert proc.returncode == 0 and "8 GPU(s)" in proc.stdout
+    assert proc.returncode == 0 and "8 GPUs" in proc.stdout
     bad = tmp_path / "bad.toml"
     bad.write_text(sshd.config_toml('[hosts.gpu-server]\naddress = "127.0.0.1"\nport = 1\n'))
     assert cli("verify", "gpu-server", "--config", str(bad)).returncode == 2

@@ -140,7 +140,7 @@ def test_standin_server_through_acceptance_collapse_and_a_hang(tmp_path):
             control.write_text(json.dumps({"draft": True, "hang": True}))  # the scheduler stops; requests stay open
             figures = await until(lambda f: any(x.kind == "hung" for x in f.current_flags()), 30)
             hung = next(x for x in figures.current_flags() if x.kind == "hung")
-            assert "no decode line for" in hung.message and "request(s) run" in hung.message
+            assert "no decode line for" in hung.message and "requests run" in hung.message
         finally:
             stop.set()
             for client in clients:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from cockpit.config import parse_config
 from cockpit.ui.app import CockpitApp
 from harness.builders import SNAPSHOT_CONFIG as CONFIG, fixed_hub  # noqa: F401
+from harness.scenes import PANES, SCENES, everything, panes_app, recorded_results, runs_app
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 @pytest.mark.parametrize("theme", ["cockpit-dark", "cockpit-light"])
@@ -22,101 +22,11 @@ def test_cockpit_snapshot(snap_compare, tmp_path, size, theme):
 
 # --- every pane, at both sizes ------------------------------------------------------------------------
 
-PANES_CONFIG = CONFIG + """
-[[runbook.steps]]
-name = "serve"
-kind = "sglang_launch"
-host = "gpu-server"
-model_path = "/models/Llama-3.3-70B-Instruct"
-draft_path = "/ckpt/eagle3"
-depth = 16
-tp = 8
-log = "/tmp/sglang-eagle3.log"
-"""
-HOURS_AGO = 3 * 3600  # ages read "3.0 h ago" for the whole hour a snapshot may take
-
-
-def recorded_results(app, fixtures) -> None:
-    """What a deployment left: the clean check refused (GPU 5 holds 30000 MiB), the launch of a
-    server that crashed on the flag of the story, read from the real SGLang 0.5.23 crash text."""
-    from cockpit.hosts.commandlog import CommandRecord
-    from cockpit.runbook.checks import judge
-    from cockpit.runbook.model import StepResult, StepState
-    from cockpit.sglang.diagnose import diagnose_file
-
-    then = time.time() - HOURS_AGO
-    report = judge(app.hub.latest["gpu-server"])
-    crash = fixtures / "sglang" / "unrecognized_0.5.23.log"
-    diagnoses = diagnose_file(crash).diagnoses
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Llama-3.3-70B-Instruct", "--tp-size", "8",
-            "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/ckpt/eagle3",
-            "--num-speculative-tokens", "16", "--port", "30000"]
-    app.runbook.results.update({
-        "clean": StepResult(StepState.FAILED, then, then + 2, "; ".join(report.reasons), evidence=report.evidence),
-        "serve": StepResult(StepState.FAILED, then + 10, then + 40, "the server died: --num-speculative-tokens is not an SGLang flag",
-                            evidence={"pid": 4242, "host": "gpu-server", "port": 30000, "log": "/tmp/sglang-eagle3.log",
-                                      "argv": argv, "started_at": then + 10, "diagnoses": [d.to_json() for d in diagnoses]},
-                            output=crash.read_text()),
-    })
-    app.runbook._changed()
-    for n, (command, status) in enumerate([("nvidia-smi --query-gpu=index,uuid,name,memory.used --format=csv", 0),
-                                           ("ps -eo pid,user,args", 0), ("kill -TERM 4242", 1)]):
-        at = 1796299200 + n  # a fixed time (TZ=UTC): the log shows clock times
-        app.hub.log.events.publish(CommandRecord(n, "gpu-server", command, "run", at, at + 0.2, status))
-
-
-async def _keys(pilot, *keys: str) -> None:
-    for key in keys:
-        await pilot.press(key)
-        await pilot.pause()
-
-
-async def _confirm(pilot) -> None:
-    from cockpit.ui.screens.confirm import ConfirmScreen
-
-    pilot.app.push_screen(ConfirmScreen("This step changes things on a host:", "On gpu-server, send SIGTERM to pid 4242 "
-                                        "(python3 -m sglang.launch_server ...), wait up to 10 s, then SIGKILL what is left"))
-    await pilot.pause()
-
-
-async def _force(pilot) -> None:
-    pilot.app.action_force_step("serve")
-    await pilot.pause()
-
-
-async def _bench(pilot) -> None:
-    from harness.builders import RUNS
-
-    from cockpit.ui.widgets.bench_pane import BenchPane
-
-    pilot.app.query_one(BenchPane).show_runs(RUNS)
-    await _keys(pilot, "b")
-
-
-PANES = {
-    "hosts": lambda pilot: _keys(pilot),
-    "zoomed-host": lambda pilot: _keys(pilot, "z"),
-    "one-gpu": lambda pilot: _keys(pilot, "z", "5"),
-    "checklist": lambda pilot: _keys(pilot, "c"),
-    "checklist-raw": lambda pilot: _keys(pilot, "c", "x"),
-    "server-log": lambda pilot: _keys(pilot, "h", "s") if not pilot.app.layout_state.shown("server") else _keys(pilot),
-    "command-log": lambda pilot: _keys(pilot, "l"),
-    "benchmarks": _bench,
-    "help": lambda pilot: _keys(pilot, "c", "question_mark"),
-    "confirm": _confirm,
-    "force-reason": _force,
-}
-
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 @pytest.mark.parametrize("pane", list(PANES))
 def test_every_pane_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size, pane):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    config = parse_config(PANES_CONFIG)
-    app = CockpitApp(config, hub=fixed_hub(config))
-    app.runbook.store.path = tmp_path / "state.json"
-    app.runbook.store.audit_path = tmp_path / "audit.jsonl"
+    app = panes_app(tmp_path, monkeypatch)
 
     async def run_before(pilot) -> None:
         recorded_results(app, fixtures)
@@ -130,89 +40,32 @@ def test_every_pane_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size
 
 # --- training runs and the serving server, at both sizes --------------------------------------------
 
-RUNS_CONFIG = PANES_CONFIG.replace('[hosts.trainer]\naddress = "trainer.example"', '[hosts.trainer]\nlocal = true') + """
-[runs.eagle3-train]
-host = "trainer"
-log = "{log}"
-output_dir = "{out}"
-depth = 16
-"""
-
-
-async def _runs(pilot) -> None:
-    from helpers import eventually
-
-    from cockpit.ui.widgets.runs_pane import RunsPane
-
-    pane = pilot.app.query_one(RunsPane)
-    await eventually(lambda: pane.statuses.get("eagle3-train") is not None, what="the run read")
-    if not pilot.app.layout_state.shown("runs"):
-        await _keys(pilot, "t")
-    pilot.app.workers.cancel_group(pilot.app, "runs")  # read once: the snapshot holds still
-
-
-async def _serving(pilot) -> None:
-    from harness.builders import DECODE_LINES as LINES
-
-    from cockpit.sglang.diagnose import LogReport
-    from cockpit.sglang.live import LiveFigures
-    from cockpit.sglang.server import ServerStatus
-    from cockpit.ui.widgets.server_log import ServerLogPane
-
-    await _runs(pilot)
-    figures = LiveFigures(clock=lambda: 1790848808.0)
-    figures.feed(LINES)
-    figures.feed([LINES[-1].replace("accept len: 2.60", "accept len: 1.00")] * 3)  # the draft stops being used
-    figures.lifetime_accept = 2.41
-    pane = pilot.app.query_one(ServerLogPane)
-    pane.follow("serve @gpu-server")
-    pane.show(ServerStatus("ready", True, LogReport(), LINES, figures.to_json()))
-    if not pilot.app.layout_state.shown("server"):
-        await _keys(pilot, "s")
-
-
-async def _group(pilot) -> None:
-    """A launch group whose rank 1 died after the start: failed, never half-up; the cause names the node."""
-    from cockpit.sglang.diagnose import LogReport
-    from cockpit.sglang.group import group_state, node_state
-    from cockpit.sglang.server import ServerStatus
-    from cockpit.ui.widgets.server_log import ServerLogPane
-
-    await _runs(pilot)
-    rank0 = node_state(0, "node0", ["[2026-12-03 10:00:00 TP0] The server is fired up and ready to roll!"], True)
-    rank1 = node_state(1, "node1", ["[2026-12-03 10:00:00 TP8] Dummy health check server started in background thread at 0.0.0.0:30000"],
-                       False)
-    lines = ["[rank0]:[E1203 10:05:00.000000 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank 0] Timeout at NCCL work: 32, last "
-             "enqueued NCCL work: 32, last completed NCCL work: 31."]
-    pane = pilot.app.query_one(ServerLogPane)
-    pane.follow("serve @node0+1")
-    pane.show(ServerStatus("ready", False, LogReport(), lines, {}, group_state([rank0, rank1]).to_json()))
-    if not pilot.app.layout_state.shown("server"):
-        await _keys(pilot, "s")
-
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
-@pytest.mark.parametrize("pane", ["runs", "serving", "group-failed"])
+@pytest.mark.parametrize("pane", ["runs", "serving", "group-failed", "everything"])
 def test_runs_and_serving_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size, pane):
-    """The real E2 recording (crashed at teardown after its last checkpoint) and decode lines of every SGLang wording."""
-    import shutil
-
-    from harness.builders import write_checkpoint
-
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    log = tmp_path / "train.log"
-    shutil.copy(fixtures / "training" / "E2-early" / "train.log", log)
-    write_checkpoint(tmp_path / "outputs" / "epoch_1", "E2-early", "outputs__tiny-llama-eagle3__epoch_1")
-    config = parse_config(RUNS_CONFIG.format(log=log, out=tmp_path / "outputs"))
-    app = CockpitApp(config, hub=fixed_hub(config))
-    app.runbook.store.path = tmp_path / "state.json"
-    app.runbook.store.audit_path = tmp_path / "audit.jsonl"
+    """The real E2 recording (crashed at teardown after its last checkpoint) and decode lines of every
+    SGLang wording; and every pane open at once."""
+    app = runs_app(tmp_path, fixtures, monkeypatch)
 
     async def run_before(pilot) -> None:
         await pilot.pause()
         app.clear_notifications()
-        await {"runs": _runs, "serving": _serving, "group-failed": _group}[pane](pilot)
+        await SCENES[pane](pilot)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 48)], ids=["100x30", "160x48"])
+def test_ascii_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size):
+    """--ascii with every pane open: every glyph ASCII (test_ascii.py asserts it of every scene)."""
+    app = runs_app(tmp_path, fixtures, monkeypatch, ascii_only=True)
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        app.clear_notifications()
+        await everything(pilot)
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

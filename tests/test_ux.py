@@ -53,14 +53,6 @@ async def test_user_keymap_rebinds_by_id():
             pass
 
 
-async def test_ascii_borders():
-    app = CockpitApp(parse_config(LOCAL), ascii_only=True)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        pane = app.panes["here"]
-        assert pane.styles.border_top[0] == "ascii"
-
-
 async def test_palette_lists_every_action_and_none_in_read_only(tmp_path):
     steps = '[[runbook.steps]]\nname = "hello"\nkind = "command"\nhost = "here"\nargv = ["true"]\n'
     config = parse_config(LOCAL + steps)

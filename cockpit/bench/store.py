@@ -65,7 +65,7 @@ def _check_summary(path: Path, summary: dict[str, Any]) -> None:
     if not isinstance(summary.get("label", ""), (str, type(None))):
         bad.append("label")
     if bad:
-        raise CockpitError(f"{path}: not a benchmark run this cockpit wrote (odd field(s): {', '.join(bad)})")
+        raise CockpitError(f"{path}: not a benchmark run this cockpit wrote (unexpected fields: {', '.join(bad)})")
 
 
 def list_runs() -> list[Path]:

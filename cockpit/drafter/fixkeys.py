@@ -28,6 +28,7 @@ from cockpit.drafter.files import INDEX_NAME, JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, encode_header, header_from, parse_header_bytes
 from cockpit.errors import CockpitError
 from cockpit.paths import atomic_write
+from cockpit.format import plural
 
 JOURNAL_MAGIC = b"COCKPIT-SAFETENSORS-JOURNAL 1\n"
 DEFAULT_RULES = (("layers.0.", "midlayer."),)
@@ -328,7 +329,7 @@ def describe(report: FixReport) -> str:
         if not plan.renames:
             continue
         how = "header rewritten in place" if plan.in_place else "header grows: file copied and renamed"
-        lines.append(f"{plan.path}: {len(plan.renames)} key(s), {how}")
+        lines.append(f"{plan.path}: {plural(len(plan.renames), 'key')}, {how}")
         for old, new in plan.renames[:5]:
             lines.append(f"    {old} -> {new}")
         if len(plan.renames) > 5:
@@ -341,6 +342,6 @@ def describe(report: FixReport) -> str:
 def summary(report: FixReport, where: str = "") -> str:
     """What a finished fix did, for the user."""
     lines = [f"repaired: {note}" for note in report.recovered]
-    lines.append(f"renamed {report.changed} key(s) in {sum(1 for f in report.files if f.renames)} file(s){where}"
+    lines.append(f"renamed {plural(report.changed, 'key')} in {plural(sum(1 for f in report.files if f.renames), 'file')}{where}"
                  + (f", {report.index_renames} in the index" if report.index_renames else "") + "; verified")
     return "\n".join(lines)

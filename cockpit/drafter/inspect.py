@@ -14,6 +14,7 @@ from typing import Any
 
 from cockpit.drafter.files import JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, HeaderError, read_header
+from cockpit.format import plural
 
 RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")
 MLA_ARCHITECTURES = {"Eagle3DeepseekV2ForCausalLM"}  # Kimi-K2.5 / DeepSeek targets: SGLang 0.5.12 on (kimi_k25_eagle3.py)
@@ -251,13 +252,13 @@ def _check_shapes(report: DraftReport) -> None:
 
 
 def render_report(report: DraftReport, version: str | None = None, keys: bool = False) -> str:
-    lines = [f"{report.path}: {len(report.tensors)} tensors in {len(report.files)} file(s), {report.total_bytes / 2**20:.1f} MiB",
+    lines = [f"{report.path}: {plural(len(report.tensors), 'tensor')} in {plural(len(report.files), 'file')}, {report.total_bytes / 2**20:.1f} MiB",
              f"layout: {report.layout}"]
     if keys:
         for name, info in sorted(report.tensors.items()):
             lines.append(f"  {name:<50} {info['dtype']:<5} {info['shape']}")
     verdicts = report.verdicts(version)
-    lines.append("SGLang " + ";  ".join(f"{r}: " + ("ready" if not ps else f"{len(ps)} problem(s)") for r, ps in verdicts.items()))
+    lines.append("SGLang " + ";  ".join(f"{r}: " + ("ready" if not ps else plural(len(ps), "problem")) for r, ps in verdicts.items()))
     shown = [p for p in report.problems if any(r in verdicts for r in p.ranges)]
     for problem in shown:  # each problem once, with the versions it breaks
         ranges = [r for r in problem.ranges if r in verdicts]

@@ -67,7 +67,7 @@ class GpuClean(StepKind):
                 return StepResult(StepState.FAILED, started, _now(), f"could not verify {spec.host}: {report.error}")
             if report.clean:
                 count = len(report.evidence["gpus"])
-                return StepResult(StepState.PASSED, started, _now(), f"{spec.host}: {count} GPU(s) clean, no compute processes",
+                return StepResult(StepState.PASSED, started, _now(), f"{spec.host}: {plural(count, 'GPU')} clean, no compute processes",
                                   evidence=report.evidence)
             return StepResult(StepState.FAILED, started, _now(), "; ".join(report.reasons), evidence=report.evidence)
         evidence = {"nodes": {host: report.evidence for host, report in zip(nodes, reports)}}
@@ -80,7 +80,7 @@ class GpuClean(StepKind):
         if problems:
             return StepResult(StepState.FAILED, started, _now(), "; ".join(problems), evidence=evidence)
         count = sum(len(r.evidence["gpus"]) for r in reports)
-        return StepResult(StepState.PASSED, started, _now(), f"{len(nodes)} nodes, {count} GPU(s) clean, no compute processes",
+        return StepResult(StepState.PASSED, started, _now(), f"{len(nodes)} nodes, {plural(count, 'GPU')} clean, no compute processes",
                           evidence=evidence)
 
     def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
@@ -95,7 +95,7 @@ class GpuClean(StepKind):
             return []
         used = [g for g in gpus if (g.get("memory_used_mib") or 0) > 0]
         memory = ", ".join(f"GPU {g['index']} {g['memory_used_mib']} MiB" for g in used) or "every one at 0 MiB"
-        lines = [f"{len(gpus)} GPU(s) of {evidence.get('host')} sampled {age(evidence.get('time'))}: {memory}"]
+        lines = [f"{plural(len(gpus), 'GPU')} of {evidence.get('host')} sampled {age(evidence.get('time'))}: {memory}"]
         procs = evidence.get("processes") or []
         lines.append("no compute process" if not procs else "compute processes: " + "; ".join(
             f"pid {p.get('pid')} ({p.get('name') or '?'}, {p.get('used_memory_mib')} MiB, GPU {p.get('gpu_index')})" for p in procs))

@@ -8,6 +8,7 @@ from typing import Any
 
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.model import HostSnapshot
+from cockpit.format import plural
 
 DEFAULT_MAX_USED_MIB = 256
 
@@ -34,7 +35,7 @@ class CleanReport:
         if self.error:
             return f"{self.host}: could not verify: {self.error}"
         if self.clean:
-            return f"{self.host}: clean: {len(self.evidence['gpus'])} GPU(s) at or below {limit_mib} MiB, no compute processes"
+            return f"{self.host}: clean: {plural(len(self.evidence['gpus']), 'GPU')} at or below {limit_mib} MiB, no compute processes"
         return "\n".join([f"{self.host}: NOT clean:", *(f"  {reason}" for reason in self.reasons)])
 
 

@@ -16,6 +16,7 @@ from cockpit.hosts.transport import Transport
 from cockpit.runbook.model import StepResult, StepSpec
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
+from cockpit.format import plural
 
 if TYPE_CHECKING:
     from cockpit.runbook.engine import Runbook
@@ -107,7 +108,7 @@ def explain_fields(evidence: Mapping[str, Any]) -> list[str]:
         if isinstance(value, (str, int, float, bool)) or value is None:
             lines.append(f"{key.replace('_', ' ')}: {value}")
         elif isinstance(value, (list, tuple)):
-            lines.append(f"{key.replace('_', ' ')}: {len(value)} item(s)")
+            lines.append(f"{key.replace('_', ' ')}: {plural(len(value), 'item')}")
         elif isinstance(value, dict):
             lines.append(f"{key.replace('_', ' ')}: {', '.join(map(str, list(value)[:6]))}")
     return lines

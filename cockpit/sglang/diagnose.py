@@ -17,6 +17,7 @@ from cockpit.intake import clean, take_lines
 from cockpit.hosts.procs import LAUNCH_MARKER  # written by the cockpit before a launched server starts
 from cockpit.sglang.schema import FlagSchema, parse_argparse_text, reference_schema
 from cockpit.sglang.suggest import most_likely, numeric_guess, rank_values, suggest, type_words
+from cockpit.format import plural
 
 TAIL_BYTES = 8 * 1024 * 1024  # a log is read from its end: never more than this
 MAX_LINE = 64 * 1024
@@ -366,7 +367,7 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
     if intake["constant_prefix"]:
         said.append(f"a constant prefix removed: {intake['constant_prefix']!r}")
     if intake["rejoined"]:
-        said.append(f"{intake['rejoined']} line(s) wrapped at {intake['wrap_width']} columns rejoined")
+        said.append(f"{plural(intake['rejoined'], 'line')} wrapped at {intake['wrap_width']} columns rejoined")
     if said:
         report.notes.append("read through: " + "; ".join(said))
     usage_in_run = any(line.startswith("usage:") for line in run)

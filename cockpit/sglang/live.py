@@ -23,6 +23,7 @@ from typing import Any
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.hosts.http import request
 from cockpit.sglang.diagnose import RUN_START
+from cockpit.format import plural
 
 # runs-facts "What a monitor should parse", item 5: every version's decode and prefill lines
 BATCH_RE = re.compile(
@@ -283,7 +284,7 @@ class LiveFigures:
         silent = now - self.last_decode_at
         limit = HUNG_FACTOR * self.interval()
         if silent <= limit:
-            return "serving", f"{last.running} request(s) running"
+            return "serving", f"{plural(last.running, 'request')} running"
         since = self.last_decode_at
         gauges_fresh = self.metrics_at is not None and self.metrics_at > since
         if gauges_fresh and not _int(self.metrics.get("num_running_reqs")) and not _int(self.metrics.get("num_queue_reqs")):
@@ -301,9 +302,9 @@ class LiveFigures:
                             "and no counter moves")
             if info_fails:
                 seen.append("/server_info does not answer")
-            return "hung", (f"no decode line for {silent:.0f} s while {last.running} request(s) run (usually every "
+            return "hung", (f"no decode line for {silent:.0f} s while {plural(last.running, 'request')} run (usually every "
                             f"{self.interval():.0f} s); " + ", ".join(seen) + "; SGLang's watchdog kills it at 300 s")
-        return "quiet", (f"no decode line for {silent:.0f} s after {last.running} request(s) ran: idle or hung cannot be told "
+        return "quiet", (f"no decode line for {silent:.0f} s after {plural(last.running, 'request')} ran: idle or hung cannot be told "
                          "from the log alone (give --url, or --enable-metrics, to ask the server)")
 
     def current_flags(self, now: float | None = None) -> list[ServerFlag]:
@@ -470,7 +471,7 @@ def render_live(data: dict) -> str:
     if history:
         lines.append("recent windows (accept len): " + " ".join(fmt(w["accept_length"]) for w in history[-12:]))
     if data.get("retractions"):
-        lines.append(f"KV cache full: {data['retractions']} retraction(s) (requests re-queued; not a crash)")
+        lines.append(f"KV cache full: {plural(data['retractions'], 'retraction')} (requests re-queued; not a crash)")
     lines += [f"! {f['kind']}: {f['message']}" + (f"  <- {f['line'][:160]}" if f["line"] else "") for f in data["flags"]]
     activity = data.get("activity") or {}
     if activity.get("state") in ("idle", "quiet") and not any(f["kind"] == "hung" for f in data["flags"]):

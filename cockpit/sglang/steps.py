@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cockpit.format import plural
 from cockpit.hosts.procs import LaunchedProcess
 from cockpit.hosts.transport import quote_argv
 from cockpit.runbook.builtin import Launch
@@ -89,7 +90,7 @@ class SglangLaunch(Launch):
             return "extra_args must be a list of strings"
         nodes = self.hosts(spec)
         if spec.params.get("nnodes") is not None and spec.params["nnodes"] != len(nodes):
-            return f"nnodes is {spec.params['nnodes']} but the group has {len(nodes)} host(s): {', '.join(nodes)}"
+            return f"nnodes is {spec.params['nnodes']} but the group has {plural(len(nodes), 'host')}: {', '.join(nodes)}"
         if len(nodes) > 1:
             if any(w.split("=", 1)[0] in GROUP_FLAGS for w in extra):
                 return "extra_args must not set --nnodes, --node-rank or --dist-init-addr: the group sets them per node"

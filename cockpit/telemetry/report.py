@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from collections.abc import Sequence
 
-from cockpit.format import value
+from cockpit.format import plural, value
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.model import HostSnapshot
 
@@ -104,7 +104,7 @@ def summary_line(s: HostSummary) -> str:
     line = (f"{s.name:<20} {s.state:<16} {age}  {s.gpus:>2} GPU ({s.busy_gpus} busy)  {mem}  {power}  util {util}  max {temp}  "
             f"procs {procs:>2}")
     if s.problems:
-        line += f"  ! {s.problems} problem(s)"
+        line += f"  ! {plural(s.problems, 'problem')}"
     if s.error and s.state != "up":
         line += f"  - {s.error[:80]}"
     return line

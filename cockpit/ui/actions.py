@@ -73,6 +73,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("checklist.run", "enter,r", "run_selected", "run step", scope="checklist", writes=True),
     Action("bench.down", "down,j", "scroll(1)", "scroll down", show=False, scope="bench", help="scroll the decision"),
     Action("bench.up", "up,k", "scroll(-1)", "scroll up", show=False, scope="bench", help="scroll the decision"),
+    Action("runs.down", "down,j", "scroll_down", "scroll down", show=False, scope="runs", help="scroll the runs"),
+    Action("runs.up", "up,k", "scroll_up", "scroll up", show=False, scope="runs", help="scroll the runs"),
     Action("checklist.raw", "x", "toggle_raw", "raw evidence", show=False, scope="checklist", help="the selected step's evidence as raw JSON (again: readable)"),
 )
 SHOWN_WHEN = {"server.apply_fix": "a fix is offered"}  # in the footer only while it can do something

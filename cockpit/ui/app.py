@@ -23,9 +23,10 @@ from cockpit.runtime import settle_heap
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui import actions
+from cockpit.ui.ascii import AsciiOnly
 from cockpit.ui.textual_internals import plain
 from cockpit.ui.driver import quiet_driver_class
-from cockpit.ui.layout import Layout, MessageBar, ViewBar
+from cockpit.ui.layout import TabLine, Layout, MessageBar, ViewBar
 from cockpit.ui.host_actions import HostActions
 from cockpit.ui.messages import CommandLogged, GateInvalidated, RunbookChanged, StepRefused, SweepProgress
 from cockpit.ui.runbook_actions import RunbookActions
@@ -77,6 +78,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         self.demo, self.read_only = demo, read_only
         self._theme_name = theme or self.config.ui.theme
         self.ascii_only = ascii_only if ascii_only is not None else (self.config.ui.ascii or os.environ.get("COCKPIT_ASCII") == "1")
+        self._ascii_filter = AsciiOnly() if self.ascii_only else None
         self.hosts_view = HostsView(self.config.hosts, self.ascii_only, id="hosts")
         self.layout_state = Layout()
         self.panes: dict[str, HostPane] = self.hosts_view.panes
@@ -97,6 +99,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
             yield self.hosts_view
             if self.runbook is not None:
                 yield ChecklistPane(ascii_only=self.ascii_only, id="checklist")
+        yield TabLine(id="tabs")
         if self.context.runs:
             yield RunsPane(list(self.context.runs), id="runs", classes="hidden")
         if self.runbook is not None and any(s.kind == "sglang_launch" for s in self.runbook.spec.steps):
@@ -107,7 +110,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         yield Footer()
 
     def _apply_look(self) -> None:
-        """Theme files, the chosen theme, ASCII borders, and the user's keymap."""
+        """Theme files, the chosen theme, and the user's keymap (ASCII mode is a line filter: get_line_filters)."""
         from cockpit.errors import ConfigError
         from cockpit.ui.themes import DEFAULT_THEME, available_themes, check_ui_settings
 
@@ -118,10 +121,22 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         if wanted not in self.available_themes:
             raise ConfigError("--theme", f"no theme named '{wanted}'; themes: {', '.join(sorted(self.available_themes))}", key="theme")
         self.theme = wanted
-        if self.ascii_only:
-            self.stylesheet.add_source("* { border: ascii $primary-darken-2; } *:focus { border: ascii $accent; border-title-style: reverse; }", read_from=("ascii", ""))
         if self.config.ui.keymap:
             self.set_keymap(dict(self.config.ui.keymap))
+
+    def get_line_filters(self):
+        """Textual's filters, and in ASCII mode the one that makes every glyph ASCII (ui/ascii.py)."""
+        filters = super().get_line_filters()
+        return [*filters, self._ascii_filter] if self._ascii_filter is not None else filters
+
+    def get_key_display(self, binding) -> str:
+        """Textual's key names; in ASCII mode the words for the keys it draws as symbols (enter, not ⏎)."""
+        shown = super().get_key_display(binding)
+        if self.ascii_only and not shown.isascii():
+            from cockpit.ui.ascii import key_words
+
+            return key_words(shown)
+        return shown
 
     def get_system_commands(self, screen):
         """ctrl+p: every action of the cockpit, by name (actions that change things are left out in read-only mode)."""

@@ -15,6 +15,15 @@ from textual.widgets import Static
 COMPACT_WIDTH, COMPACT_HEIGHT = 100, 28
 VIEWS = (("hosts", "h"), ("checklist", "c"), ("runs", "t"), ("server", "s"), ("bench", "b"), ("log", "l"))
 BOTTOM = ("runs", "server", "bench", "log")
+NAMES = {"runs": "training runs", "server": "server log", "bench": "benchmarks", "log": "command log"}
+KEYS = dict(VIEWS)
+DESIRED = {"runs": 10, "server": 14, "bench": 16, "log": 8}  # a bottom pane's rows when there is room for them all
+MIN_PANE = 5  # no pane below 3 rows of its own (and its border)
+
+
+def main_rows(rows: int) -> int:
+    """What the hosts and the checklist keep of a large terminal's rows, however many panes are open."""
+    return max(12, rows * 2 // 5)
 
 
 @dataclass
@@ -22,6 +31,44 @@ class Layout:
     compact: bool = False
     view: str = "hosts"  # the pane that fills a small terminal
     opened: set[str] = field(default_factory=set)  # the bottom panes open in a large one
+    order: list[str] = field(default_factory=list)  # the open bottom panes, the one shown or focused last at the end
+    visible: set[str] | None = None  # the bottom panes the last share gave room (None: not laid out yet)
+
+    def _open(self, view: str) -> None:
+        self.opened.add(view)
+        self.order = [v for v in self.order if v != view] + [view]
+
+    def _close(self, view: str) -> None:
+        self.opened.discard(view)
+        self.order = [v for v in self.order if v != view]
+
+    def shares(self, rows: int, desired: dict[str, int] | None = None) -> tuple[dict[str, int], list[str]]:
+        """A large terminal's `rows` (less the title and the footer) shared out: the hosts and the
+        checklist keep main_rows; each open bottom pane gets the rows it wants when all fit, else a
+        share of the rest in proportion (never below MIN_PANE); when even that does not fit, they
+        stack as tabs: the last one shown gets the room less a tab line naming the others.
+        Returns ({view: rows} of the panes shown, [the panes behind tabs])."""
+        desired = {**DESIRED, **(desired or {})}
+        open_ = [v for v in self.order if v in self.opened] + sorted(self.opened - set(self.order))
+        room = rows - main_rows(rows)
+        if not open_:
+            self.visible = set()
+            return {}, []
+        wanted = {v: desired[v] for v in open_}
+        if sum(wanted.values()) <= room:
+            heights, tabbed = wanted, []
+        elif room >= MIN_PANE * len(open_):
+            total = sum(wanted.values())
+            heights = {v: max(MIN_PANE, room * wanted[v] // total) for v in open_}
+            while sum(heights.values()) > room:  # rounding up to MIN_PANE: take it back from the tallest
+                tallest = max(heights, key=lambda v: heights[v])
+                heights[tallest] -= 1
+            tabbed = []
+        else:
+            active = open_[-1]
+            heights, tabbed = {active: max(MIN_PANE, room - 1)}, open_[:-1]
+        self.visible = set(heights)
+        return heights, tabbed
 
     @staticmethod
     def is_compact(width: int, height: int) -> bool:
@@ -36,9 +83,9 @@ class Layout:
             return self.view
         if view in BOTTOM:
             if view in self.opened and focused == view:
-                self.opened.discard(view)
+                self._close(view)
                 return "hosts"
-            self.opened.add(view)
+            self._open(view)
         return view
 
     def hide(self, view: str | None) -> str | None:
@@ -50,7 +97,7 @@ class Layout:
             self.view = "hosts"
             return "hosts"
         if view in BOTTOM and view in self.opened:
-            self.opened.discard(view)
+            self._close(view)
             return "hosts"
         return None
 
@@ -59,12 +106,14 @@ class Layout:
         if self.compact:
             self.view = view
         else:
-            self.opened.add(view)
+            self._open(view)
 
     def shown(self, view: str) -> bool:
         if self.compact:
             return self.view == view
-        return view in ("hosts", "checklist") or view in self.opened
+        if view in ("hosts", "checklist"):
+            return True
+        return view in self.opened and (self.visible is None or view in self.visible or view == (self.order or [None])[-1])
 
 
 class ViewBar(Static):
@@ -88,6 +137,30 @@ class ViewBar(Static):
             label = f"{name} {progress}" if name == "checklist" and progress else name
             text.append(f"{label} ", style="bold" if current else "dim")
         self.update(text)
+
+
+class TabLine(Static):
+    """A large terminal with more bottom panes open than fit: the ones stacked behind the pane shown,
+    with their keys."""
+
+    DEFAULT_CSS = """
+    TabLine {
+        height: 1;
+        background: $boost;
+    }
+    """
+
+    def show_tabs(self, shown: str | None, tabbed: list[str]) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if shown:
+            text.append(f" {KEYS[shown]} ", style="bold reverse")
+            text.append(f"{NAMES[shown]} ", style="bold")
+        for view in tabbed:
+            text.append(f" {KEYS[view]} ", style="bold")
+            text.append(f"{NAMES[view]} ", style="dim")
+        text.append("  (open, no room for all: a key shows its pane)", style="dim italic")
+        self.update(text)
+        self.display = bool(tabbed)
 
 
 class MessageBar(Static):

@@ -7,13 +7,16 @@ rows are made from a few dozen styles and are drawn again each second; `Filtered
 filtered style of each style it has seen, for one set of filters on one background.
 
 Textual's own filters change only a segment's style, whatever its text: those are the ones known
-here. A line filter of another kind (an app's own) is applied the way Textual applies it.
+here, with ASCII mode's (ui/ascii.py), which changes only the text.  A line filter of another kind
+is applied the way Textual applies it.
 """
 
 from __future__ import annotations
 
 from rich.segment import Segment
 from textual.filter import ANSIToTruecolor, DimFilter, Monochrome, NoColor
+
+from cockpit.ui.ascii import AsciiOnly, to_ascii
 
 PER_STYLE_FILTERS = (ANSIToTruecolor, DimFilter, Monochrome, NoColor)
 
@@ -33,6 +36,7 @@ class FilteredStyles:
         self._background = None
         self._styles: dict = {}
         self._per_style = True
+        self._ascii = False
 
     def prepare(self, filters, background) -> "FilteredStyles":
         """The filters and background the next rows are drawn with (the styles kept are dropped
@@ -41,15 +45,16 @@ class FilteredStyles:
         if key != self._key:
             self._key = key
             self._styles = {}
-            self._per_style = all(type(f) in PER_STYLE_FILTERS for f in filters)
-        self._filters, self._background = list(filters), background
+            self._per_style = all(type(f) in PER_STYLE_FILTERS or isinstance(f, AsciiOnly) for f in filters)
+            self._ascii = any(isinstance(f, AsciiOnly) for f in filters)
+        self._filters, self._background = [f for f in filters if not isinstance(f, AsciiOnly) or not self._per_style], background
         return self
 
     def apply(self, segments) -> list[Segment]:
         """`segments` through the prepared filters, as Textual's filters would make them."""
         filters, background = self._filters, self._background
         if not filters:
-            return list(segments)
+            return [Segment(to_ascii(t), s, c) for t, s, c in segments] if self._ascii else list(segments)
         if not self._per_style:
             segments = list(segments)
             for line_filter in filters:
@@ -69,5 +74,5 @@ class FilteredStyles:
                 if len(styles) > 4096:  # bounded: styles made afresh each time cannot grow it
                     styles.clear()
                     styles[id(style)] = entry
-            out.append(Segment(text, entry[1]))
+            out.append(Segment(to_ascii(text) if self._ascii else text, entry[1]))
         return out

@@ -9,7 +9,7 @@ from textual.widgets import Footer
 from cockpit import __version__
 from cockpit.runbook.model import StepState
 from cockpit.ui import actions
-from cockpit.ui.layout import Layout, MessageBar, ViewBar
+from cockpit.ui.layout import Layout, MessageBar, TabLine, ViewBar
 from cockpit.ui.widgets.bench_pane import BenchPane
 from cockpit.ui.widgets.checklist import ChecklistPane
 from cockpit.ui.widgets.command_log import CommandLogPane
@@ -27,7 +27,7 @@ class ViewActions:
             self.layout_state.view = self._view_of_focus() or "hosts"  # the pane in use stays in view
         self.layout_state.compact = compact
         self.query_one("#main").set_class(event.size.width < 130, "-narrow")
-        self.apply_layout()
+        self.apply_layout(event.size.height)
 
     def _panes(self) -> dict[str, object]:
         found = {"hosts": self.hosts_view}
@@ -38,15 +38,27 @@ class ViewActions:
                 found[view] = panes.first()
         return found
 
-    def apply_layout(self) -> None:
-        """Show the panes the layout says (small terminal: one; large: side by side, bottom panes opened)."""
+    def apply_layout(self, height: int | None = None) -> None:
+        """Show the panes the layout says (small terminal: one; large: side by side, bottom panes
+        sharing what the hosts and the checklist leave).  `height`: the terminal's, when it is resizing."""
         state, panes = self.layout_state, self._panes()
         self.set_class(state.compact, "-compact")
+        rows = (height or self.size.height) - 2  # less the title and the footer
+        heights, tabbed = ({}, []) if state.compact else state.shares(rows)
         for view, pane in panes.items():
             if view in ("hosts", "checklist"):
                 pane.display = state.shown(view)
+                continue
+            pane.set_class(not state.shown(view), "hidden")
+            if view in heights:  # its share of a large terminal (inline: the compact layout's CSS applies otherwise)
+                if view == "runs":
+                    pane.styles.max_height = heights[view]  # as tall as its runs need, up to its share
+                else:
+                    pane.styles.height = heights[view]
             else:
-                pane.set_class(not state.shown(view), "hidden")
+                pane.styles.height = pane.styles.max_height = None
+        tabs = self.query_one(TabLine)
+        tabs.show_tabs(next(iter(heights), None), [v for v in tabbed if v in panes])
         self.query_one("#main").display = state.shown("hosts") or state.shown("checklist")
         self.query_one(ViewBar).display = state.compact
         bar = self.query_one(MessageBar)

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import ProgressBar, Static
 
-from cockpit.format import time_left
+from cockpit.format import plural, time_left
 from cockpit.sglang.depth import DepthConfig
 from cockpit.ui.actions import bindings
 from cockpit.ui.widgets.chart import Chart
@@ -72,7 +72,9 @@ class BenchPane(Vertical, can_focus=True):
 
     def compose(self):
         yield Static(Text("no sweep yet: run the bench_sweep step, or `cockpit bench sweep`", style="dim"), id="bench-progress-line")
-        yield SweepProgressBar(total=1, show_eta=False, id="bench-progress")
+        bar = SweepProgressBar(total=1, show_eta=False, id="bench-progress")
+        bar.display = False  # only while a sweep reports progress: an empty bar at 0 % says something false
+        yield bar
         with VerticalScroll(id="bench-decision-scroll", can_focus=False):
             yield Static("", id="bench-decision")
         yield Chart(id="bench-chart")
@@ -90,6 +92,7 @@ class BenchPane(Vertical, can_focus=True):
             Text(f"{state['done']}/{state['total']} · {state['text']}{eta}"))
         bar = self.query_one(ProgressBar)
         bar.update(total=max(1, state["total"]), progress=state["done"])
+        bar.display = True
         if state.get("runs") is not None and len(state["runs"]) != len(self.runs):
             self.runs = list(state["runs"])
             self.draw()
@@ -102,7 +105,7 @@ class BenchPane(Vertical, can_focus=True):
         self.view = 0 if runs else 1
         if runs:
             configs = len(by_config(self.runs))
-            self.query_one("#bench-progress-line", Static).update(Text(f"{len(runs)} stored run(s) of {configs} config(s)", style="dim"))
+            self.query_one("#bench-progress-line", Static).update(Text(f"{plural(len(runs), 'stored run')} of {plural(configs, 'config')}", style="dim"))
         self.draw()
 
     def decision_text(self):

@@ -109,6 +109,7 @@ class RunsPane(Static, can_focus=True):
     RunsPane {
         height: auto;
         max-height: 10;
+        overflow-y: auto;
         border: round $primary-darken-2;
         padding: 0 1;
     }
