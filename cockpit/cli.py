@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -323,20 +324,25 @@ def cmd_plan(args) -> int:
 def cmd_parse_log(args) -> int:
     from cockpit.sglang.diagnose import diagnose_file, render_log_report
     from cockpit.sglang.schema import load_schema
+    from cockpit.vllm.diagnose import for_log
 
-    report = diagnose_file(args.path, load_schema(args.help_text) if args.help_text else None, read_all=args.all)
+    report = diagnose_file(args.path, load_schema(args.help_text) if args.help_text else None, read_all=args.all, other=for_log)
     emit(args, report.to_json(), render_log_report(report))
     return EXIT_PROBLEM if any(d.severity == "error" for d in report.diagnoses) else EXIT_OK
 
 
 def cmd_lint_flags(args) -> int:
     from cockpit.sglang.hostschema import lint_on_host, lint_with_file
+    from cockpit.vllm.argv import is_vllm_command
 
     words = list(args.args)
     if words and words[0] == "--":
         words = words[1:]
     if not words:
         raise CockpitError("lint-flags needs the command line after --, e.g. cockpit lint-flags --help-text help.txt -- --model-path M ...")
+    engine = args.engine or ("vllm" if args.vllm or is_vllm_command(words) else "sglang")
+    if engine == "vllm":
+        return lint_vllm(args, words)
     if args.deep and not args.host:
         raise CockpitError("--deep runs SGLang's parser on a host: give --host H")
     if args.host:
@@ -348,8 +354,44 @@ def cmd_lint_flags(args) -> int:
         outcome = lint_with_file(words, args.help_text)
     else:
         raise CockpitError("lint-flags needs the flags to check against: --host H (runs SGLang's --help there) or --help-text FILE")
-    emit(args, outcome.to_json(), outcome.render())
+    data, text = outcome.to_json(), outcome.render()
+    translation = other_engine_line(words)
+    if translation is not None:
+        data["translation"] = translation
+        text += f"\nthis line carries vLLM's flags ({', '.join(translation['flags'])}); the SGLang line that means the same:\n  " \
+            + " ".join(shlex.quote(w) for w in translation["line"]) + "".join(f"\n  note: {n}" for n in translation["notes"])
+    emit(args, data, text)
     return EXIT_OK if outcome.ok else EXIT_PROBLEM
+
+
+def other_engine_line(words: list[str]) -> dict | None:
+    """An SGLang line that carries vLLM's speculative flags: the SGLang line that means the same."""
+    from cockpit.vllm.translate import vllm_to_sglang
+    from cockpit.vllm.versions import LEGACY_FLAGS
+
+    theirs = [w.split("=", 1)[0] for w in words if w.split("=", 1)[0] in {*LEGACY_FLAGS, "--speculative-config", "-sc"}]
+    if not theirs:
+        return None
+    from cockpit.sglang.lint import strip_launcher
+
+    line, notes = vllm_to_sglang(["vllm", "serve", *strip_launcher(words)], keep_unknown=True)
+    return {"flags": theirs, "line": line, "notes": notes}
+
+
+def lint_vllm(args, words: list[str]) -> int:
+    from cockpit.sglang.schema import load_schema
+    from cockpit.vllm.lint import lint, render, shipped_schema
+
+    if args.host or args.deep:
+        raise CockpitError("lint-flags for vLLM reads --help-text FILE (the host's `vllm serve --help` output); --host is SGLang's only so far")
+    schema, source = None, None
+    if args.help_text:
+        schema, source = load_schema(args.help_text), args.help_text
+    elif (schema := shipped_schema(args.vllm)) is not None:
+        source = f"the --help of vLLM {args.vllm} recorded from its wheel"
+    report = lint(words, args.vllm, schema)
+    emit(args, {**report.to_json(), "engine": "vllm", "version": args.vllm, "flags_checked": schema is not None}, render(report, args.vllm, schema, source))
+    return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
 # --- the drafter ------------------------------------------------------------------------------------

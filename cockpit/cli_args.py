@@ -8,6 +8,15 @@ from cockpit import __version__
 
 
 
+def _vllm_version(text: str) -> str:
+    from cockpit.vllm.versions import version_problem
+
+    problem = version_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def _sglang_version(text: str) -> str:
     from cockpit.config import version_problem
 
@@ -96,13 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
     parse_log.add_argument("--all", action="store_true", help="read the whole log, streamed (default: its last 8 MiB)")
     parse_log.add_argument("--help-text", metavar="FILE", help="SGLang --help output (or a cockpit schema JSON) for better suggestions")
 
-    lint = _command(sub, "lint-flags", "check an SGLang command line before launch: exit 0 accepted, 1 it would fail", config=True,
-                    json=True, usage="cockpit lint-flags [--host H | --help-text FILE] [--json] -- ARGS...")
+    lint = _command(sub, "lint-flags", "check an SGLang or vLLM command line before launch: exit 0 accepted, 1 it would fail",
+                    config=True, json=True, usage="cockpit lint-flags [--host H | --help-text FILE] [--engine vllm --vllm VERSION] [--json] -- ARGS...")
     source = lint.add_mutually_exclusive_group()
     source.add_argument("--host", metavar="H", help="use the flags of the SGLang installed on host H")
     source.add_argument("--help-text", "--schema", dest="help_text", metavar="FILE", help="SGLang --help output or a schema JSON")
     lint.add_argument("--python", default=None, help="the interpreter on the host (default: the host's 'python' setting)")
     lint.add_argument("--deep", action="store_true", help="with --host: also run SGLang's own parser there (prepare_server_args, no server started)")
+    lint.add_argument("--engine", choices=("sglang", "vllm"), default=None, help="whose line it is (default: vllm for `vllm serve ...`, "
+                      "else sglang)")
+    lint.add_argument("--vllm", metavar="VERSION", type=_vllm_version, help="judge a vLLM line for this vLLM version (e.g. 0.10.2; "
+                      "default: the newest rules read, 0.34.0)")
     lint.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
     drafter_sub = sub.add_parser("drafter", help="EAGLE-3 draft checkpoints: inspect, fix key names, convert").add_subparsers(

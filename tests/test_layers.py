@@ -17,7 +17,7 @@ LAYERS = [
     {"hosts", "alerts"},
     {"telemetry"},
     {"runbook"},
-    {"sglang", "drafter"},
+    {"sglang", "drafter", "vllm"},
     {"bench", "runs"},
     {"demo", "context", "init"},
     {"ui"},

@@ -9,7 +9,7 @@ log is diagnosed.  Never raises on odd input.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from pathlib import Path
 
 from cockpit.errors import CockpitError
@@ -349,10 +349,12 @@ def _argparse_error(line: str, usage_seen: bool) -> re.Match | None:
 
 
 def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_line: int = 1,
-                   numbers: list[int] | None = None) -> LogReport:
+                   numbers: list[int] | None = None, other=None) -> LogReport:
     """A log's lines (as read: through docker, kubectl, journald, colour, a terminal's wrapping: the
     intake reads them) diagnosed; every message keeps the line's number in what was read (`numbers`:
-    each line's own, when the lines are a selection of a longer log)."""
+    each line's own, when the lines are a selection of a longer log).  `other(lines)`: another
+    engine's reading (vllm/diagnose.py: for_log), used instead when the log is that engine's: it
+    returns (engine, diagnoses with 1-based offsets as lines, ready) or None."""
     taken, intake = take_lines(lines, first_line, numbers)
     lines = [line.text for line in taken]
     numbers = [line.number for line in taken]
@@ -370,6 +372,13 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
         said.append(f"{plural(intake['rejoined'], 'line')} wrapped at {intake['wrap_width']} columns rejoined")
     if said:
         report.notes.append("read through: " + "; ".join(said))
+    theirs = other(lines) if other is not None else None
+    if theirs is not None:
+        engine, found, ready = theirs
+        report.notes.append(f"read as a {engine} log")
+        report.diagnoses = [replace(d, line=numbers[d.line - 1] if d.line and d.line <= len(numbers) else None) for d in found]
+        report.ready = ready
+        return report
     usage_in_run = any(line.startswith("usage:") for line in run)
     if schema is None:
         try:
@@ -612,11 +621,11 @@ def read_log_all(path: str | Path) -> tuple[list[str], list[int], int]:
     return [t for _, t in merged], [n for n, _ in merged], number
 
 
-def diagnose_file(path: str | Path, schema: FlagSchema | None = None, read_all: bool = False) -> LogReport:
+def diagnose_file(path: str | Path, schema: FlagSchema | None = None, read_all: bool = False, other=None) -> LogReport:
     """`parse-log`: a file or standard input ("-"); its last 8 MiB, or all of it (`read_all`, streamed)."""
     if read_all:
         lines, numbers, count = read_log_all(path)
-        report = diagnose_lines(lines, schema, numbers=numbers)
+        report = diagnose_lines(lines, schema, numbers=numbers, other=other)
         report.lines = count
         if not count:
             report.notes.append("the log is empty")
@@ -628,7 +637,7 @@ def diagnose_file(path: str | Path, schema: FlagSchema | None = None, read_all: 
     else:
         lines, first, truncated = read_log_tail(path)
         size = Path(path).stat().st_size if truncated else None
-    report = diagnose_lines(lines, schema, first)
+    report = diagnose_lines(lines, schema, first, other=other)
     report.truncated = truncated
     if truncated:
         of = f" of {size / (1024 * 1024):.0f} MiB" if size else ""

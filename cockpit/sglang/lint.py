@@ -48,7 +48,10 @@ def is_sglang_command(argv: list[str]) -> bool:
     return strip_launcher(argv) != list(argv)
 
 
-def lint_args(args: list[str], schema: FlagSchema) -> LintReport:
+def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules=None) -> LintReport:
+    """What argparse would say of `args` given `schema`, then the engine's own rules after parsing
+    (`rules(values, schema)`; default: SGLang's EAGLE rules).  vLLM's lint (vllm/lint.py) runs the
+    same parse against vLLM's --help with its rules."""
     report = LintReport()
     out = report.diagnoses
     position = 0
@@ -56,7 +59,7 @@ def lint_args(args: list[str], schema: FlagSchema) -> LintReport:
         word = args[position]
         position += 1
         if not word.startswith("-") or word == "-":
-            out.append(Diagnosis("unrecognized_argument", f"SGLang takes no positional argument '{word}'", None, word))
+            out.append(Diagnosis("unrecognized_argument", f"{engine} takes no positional argument '{word}'", None, word))
             continue
         inline = None
         if "=" in word and word.startswith("--"):
@@ -78,12 +81,12 @@ def lint_args(args: list[str], schema: FlagSchema) -> LintReport:
             hint = f"; did you mean {fixes[0].text}?" if fixes else ""
             note = f" ({fixes[0].note})" if fixes and fixes[0].note else ""
             shown = f" {value}" if value else ""
-            out.append(Diagnosis("unrecognized_argument", f"{word}{shown} is not an SGLang flag{hint}{note}", word, value,
+            out.append(Diagnosis("unrecognized_argument", f"{word}{shown} is not {'an' if engine[0] in 'AEIOSU' else 'a'} {engine} flag{hint}{note}", word, value,
                                  tuple(f.text for f in fixes), None, fixes[0].replacement if fixes else None))
             continue
         if word not in flag.option_strings:
             out.append(Diagnosis("abbreviation", f"{word} is accepted as an abbreviation of {flag.name}; write it in full "
-                                 f"(abbreviations can turn ambiguous in a later SGLang)", word, None, (flag.name,),
+                                 f"(abbreviations can turn ambiguous in a later {engine})", word, None, (flag.name,),
                                  replacement=(flag.name,), severity="warning"))
         if not flag.takes_value:
             if inline is not None:
@@ -116,7 +119,7 @@ def lint_args(args: list[str], schema: FlagSchema) -> LintReport:
         if flag.required and flag.name not in report.values:
             out.append(Diagnosis("missing_required", f"{'/'.join((flag.name, *flag.aliases))} is required", flag.name, None,
                                  (f"{flag.name} VALUE",)))
-    out.extend(eagle_rules(report.values, schema))
+    out.extend((rules or eagle_rules)(report.values, schema))
     return report
 
 

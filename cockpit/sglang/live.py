@@ -23,8 +23,11 @@ from typing import Any
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.hosts.http import request
 from cockpit.sglang.diagnose import RUN_START
+from cockpit.vllm.logs import parse_spec, parse_throughput
 from cockpit.format import plural
 
+# a vLLM server starting (vllm-facts §4.3): its figures before are another server's
+VLLM_START = re.compile(r"vLLM API server version \S+|vLLM server version \S+|Starting vLLM API server|Starting vLLM server on")
 # runs-facts "What a monitor should parse", item 5: every version's decode and prefill lines
 BATCH_RE = re.compile(
     r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*)?\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d{3})?"
@@ -36,7 +39,8 @@ MIN_INTERVAL_S = 1.0
 
 _CRASH = [
     ("crashed", re.compile(r"[Ww]atchdog timeout \(|SIGQUIT received\.|Subprocess \S+ \(pid=\d+\) crashed with exit code|"
-                           + SCHEDULER_DIED + "|" + NCCL_TIMEOUT)),
+                           + SCHEDULER_DIED + "|" + NCCL_TIMEOUT + r"|EngineCore failed to start|Engine core initialization failed|"
+                           r"EngineDeadError|EngineCore encountered a fatal error")),
     ("oom", re.compile(CUDA_OOM + r"|(?:Prefill|Decode) out of memory\. Try to lower|^Out of memory\. Try to lower|"
                        r"alloc_req_slots runs out of memory|Out of memory even after retracting")),
     ("hung", re.compile(r"Health check failed\. Server couldn't get a response")),
@@ -128,6 +132,7 @@ class LiveFigures:
     info_ok_at: float | None = None  # when /server_info (which goes through the scheduler) last answered
     info_failed_at: float | None = None  # when it last did not
     relaunches: int = 0  # server starts seen in the log: the figures before the last one are dropped
+    spec_decode: dict | None = None  # vLLM's last SpecDecoding line: acceptance per position, drafted/accepted
 
     def reset(self) -> None:
         """A new server (a relaunch in the same log, a new pid): the old one's figures are not its."""
@@ -143,7 +148,13 @@ class LiveFigures:
             if "batch" in line and (batch := parse_batch_line(line)) is not None:
                 self._batch(batch, line, now)
                 continue
-            if RUN_START.match(line) and not line.startswith("usage: "):
+            if "throughput:" in line and (throughput := parse_throughput(line)) is not None:
+                self._vllm_window(throughput, now)
+                continue
+            if " metrics: " in line and (spec := parse_spec(line)) is not None:
+                self._vllm_spec(spec, line, now)
+                continue
+            if (RUN_START.match(line) and not line.startswith("usage: ")) or VLLM_START.search(line):
                 if self.sources or self.history or self.flags:
                     self.reset()
                 continue
@@ -167,13 +178,34 @@ class LiveFigures:
                         batch.number("accept len"))
         self.history.append(window)
         self.last_decode_at = now
+        self._acceptance(window, line)
+
+    def _vllm_window(self, line, now: float) -> None:
+        """vLLM's throughput line: one window, as SGLang's decode line is."""
+        self.sources.add("log")
+        self.history.append(Window(now, now, line.generation_tok_s, line.running, line.waiting, line.kv_usage, None))
+        self.last_decode_at = now
+
+    def _vllm_spec(self, spec, line: str, now: float) -> None:
+        """vLLM's SpecDecoding line, logged right after its throughput line: that window's acceptance."""
+        self.sources.add("log")
+        self.spec_decode = spec.to_json()
+        last = self.latest()
+        if last is not None and now - last.at <= 2.0 and last.accept_len is None:
+            last.accept_len = spec.mean_acceptance_length
+            self._acceptance(last, line)
+
+    def _acceptance(self, window: Window, line: str) -> None:
+        """The draft-not-used flag: acceptance at 1 for several windows in a row under load."""
         if window.accept_len is not None and window.running:
             if window.accept_len <= DRAFT_NOT_USED_AT:
                 self._low_run += 1
                 if self._low_run >= DRAFT_NOT_USED_WINDOWS:
+                    causes = ("wrong aux layers? a draft for another target? method eagle for an EAGLE-3 draft?"
+                              if self.spec_decode is not None else
+                              "layers.0.* keys skipped by SGLang 0.4.9-0.5.11? wrong aux layers? a draft for another target?")
                     self._flag("draft_not_used", line, f"accept len {window.accept_len:.2f} for {self._low_run} windows in a row "
-                               "under load: the draft is not used (layers.0.* keys skipped by SGLang 0.4.9-0.5.11? wrong aux "
-                               "layers? a draft for another target?)", replace=True)
+                               f"under load: the draft is not used ({causes})", replace=True)
             else:
                 self._low_run = 0
                 self.flags = [f for f in self.flags if f.kind != "draft_not_used"]
@@ -340,6 +372,7 @@ class LiveFigures:
             "sources": sorted(self.sources),
             "activity": activity,
             "relaunches_seen": self.relaunches,
+            "spec_decode": self.spec_decode,
         }
 
 

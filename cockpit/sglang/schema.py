@@ -266,9 +266,10 @@ def _flag_from_item(item: str, optional: bool) -> Flag | None:
 _OPTION_LINE = re.compile(r"^  (-{1,2}[A-Za-z0-9][^ ].*?)(?: {2,}(.*))?$")
 
 
-def _help_options(text: str) -> dict[str, tuple[list[str], str]]:
-    """From the `options:` section: the first option string -> (all option strings, help text)."""
-    found: dict[str, tuple[list[str], str]] = {}
+def _help_options(text: str) -> dict[str, tuple[list[str], str, str]]:
+    """From the `options:` section: the first option string -> (all option strings, help text, the
+    option's first item as written, e.g. `--dtype {auto,half}` or `--port PORT`)."""
+    found: dict[str, tuple[list[str], str, str]] = {}
     current: str | None = None
     in_options = False
     for line in text.splitlines():
@@ -280,14 +281,15 @@ def _help_options(text: str) -> dict[str, tuple[list[str], str]]:
             continue
         match = _OPTION_LINE.match(line)
         if match:
-            strings = [part.strip().split(" ")[0] for part in match.group(1).split(", ") if part.strip().startswith("-")]
+            parts = [part.strip() for part in match.group(1).split(", ") if part.strip().startswith("-")]
+            strings = [part.split(" ")[0] for part in parts]
             if strings:
                 current = strings[0]
-                found[current] = (strings, (match.group(2) or "").strip())
+                found[current] = (strings, (match.group(2) or "").strip(), parts[0])
             continue
         if current and line.startswith("      ") and line.strip():
-            strings, help_text = found[current]
-            found[current] = (strings, (help_text + " " + line.strip()).strip())
+            strings, help_text, item = found[current]
+            found[current] = (strings, (help_text + " " + line.strip()).strip(), item)
     return found
 
 
@@ -308,14 +310,18 @@ def parse_argparse_text(text: str) -> FlagSchema:
     extra = _help_options(text)
     merged: list[Flag] = []
     for name, flag in flags.items():
-        strings, help_text = extra.get(name, ([name], ""))
+        strings, help_text, _ = extra.get(name, ([name], "", name))
         aliases = tuple(s for s in strings[1:] if s != flag.negation)
         merged.append(Flag(flag.name, aliases, flag.takes_value, flag.nargs, flag.metavar, flag.choices, flag.required,
                            flag.negation, help_text))
     known = {f.name for f in merged}
-    for name, (strings, help_text) in extra.items():
+    for name, (strings, help_text, item) in extra.items():
         if name not in known and name.startswith("--"):
-            merged.append(Flag(name, tuple(strings[1:]), help=help_text))
+            # only in the help (vLLM's usage line is `vllm serve [model_tag] [options]`): read from its option line
+            shape = _flag_from_item(item, True) or Flag(name)
+            negation = next((s for s in strings[1:] if s == "--no-" + name[2:]), None)
+            merged.append(Flag(name, tuple(s for s in strings[1:] if s != negation), shape.takes_value, shape.nargs, shape.metavar,
+                               shape.choices, False, negation, help_text))
     # "the following arguments are required: --model-path/--model" names aliases too
     for required in re.findall(r"the following arguments are required: (.+)", text):
         for group in required.split(", "):

@@ -1,0 +1,151 @@
+"""vLLM's crash texts turned into named errors with their fix (vllm-facts §1.6 and §2, each version's
+own strings as its source has them).  Fed with the lines of a log (the intake has cleaned them);
+returns Diagnoses as SGLang's diagnosis does, so that every shell shows them the same way."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from cockpit.crashtexts import CUDA_OOM
+from cockpit.sglang.diagnose import Diagnosis
+from cockpit.vllm import specconfig
+from cockpit.vllm.versions import LEGACY_FLAGS
+
+LOOKS_LIKE_VLLM = re.compile(r"\bvllm\b|vLLM|usage: vllm|EngineCore|\(APIServer pid=\d+\)|SpeculativeConfig")
+_UNRECOGNIZED = re.compile(r"^(?:vllm|api_server\.py|vllm serve): error: unrecognized arguments: (?P<args>.*)$")
+_BAD_JSON = re.compile(r"error: argument --speculative-config(?:/-sc)?: (?:invalid loads value: '(?P<v1>.*)'|Value (?P<v2>.*) cannot be "
+                       r"converted to <function loads)")
+_BAD_CHOICE = re.compile(r"error: argument (?P<flag>--[\w-]+)(?:/-\w+)?: invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
+_BAD_NUMBER = re.compile(r"error: argument (?P<flag>--[\w-]+)(?:/-\w+)?: (?:invalid (?P<type>int|float) value: '(?P<v1>[^']*)'|"
+                         r"Value (?P<v2>\S+) cannot be converted to <class '(?P<type2>\w+)'>)")
+_METHOD_LITERAL = re.compile(r"Input should be ('ngram'.*?) \[type=literal_error, input_value='(?P<value>[^']*)'")
+_METHOD_UNKNOWN = re.compile(r"Unknown speculative method '(?P<value>[^']*)'")
+_UNEXPECTED_KEY = re.compile(r"SpeculativeConfig\.__init__\(\) got an unexpected keyword argument '(?P<key>[^']*)'")
+
+# (kind, pattern, message, suggestions): texts that name their own cause
+FIXED = [
+    ("missing_depth", r"num_speculative_tokens must be provided with speculative model",
+     "--speculative-config has no num_speculative_tokens: the depth of the chain", ('"num_speculative_tokens": N',)),
+    ("invalid_value", r"Expected num_speculative_tokens to be greater than zero|num_speculative_tokens\s+Input should be greater than 0",
+     "num_speculative_tokens must be 1 or more", ('"num_speculative_tokens": 3',)),
+    ("unknown_key", r"'tensor_parallel_size' is not a valid argument in the speculative_config",
+     "the draft's tensor parallelism is 'draft_tensor_parallel_size' in --speculative-config", ('"draft_tensor_parallel_size": 1',)),
+    ("draft_tp", r"speculative_draft_tensor_parallel_size=\d+ cannot be other value than 1 or target model tensor_parallel_size",
+     "draft_tensor_parallel_size must be 1 or the target's --tensor-parallel-size", ('"draft_tensor_parallel_size": 1',)),
+    ("method_checkpoint_mismatch", r"speculative_config requested method='[^']*', but the draft model '[^']*' is a '[^']*' checkpoint",
+     "the method does not match the draft checkpoint: EAGLE-3 drafts need method eagle3", ('"method": "eagle3"',)),
+    ("target_not_supported", r"Eagle3 is only supported for (?:Llama models|\[[^\]]*\] models)",
+     "this vLLM runs EAGLE-3 only for the target model types it lists (see the line): upgrade vLLM or serve with SGLang", ()),
+    ("target_not_supported", r"Model does not support EAGLE3 interface",
+     "the target's model class in this vLLM has no EAGLE-3 interface (aux hidden states): upgrade vLLM or serve with SGLang", ()),
+    ("draft_architecture", r"Model architectures \[[^\]]*\] are not supported for now",
+     "vLLM has no class for the draft's architectures (config.json 'architectures': Eagle3 renames X to Eagle3X)",
+     ('"architectures": ["LlamaForCausalLMEagle3"]',)),
+    ("draft_key", r"There is no module or parameter named '[^']*' in Eagle3\w*|KeyError: '(?:layers|midlayer)\.",
+     "a key of the draft checkpoint is not one vLLM's EAGLE-3 class has: check `cockpit drafter inspect --engine vllm`", ()),
+    ("draft_shape", r"Attempted to load weight \(torch\.Size\(\[[^\]]*\]\)\) into parameter \(torch\.Size",
+     "a draft tensor's shape does not match: a draft trained for another target (hidden size, vocabulary)?", ()),
+    ("kv_cache_memory", r"No available memory for the cache blocks",
+     "no GPU memory left for the KV cache after the weights: raise --gpu-memory-utilization (0.9 default) or free the GPUs "
+     "(`cockpit status`: another process?)", ("--gpu-memory-utilization 0.95",)),
+    ("kv_cache_too_small", r"To serve at least one request with the models?'s max seq len \(\d+\)",
+     "the KV cache cannot hold one request of --max-model-len: lower --max-model-len or raise --gpu-memory-utilization",
+     ("--max-model-len 32768",)),
+    ("gpu_not_free", r"Free memory on device (?:\S+ )?\([\d.]+/[\d.]+ GiB\) on startup is less than desired GPU memory utilization",
+     "another process holds GPU memory: vLLM wants --gpu-memory-utilization of the whole GPU free (`cockpit status` shows who)",
+     ("free the GPUs, or lower --gpu-memory-utilization",)),
+    ("invalid_value", r"GPU memory utilization must be less than 1\.0|gpu_memory_utilization\s+Input should be",
+     "--gpu-memory-utilization is a fraction of the GPU: above 0 and at most 1", ("--gpu-memory-utilization 0.9",)),
+    ("oom", CUDA_OOM, "CUDA out of memory: lower --gpu-memory-utilization, --max-num-seqs or --max-model-len, or use more GPUs", ()),
+    ("port_in_use", r"\[Errno 98\] (?:error while attempting to bind on address|Address already in use)",
+     "the port is taken (another server?): --port another, or stop the one there", ()),
+    ("v1_fallback", r"Speculative Decoding is not supported by the V1 Engine\. Falling back to V0",
+     "vLLM fell back to its V0 engine: give \"method\" explicitly (eagle3) for V1", ('"method": "eagle3"',)),
+]
+_FIXED = [(kind, re.compile(pattern), message, tips) for kind, pattern, message, tips in FIXED]
+_ENGINE_FAILED = re.compile(r"Engine core initialization failed|EngineCore failed to start")
+
+
+def looks_like_vllm(lines: list[str]) -> bool:
+    return any(LOOKS_LIKE_VLLM.search(line) for line in lines[:400])
+
+
+def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) -> list[Diagnosis]:
+    """Every named failure in `lines`, with the line it was read from (1-based, from first_line)."""
+    out: list[Diagnosis] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(diagnosis: Diagnosis) -> None:
+        key = (diagnosis.kind, diagnosis.flag or diagnosis.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(diagnosis)
+
+    for offset, line in enumerate(lines):
+        number = first_line + offset
+        text = line.strip()
+        if (m := _UNRECOGNIZED.search(text)):
+            words = m.group("args").split()
+            legacy = [w for w in words if w.split("=", 1)[0].replace("_", "-") in LEGACY_FLAGS]
+            if legacy:
+                config, _ = specconfig.legacy_config(words)
+                fixed = specconfig.dumps(config)
+                add(Diagnosis("unrecognized_argument", f"{', '.join(legacy)}: vLLM 0.8.3 and later take none of these (0.8.2's "
+                              f"separate flags); one flag says it all: --speculative-config '{fixed}'", legacy[0], None,
+                              (f"--speculative-config '{fixed}'",), number, ("--speculative-config", fixed)))
+            else:
+                add(Diagnosis("unrecognized_argument", f"not vLLM flags: {m.group('args')}", words[0] if words else None, None,
+                              (), number))
+            continue
+        if (m := _BAD_JSON.search(text)):
+            value = m.group("v1") or m.group("v2")
+            add(Diagnosis("invalid_json", f"--speculative-config is not JSON: {value} (keys and strings in double quotes)",
+                          "--speculative-config", value, ('{"method": "eagle3", "model": "DRAFT", "num_speculative_tokens": N}',), number))
+            continue
+        if (m := _BAD_CHOICE.search(text)):
+            add(Diagnosis("invalid_choice", f"{m.group('flag')} '{m.group('value')}' is not one of {m.group('choices')}",
+                          m.group("flag"), m.group("value"), (), number))
+            continue
+        if (m := _BAD_NUMBER.search(text)):
+            value = m.group("v1") or m.group("v2")
+            add(Diagnosis("invalid_value", f"{m.group('flag')} needs a number, got '{value}'", m.group("flag"), value, (), number))
+            continue
+        if (m := _METHOD_LITERAL.search(text)) or (m := _METHOD_UNKNOWN.search(text)):
+            value = m.group("value")
+            add(Diagnosis("invalid_choice", f"speculative method '{value}' is not one this vLLM runs (eagle3 for an EAGLE-3 draft)",
+                          "--speculative-config", value, ('"method": "eagle3"',), number))
+            continue
+        if (m := _UNEXPECTED_KEY.search(text)):
+            add(Diagnosis("unknown_key", f"--speculative-config has a key this vLLM does not know: '{m.group('key')}'",
+                          "--speculative-config", m.group("key"), (), number))
+            continue
+        for kind, pattern, message, tips in _FIXED:
+            if pattern.search(text):
+                add(Diagnosis(kind, message, None, None, tips, number))
+                break
+    if not out:
+        for offset, line in enumerate(lines):
+            if _ENGINE_FAILED.search(line):
+                out.append(Diagnosis("engine_failed", "vLLM's engine did not start: the cause is logged above this line (EngineCore)",
+                                     None, None, (), first_line + offset))
+                break
+    return out
+
+
+READY = re.compile(r"Application startup complete\.|Starting vLLM (?:API )?server(?: \d+)? on http")
+
+
+def for_log(lines: list[str]) -> tuple[str, list[Diagnosis], bool] | None:
+    """A log read as vLLM's when it is one (sglang/diagnose.py's `other` hook): ("vLLM", diagnoses,
+    ready); None for a log of another engine."""
+    if not looks_like_vllm(lines):
+        return None
+    start = max((i for i, line in enumerate(lines) if re.search(r"vLLM API server version|vLLM server version|^usage: vllm", line)),
+                default=0)
+    run = lines[start:]
+    found = [replace(d, line=d.line + start) if d.line else d for d in diagnose(run)]
+    ready_at = next((start + i + 1 for i, line in enumerate(run) if READY.search(line)), None)
+    if ready_at is not None:  # what was said before it came up did not stop it
+        found = [d for d in found if d.line is None or d.line > ready_at]
+    return "vLLM", found, ready_at is not None

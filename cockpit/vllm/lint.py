@@ -1,0 +1,170 @@
+"""Pre-flight lint of a vLLM command line (`vllm serve MODEL ...` or `python -m
+vllm.entrypoints.openai.api_server --model MODEL ...`), before anything is launched.
+
+What the version's parser would say (with its --help read into a schema, the same parse as SGLang's
+lint: sglang/lint.py), then what vLLM checks after parsing: the `--speculative-config` JSON (keys,
+method, depth, draft; vllm/specconfig.py), the old separate flags of vLLM <= 0.8.2 (named, with the
+JSON that replaces them), and SGLang flags written into a vLLM line (with the vLLM line that means
+the same).  vllm-facts §1-2."""
+
+from __future__ import annotations
+
+from cockpit.sglang.diagnose import Diagnosis
+from cockpit.sglang.lint import LintReport, lint_args
+from cockpit.sglang.schema import FlagSchema
+from cockpit.vllm import specconfig
+from cockpit.vllm.argv import normalise, strip_launcher
+from cockpit.vllm.translate import sglang_to_vllm
+from cockpit.vllm.versions import LEGACY_FLAGS, SWITCHES, beyond_read, era, label
+
+ENGINE = "vLLM"
+SGLANG_ONLY = ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps", "--speculative-eagle-topk",
+               "--speculative-num-draft-tokens", "--model-path", "--tp-size", "--mem-fraction-static", "--context-length")
+
+
+def _take(args: list[str], position: int, word: str) -> tuple[str | None, int]:
+    """The value of the flag at args[position - 1] (inline or the next word) and the next position."""
+    if "=" in word:
+        return word.split("=", 1)[1], position
+    if position < len(args) and not (args[position].startswith("-") and not args[position][1:2].isdigit()):
+        return args[position], position + 1
+    return None, position
+
+
+def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None = None,
+         draft_exists: bool | None = None) -> LintReport:
+    """Every problem of a vLLM command line for `version` (None: the newest read rules), against
+    `schema` (the host's `vllm serve --help`) when there is one."""
+    args, model, _ = strip_launcher(argv)
+    args = normalise(args)
+    chosen = era(version)
+    report = LintReport()
+    out = report.diagnoses
+    if version and beyond_read(version):
+        out.append(Diagnosis("version_beyond_read", f"vLLM {version} is newer than the newest read here (0.34.0): judged by "
+                             "0.34.0's rules; its own --help (--host, --help-text) settles the flags", None, version, severity="info"))
+    rest: list[str] = []
+    configs: list[tuple[str, str]] = []  # (flag as written, value)
+    dotted: dict[str, str] = {}
+    legacy_seen: list[str] = []
+    sglang_seen: list[str] = []
+    position = 0
+    while position < len(args):
+        word = args[position]
+        position += 1
+        head = word.split("=", 1)[0]
+        if head in ("--speculative-config", "-sc"):
+            value, position = _take(args, position, word)
+            configs.append((head, value or ""))
+            report.values["--speculative-config"] = value or ""
+            continue
+        if head.startswith("--speculative-config."):
+            value, position = _take(args, position, word)
+            dotted[head.split(".", 1)[1]] = value or ""
+            continue
+        if head in LEGACY_FLAGS:
+            legacy_seen.append(head)
+            if head not in SWITCHES:
+                _, position = _take(args, position, word)
+            continue
+        if head in SGLANG_ONLY:
+            sglang_seen.append(head)
+            _, position = _take(args, position, word)
+            continue
+        if head == "--model" and model is None:
+            model, position = _take(args, position, word)
+            report.values["--model"] = model or ""
+            continue
+        rest.append(word)
+    if model:
+        report.values["model"] = model
+    if legacy_seen and not chosen.legacy_flags:
+        config, _ = specconfig.legacy_config(args)
+        fixed = specconfig.dumps(config)
+        out.append(Diagnosis("unrecognized_argument", f"{', '.join(legacy_seen)}: {label(version, chosen)} has none of these "
+                             f"(vLLM <= 0.8.2's separate flags); one flag says it all: --speculative-config '{fixed}'",
+                             legacy_seen[0], None, (f"--speculative-config '{fixed}'",), replacement=("--speculative-config", fixed)))
+    elif legacy_seen and chosen.json_config:
+        config, _ = specconfig.legacy_config(args)
+        out.append(Diagnosis("deprecated_flags", f"{', '.join(legacy_seen)} still work in {label(version, chosen)} but are gone from 0.8.3: "
+                             f"--speculative-config '{specconfig.dumps(config)}'", legacy_seen[0], None,
+                             (f"--speculative-config '{specconfig.dumps(config)}'",), severity="warning"))
+    if sglang_seen:
+        line, notes = sglang_to_vllm(["--model-path", model or "MODEL", *args])
+        out.append(Diagnosis("other_engine_flags", f"{', '.join(sglang_seen)} are SGLang's flags, not vLLM's; the vLLM line "
+                             f"that means the same: {' '.join(_quoted(line))}" + (f" ({'; '.join(notes)})" if notes else ""),
+                             sglang_seen[0], None, (" ".join(_quoted(line)),)))
+    if dotted:
+        if not chosen.dotted:
+            out.append(Diagnosis("unrecognized_argument", f"--speculative-config.KEY needs vLLM 0.10.2 or later (this is {chosen.name}): "
+                                 "write the JSON", "--speculative-config." + next(iter(dotted)), None))
+        else:
+            import json
+
+            def value_of(text: str):
+                try:
+                    return json.loads(text)
+                except ValueError:
+                    return text
+
+            merged = {k: value_of(v) for k, v in dotted.items()}
+            configs.append(("--speculative-config.*", specconfig.dumps(merged)))
+    if len(configs) > 1 and not dotted:
+        out.append(Diagnosis("duplicate_flag", "--speculative-config is given more than once: the last one wins", "--speculative-config",
+                             None, severity="warning"))
+    for _, value in configs[-1:]:
+        out.extend(specconfig.check(value, version, draft_exists))
+    if schema is not None and rest:
+        parsed = lint_args(rest, schema, ENGINE, rules=lambda values, _schema: [])
+        out.extend(parsed.diagnoses)
+        report.values.update(parsed.values)
+    if model is None and schema is not None:
+        out.append(Diagnosis("missing_required", "no model: `vllm serve MODEL` (or --model MODEL)", "--model", None, ("vllm serve MODEL",)))
+    return report
+
+
+def _quoted(words: list[str]) -> list[str]:
+    import shlex
+
+    return [shlex.quote(w) for w in words]
+
+
+def fixed_line(argv: list[str], version: str | None = None) -> list[str]:
+    """argv with the old separate flags replaced by --speculative-config (the lint's fix)."""
+    head: list[str] = []
+    args, model, named = strip_launcher(argv)
+    if named:
+        head = argv[: len(argv) - len(args)]
+    config, rest = specconfig.legacy_config(normalise(args))
+    if not config or era(version).legacy_flags and not era(version).json_config:
+        return list(argv)
+    return head + rest + ["--speculative-config", specconfig.dumps(config)]
+
+
+SHIPPED_HELP = {"0.10.2": "help_0.10.2.txt"}  # `vllm serve --help` recorded from the released wheel (tests/fixtures/vllm)
+
+
+def shipped_schema(version: str | None) -> FlagSchema | None:
+    """The flags of `version` when the cockpit ships its --help (exactly that version), else None."""
+    name = SHIPPED_HELP.get((version or "").lstrip("v"))
+    if name is None:
+        return None
+    from importlib import resources
+
+    from cockpit.sglang.schema import parse_argparse_text
+
+    return parse_argparse_text(resources.files("cockpit.vllm").joinpath("data", name).read_text())
+
+
+def render(report: LintReport, version: str | None, schema: FlagSchema | None, help_source: str | None) -> str:
+    from cockpit.sglang.diagnose import render_diagnoses
+
+    lines = [render_diagnoses(report.diagnoses)] if report.diagnoses else []
+    who = f"vLLM {version}" if version else "vLLM (no --vllm VERSION: the newest rules read, 0.34.0)"
+    if schema is None:
+        lines.append(f"(the flags themselves were not checked: no --help of {who}; give --help-text FILE with its "
+                     "`vllm serve --help` (0.10.x) or `--help=all` (newer); the speculative config was)")
+    elif help_source:
+        lines.append(f"(flags checked against {help_source})")
+    lines.append(f"OK: {who} would accept this command line" if report.ok else f"{who} would refuse this command line")
+    return "\n".join(lines)

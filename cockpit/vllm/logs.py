@@ -1,0 +1,88 @@
+"""vLLM's periodic log lines, as the server pane and `cockpit server` read them (vllm-facts §4.1).
+
+Every 10 s the API server logs a throughput line (`Engine 000: Avg prompt throughput: ...`, V0 without
+the engine prefix) and, when speculating, a `SpecDecoding metrics:` line right after it.  Fields are
+matched by name: versions add fields and reorder them.  The mean acceptance length is given as SGLang
+counts it, with the bonus token: vLLM 0.10.2 and later print it so; 0.8.5 printed it without (one less:
+its range was 0..N), and that line is told by its field order (`Draft acceptance rate` first)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_PREFIX = r"^(?:\(\w+ pid=\d+\)\s*)?(?:(?:INFO|DEBUG|WARNING)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s+)?(?:\(\w+ pid=\d+\)\s*)?"
+THROUGHPUT_RE = re.compile(_PREFIX + r"(?:Engine \d+: |\d+ Engines Aggregated: )?(?P<body>Avg prompt throughput: .*)$")
+SPEC_RE = re.compile(_PREFIX + r"(?P<body>(?:SpecDecoding|Speculative) metrics: .*)$")
+_NUMBER = r"(-?\d+(?:\.\d+)?)"
+
+
+@dataclass(frozen=True)
+class ThroughputLine:
+    generation_tok_s: float | None
+    prompt_tok_s: float | None
+    running: int | None
+    waiting: int | None
+    kv_usage: float | None  # 0..1
+
+
+@dataclass(frozen=True)
+class SpecLine:
+    mean_acceptance_length: float | None  # with the bonus token (SGLang's "accept len")
+    draft_acceptance_rate: float | None  # 0..1
+    accepted: int | None
+    drafted: int | None
+    accepted_tok_s: float | None
+    drafted_tok_s: float | None
+    per_position: tuple[float, ...]
+    as_printed: float | None  # the mean length the line printed
+    bonus_in_line: bool | None  # whether the printed mean length counts the bonus token (None: not printed)
+
+    def to_json(self) -> dict:
+        return {"mean_acceptance_length": self.mean_acceptance_length, "draft_acceptance_rate": self.draft_acceptance_rate,
+                "accepted": self.accepted, "drafted": self.drafted, "accepted_tok_s": self.accepted_tok_s,
+                "drafted_tok_s": self.drafted_tok_s, "per_position": list(self.per_position), "as_printed": self.as_printed,
+                "bonus_in_line": self.bonus_in_line}
+
+
+def _field(body: str, name: str) -> float | None:
+    m = re.search(re.escape(name) + r":\s*" + _NUMBER, body)
+    return float(m.group(1)) if m else None
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def parse_throughput(line: str) -> ThroughputLine | None:
+    m = THROUGHPUT_RE.match(line.strip())
+    if m is None:
+        return None
+    body = m.group("body")
+    kv = _field(body, "GPU KV cache usage")
+    return ThroughputLine(_field(body, "Avg generation throughput"), _field(body, "Avg prompt throughput"),
+                          _int(_field(body, "Running")), _int(_field(body, "Waiting") if "Waiting" in body else _field(body, "Pending")),
+                          None if kv is None else kv / 100.0)
+
+
+def parse_spec(line: str) -> SpecLine | None:
+    m = SPEC_RE.match(line.strip())
+    if m is None:
+        return None
+    body = m.group("body")
+    printed = _field(body, "Mean acceptance length")
+    found = re.search(r"(?:Avg )?Draft acceptance rate:\s*" + _NUMBER + r"(%?)", body)
+    rate = None if found is None else float(found.group(1)) / (100.0 if found.group(2) else 1.0)
+    per = re.search(r"Per-position acceptance rate:\s*([\d.,\s]+?)(?:,\s*[A-Z]|$)", body)
+    positions = tuple(float(v) for v in per.group(1).replace(" ", "").split(",") if v) if per else ()
+    accepted, drafted = _int(_field(body, "Accepted")), _int(_field(body, "Drafted"))
+    bonus: bool | None = None
+    mean = None
+    if printed is not None:
+        # 0.8.5: "Draft acceptance rate: ..%, Mean acceptance length: .." (no bonus); 0.10.2+: mean length first (bonus)
+        bonus = not body.split(":", 1)[1].lstrip().startswith("Draft acceptance rate")
+        mean = printed if bonus else printed + 1.0
+    elif positions:
+        mean = 1.0 + sum(positions)  # per-position rates are unconditional: 1 + their sum (vllm-facts §4.1)
+    return SpecLine(mean, rate, accepted, drafted, _field(body, "Accepted throughput"), _field(body, "Drafted throughput"),
+                    positions, printed, bonus)

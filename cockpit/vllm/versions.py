@@ -1,0 +1,106 @@
+"""What each vLLM version takes for speculative decoding, by era (vllm-facts §1.2-1.3, read from the
+released wheels 0.7.3, 0.8.0, 0.8.2, 0.8.3, 0.8.5, 0.10.2 and 0.34.0).
+
+A version between two read ones is judged by the era it falls in; a version newer than the newest
+read one is judged as that one (the newest rules are the likeliest to hold), and says so."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NEWEST_READ = "0.34.0"
+READ = ("0.7.3", "0.8.0", "0.8.2", "0.8.3", "0.8.5", "0.10.2", "0.34.0")
+
+# the old separate flags (up to 0.8.2) and the --speculative-config key each became (0.8.2's own translation)
+LEGACY_FLAGS = {
+    "--speculative-model": "model",
+    "--num-speculative-tokens": "num_speculative_tokens",
+    "--speculative-draft-tensor-parallel-size": "draft_tensor_parallel_size",
+    "-spec-draft-tp": "draft_tensor_parallel_size",
+    "--speculative-model-quantization": "quantization",
+    "--speculative-max-model-len": "max_model_len",
+    "--spec-decoding-acceptance-method": "acceptance_method",
+    "--ngram-prompt-lookup-max": "prompt_lookup_max",
+    "--ngram-prompt-lookup-min": "prompt_lookup_min",
+    "--speculative-disable-by-batch-size": "disable_by_batch_size",
+    "--disable-logprobs-during-spec-decoding": "disable_logprobs",
+    "--speculative-disable-mqa-scorer": "disable_mqa_scorer",
+}
+SWITCHES = {"--disable-logprobs-during-spec-decoding", "--speculative-disable-mqa-scorer"}
+INT_KEYS = {"num_speculative_tokens", "draft_tensor_parallel_size", "max_model_len", "prompt_lookup_max", "prompt_lookup_min",
+            "disable_by_batch_size"}
+
+_BASE_KEYS = {"method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "quantization", "max_model_len",
+              "revision", "code_revision", "prompt_lookup_max", "prompt_lookup_min"}
+ENGINE_FILLED = {"target_model_config", "target_parallel_config", "draft_model_config", "draft_parallel_config"}
+
+
+@dataclass(frozen=True)
+class Era:
+    name: str
+    first: tuple[int, ...]  # the first version of the era (as far as read)
+    legacy_flags: bool  # the separate --speculative-model ... flags are accepted
+    json_config: bool  # --speculative-config is accepted
+    json_parser: str  # "none", "literal_eval" (0.8.2: a Python literal, JSON true/false/null fail), "json"
+    keys: frozenset[str]
+    methods: tuple[str, ...] | None  # None: any string passes the parser
+    unknown_keys: str  # "typeerror" (stdlib dataclass), "ignored" (pydantic default), "forbidden" (extra=forbid)
+    eagle3_targets: tuple[str, ...] | None  # model_type substrings EAGLE-3 accepts as a target (None: not checked by type)
+    dotted: bool  # --speculative-config.KEY VALUE
+    bonus_in_mean_length: bool  # the SpecDecoding line's mean acceptance length counts the bonus token
+
+
+ERAS = (
+    Era("<=0.8.0", (0,), True, False, "none", frozenset(), None, "typeerror", None, False, False),
+    Era("0.8.2", (0, 8, 2), True, True, "literal_eval", frozenset(_BASE_KEYS | {"acceptance_method", "posterior_threshold",
+        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size"}), None, "typeerror", None, False, False),
+    Era("0.8.3-0.8.4", (0, 8, 3), False, True, "json", frozenset(_BASE_KEYS | {"acceptance_method", "posterior_threshold",
+        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size"}), None, "typeerror", None, False, False),
+    Era("0.8.5-0.9", (0, 8, 5), False, True, "json", frozenset(_BASE_KEYS | {"acceptance_method", "posterior_threshold",
+        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size"}), None, "typeerror", ("llama",),
+        False, False),
+    Era("0.10.2-0.33", (0, 10, 0), False, True, "json", frozenset(_BASE_KEYS | {"disable_logprobs", "disable_by_batch_size",
+        "speculative_token_tree"}), ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "ernie_mtp",
+        "qwen3_next_mtp"), "ignored", ("llama", "qwen"), True, True),
+    Era(">=0.34.0", (0, 34, 0), False, True, "json", frozenset(_BASE_KEYS | {"enforce_eager", "attention_backend", "kv_cache_dtype",
+        "moe_backend", "draft_decode_context_parallel_size", "rejection_sample_method", "draft_sample_method",
+        "num_speculative_tokens_per_batch_size", "parallel_drafting", "suffix_decoding_max_tree_depth",
+        "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"}),
+        ("ngram", "draft_model", "suffix", "eagle", "eagle3", "extract_hidden_states", "mtp", "dflash", "ngram_gpu", "dspark"),
+        "forbidden", None, True, True),
+)
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def version_problem(text: str) -> str | None:
+    """Why `text` is not a vLLM version (None: it is one)."""
+    if parse_version(text) is None:
+        return f"'{text}' is not a vLLM version (e.g. 0.10.2; `vllm --version` prints it)"
+    return None
+
+
+def era(version: str | None) -> Era:
+    """The era of `version`; None (unknown): the newest read."""
+    parsed = parse_version(version) if version else None
+    if parsed is None:
+        return ERAS[-1]
+    chosen = ERAS[0]
+    for candidate in ERAS:
+        if parsed >= candidate.first:
+            chosen = candidate
+    return chosen
+
+
+def beyond_read(version: str | None) -> bool:
+    parsed = parse_version(version) if version else None
+    return parsed is not None and parsed > parse_version(NEWEST_READ)
+
+
+def label(version: str | None, chosen: Era) -> str:
+    """How a message names the vLLM it judges: the version given, else the era's rules."""
+    return f"vLLM {version}" if version else f"vLLM {chosen.name} (no version given)"

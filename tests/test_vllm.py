@@ -1,0 +1,262 @@
+"""vLLM as a second engine (issue 31): its command line linted per version (the speculative JSON, the
+old separate flags, SGLang's flags in a vLLM line), translated both ways, its crash texts named with
+their fix, its log lines read into the same live figures as SGLang's.
+
+Real texts: `vllm serve --help` and the argparse crashes of the released vLLM 0.10.2 wheel
+(tests/fixtures/vllm, README there says how they were made).  Start-up failures and the periodic log
+lines are vLLM's own format strings as its source has them (vllm-facts §2, §4.1): no vLLM ran on a GPU
+to print them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.intake import clean
+from cockpit.sglang.live import LiveFigures
+from cockpit.sglang.schema import load_schema
+from cockpit.vllm import specconfig
+from cockpit.vllm.diagnose import diagnose, for_log
+from cockpit.vllm.lint import fixed_line, lint, shipped_schema
+from cockpit.vllm.logs import parse_spec, parse_throughput
+from cockpit.vllm.translate import sglang_to_vllm, vllm_to_sglang
+from cockpit.vllm.versions import era
+
+FIXTURES = Path(__file__).parent / "fixtures" / "vllm"
+STORY = ["vllm", "serve", "/models/Llama-3.3-70B-Instruct", "--tensor-parallel-size", "8",
+         "--speculative-model", "/ckpt/eagle3", "--num-speculative-tokens", "16"]
+JSON16 = '{"method": "eagle3", "model": "/ckpt/eagle3", "num_speculative_tokens": 16}'
+
+
+def kinds(report_or_list) -> list[str]:
+    diagnoses = getattr(report_or_list, "diagnoses", report_or_list)
+    return [d.kind for d in diagnoses]
+
+
+def cli(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cockpit", *argv], capture_output=True, text=True, input=stdin, timeout=60)
+
+
+# --- the command line, per version -----------------------------------------------------------------
+
+def test_the_old_separate_flags_are_named_with_the_json_that_replaced_them_per_version():
+    assert lint(STORY, "0.7.3").ok and lint(STORY, "0.8.0").ok  # the flags of their time
+    old = lint(STORY, "0.8.2")
+    assert old.ok and kinds(old) == ["deprecated_flags"] and JSON16 in old.diagnoses[0].message
+    for version in ("0.8.3", "0.10.2", "0.34.0"):
+        report = lint(STORY, version)
+        [error] = report.errors
+        assert error.kind == "unrecognized_argument" and error.replacement == ("--speculative-config", JSON16), version
+        assert f"vLLM {version} has none of these" in error.message
+    assert fixed_line(STORY, "0.10.2") == [*STORY[:5], "--speculative-config", JSON16]
+    assert lint(fixed_line(STORY, "0.10.2"), "0.10.2").ok
+
+
+def test_a_version_beyond_the_newest_read_is_judged_by_the_newest_rules_and_says_so():
+    report = lint(STORY, "0.41.0")
+    assert kinds(report)[0] == "version_beyond_read" and "0.34.0" in report.diagnoses[0].message and not report.ok
+    assert era("0.41.0").name == ">=0.34.0" and era("0.9.1").name == "0.8.5-0.9" and era("0.10.2").name == "0.10.2-0.33"
+
+
+@pytest.mark.parametrize("version,severity,words", [
+    ("0.8.5", "error", "unexpected keyword argument 'num_speculative_token'"),
+    ("0.10.2", "warning", "ignored without a word"),
+    ("0.34.0", "error", "Unexpected keyword argument"),
+])
+def test_an_unknown_key_is_judged_as_the_version_reads_it(version, severity, words):
+    found = specconfig.check('{"method": "eagle3", "model": "/d", "num_speculative_token": 3}', version)
+    [unknown] = [d for d in found if d.kind == "unknown_key"]
+    assert unknown.severity == severity and words in unknown.message and "did you mean 'num_speculative_tokens'" in unknown.message
+    assert json.loads(unknown.replacement[1]) == {"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}
+
+
+def test_method_depth_draft_and_json_are_checked():
+    bad_method = specconfig.check('{"method": "eagle-3", "model": "/d", "num_speculative_tokens": 3}', "0.10.2")
+    [method] = bad_method
+    assert method.kind == "invalid_choice" and method.replacement and json.loads(method.replacement[1])["method"] == "eagle3"
+    assert "Unknown speculative method 'eagle-3'" in specconfig.check('{"method": "eagle-3", "model": "/d", "num_speculative_tokens": 3}',
+                                                                      "0.34.0")[0].message
+    assert kinds(specconfig.check('{"method": "eagle3", "model": "/d", "num_speculative_tokens": 0}', "0.10.2")) == ["invalid_value"]
+    assert kinds(specconfig.check('{"method": "eagle3", "model": "/d"}', "0.10.2")) == ["missing_value"]
+    assert kinds(specconfig.check('{"method": "eagle3", "num_speculative_tokens": 2}', "0.10.2")) == ["missing_draft"]
+    assert kinds(specconfig.check('{"method": "eagle3", "model": "/d", "num_speculative_tokens": 2}', "0.10.2", draft_exists=False)) == \
+        ["draft_not_found"]
+    tp = specconfig.check('{"method": "eagle3", "model": "/d", "num_speculative_tokens": 2, "tensor_parallel_size": 8}', "0.34.0")
+    assert kinds(tp) == ["unknown_key"] and '"draft_tensor_parallel_size": 8' in tp[0].replacement[1]
+    assert kinds(specconfig.check("{method: eagle3}", "0.10.2")) == ["invalid_json"]
+    # 0.8.2 reads a Python literal: JSON's true fails there, and eagle3 did not exist yet
+    literal = specconfig.check('{"method": "eagle", "model": "/d", "num_speculative_tokens": 2, "disable_logprobs": true}', "0.8.2")
+    assert kinds(literal) == ["invalid_json"] and "True/False/None" in literal[0].message
+    assert "came in 0.8.5" in specconfig.check('{"method": "eagle3", "model": "/d", "num_speculative_tokens": 2}', "0.8.3")[0].message
+    assert kinds(specconfig.check('{"model": "/d", "num_speculative_tokens": 2}', "0.10.2")) == ["method_missing"]
+
+
+def test_the_dotted_form_and_underscores_are_read_as_vllm_reads_them():
+    dotted = ["vllm", "serve", "/m", "--speculative-config.method", "eagle3", "--speculative-config.model", "/d",
+              "--speculative-config.num_speculative_tokens", "0"]
+    assert kinds(lint(dotted, "0.10.2")) == ["invalid_value"]  # the dotted keys merged, then checked
+    assert kinds(lint(dotted, "0.8.5"))[0] == "unrecognized_argument"
+    underscored = ["vllm", "serve", "/m", "--speculative_config", JSON16]
+    assert lint(underscored, "0.10.2").values["--speculative-config"] == JSON16
+
+
+def test_flags_are_checked_against_the_recorded_help_of_vllm_0_10_2():
+    schema = load_schema(FIXTURES / "help_0.10.2.txt")
+    assert schema.prog == "vllm serve" and len(schema.flags) > 150
+    assert schema.get("--speculative-config").takes_value and schema.get("--dtype").choices[:2] == ("auto", "bfloat16")
+    assert schema.get("--enable-prefix-caching").negation == "--no-enable-prefix-caching"
+    line = ["vllm", "serve", "/m", "--tensor_parallel_size", "8", "--dtype", "fp16", "--gpu-memory-utilisation", "0.9",
+            "--enable-prefix-caching", "--speculative-config", JSON16]
+    report = lint(line, "0.10.2", schema)
+    by_kind = {d.kind: d for d in report.diagnoses}
+    assert set(by_kind) == {"invalid_choice", "unrecognized_argument"}, report.diagnoses
+    assert by_kind["invalid_choice"].replacement == ("--dtype", "float16")
+    assert by_kind["unrecognized_argument"].replacement == ("--gpu-memory-utilization", "0.9")
+    assert "not a vLLM flag" in by_kind["unrecognized_argument"].message
+    assert shipped_schema("0.10.2").get("--speculative-config") is not None and shipped_schema("0.34.0") is None
+
+
+def test_sglang_flags_in_a_vllm_line_get_the_vllm_line_that_means_the_same():
+    line = ["vllm", "serve", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
+            "--speculative-num-steps", "5"]
+    [other] = lint(line).diagnoses
+    assert other.kind == "other_engine_flags"
+    assert """vllm serve /m --speculative-config '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 5}'""" in other.message
+
+
+# --- translation ---------------------------------------------------------------------------------
+
+def test_a_depth_chain_translates_both_ways():
+    sglang = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/L", "--tp-size", "8", "--port", "30000",
+              "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/ckpt/e", "--speculative-num-steps", "5",
+              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6", "--mem-fraction-static", "0.8"]
+    vllm, notes = sglang_to_vllm(sglang)
+    assert vllm == ["vllm", "serve", "/models/L", "--tensor-parallel-size", "8", "--port", "30000", "--speculative-config",
+                    '{"method": "eagle3", "model": "/ckpt/e", "num_speculative_tokens": 5}']
+    assert len(notes) == 1 and "--mem-fraction-static 0.8" in notes[0] and "not the same number" in notes[0]
+    back, notes = vllm_to_sglang(vllm)
+    assert back == ["python", "-m", "sglang.launch_server", *sglang[3:-2]] and notes == []
+    tree, notes = sglang_to_vllm(sglang[:-2] + ["--speculative-eagle-topk", "4"])
+    assert any("topk 4 is a tree" in n for n in notes)
+    old, _ = vllm_to_sglang(STORY)  # the old separate flags translate too
+    assert old[old.index("--speculative-num-steps") + 1] == "16" and old[old.index("--speculative-num-draft-tokens") + 1] == "17"
+
+
+# --- crash texts ---------------------------------------------------------------------------------
+
+def test_the_recorded_0_10_2_crashes_are_named_with_their_fix():
+    lines = (FIXTURES / "unrecognized_0.10.2.log").read_text().splitlines()
+    engine, [found], ready = for_log(lines)
+    assert engine == "vLLM" and not ready and found.kind == "unrecognized_argument" and found.line == 2
+    assert found.replacement == ("--speculative-config", JSON16)
+    [bad_json] = diagnose((FIXTURES / "bad_json_0.10.2.log").read_text().splitlines())
+    assert bad_json.kind == "invalid_json" and bad_json.value == "{method: eagle3}"
+    [choice] = diagnose((FIXTURES / "bad_choice_0.10.2.log").read_text().splitlines())
+    assert choice.kind == "invalid_choice" and choice.flag == "--dtype" and choice.value == "fp16"
+
+
+@pytest.mark.parametrize("line,kind", [
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+     "kv_cache_memory"),
+    ("ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is "
+     "larger than the available KV cache memory (9.52 GiB). Based on the available memory, the estimated maximum model length "
+     "is 77952. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", "kv_cache_too_small"),
+    ("ValueError: Free memory on device (21.3/139.8 GiB) on startup is less than desired GPU memory utilization (0.9, 125.8 GiB). "
+     "Decrease GPU memory utilization or reduce GPU memory used by other processes.", "gpu_not_free"),
+    ("ValueError: Eagle3 is only supported for ['llama', 'qwen'] models. Got self.target_model_config.hf_text_config.model_type="
+     "'deepseek_v3'", "target_not_supported"),
+    ("ValueError: num_speculative_tokens must be provided with speculative model unless the draft model config contains an "
+     "n_predict parameter.", "missing_depth"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which "
+     "1.19 GiB is free.", "oom"),
+    ("Value error, Unknown speculative method 'eagle-3'. Built-in methods: ['ngram', 'eagle3']; registered custom methods: []",
+     "invalid_choice"),
+    ("OSError: [Errno 98] Address already in use", "port_in_use"),
+])
+def test_start_up_failures_are_named(line, kind):
+    [found] = diagnose(["INFO 12-04 10:00:00 [api_server.py:1] vLLM API server version 0.10.2", line])
+    assert found.kind == kind and found.line == 2
+
+
+def test_a_log_that_came_up_is_not_a_crash_for_what_it_said_before(tmp_path):
+    lines = ["(APIServer pid=7) INFO 12-04 10:00:00 [api_server.py:1] vLLM API server version 0.10.2",
+             "(APIServer pid=7) WARNING 12-04 10:00:01 [x.py:1] Speculative Decoding is not supported by the V1 Engine. Falling back to V0.",
+             "(APIServer pid=7) INFO 12-04 10:00:40 [launcher.py:1] Application startup complete."]
+    engine, found, ready = for_log(lines)
+    assert ready and found == []
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(lines + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]) + "\n")
+    out = cli("parse-log", str(log), "--json")
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and [d["kind"] for d in data["diagnoses"]] == ["oom"] and data["diagnoses"][0]["line"] == 4
+    assert "read as a vLLM log" in data["notes"]
+
+
+# --- live figures --------------------------------------------------------------------------------
+
+THROUGHPUT = ("\x1b[1;36m(APIServer pid=123)\x1b[0;0m INFO 12-04 10:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 120.5 "
+              "tokens/s, Avg generation throughput: 1390.2 tokens/s, Running: 8 reqs, Waiting: 2 reqs, GPU KV cache usage: 9.3%, "
+              "Prefix cache hit rate: 0.0%")
+SPEC_0_10 = ("(APIServer pid=123) INFO 12-04 10:00:00 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.95, Accepted "
+             "throughput: 900.12 tokens/s, Drafted throughput: 2400.00 tokens/s, Accepted: 9001 tokens, Drafted: 24000 tokens, "
+             "Per-position acceptance rate: 0.780, 0.620, 0.550, Avg Draft acceptance rate: 37.5%")
+SPEC_0_8_5 = ("INFO 05-01 10:00:00 [metrics.py:96] SpecDecoding metrics: Draft acceptance rate: 61.5%, Mean acceptance length: 1.85, "
+              "Accepted: 185 tokens, Drafted: 300 tokens, Per-position acceptance rate: 0.800, 0.600, 0.450")
+
+
+def test_vllm_lines_feed_the_same_live_figures_as_sglang():
+    figures = LiveFigures(clock=lambda: 1000.0)
+    figures.feed([clean(THROUGHPUT), clean(SPEC_0_10)])
+    data = figures.to_json()
+    assert (data["throughput_tok_s"], data["running"], data["queued"]) == (1390.2, 8, 2)
+    assert abs(data["token_usage"] - 0.093) < 1e-9 and data["accept_length"]["window"] == 2.95
+    spec = data["spec_decode"]
+    assert spec["per_position"] == [0.78, 0.62, 0.55] and spec["draft_acceptance_rate"] == 0.375 and spec["drafted_tok_s"] == 2400.0
+    assert data["activity"]["state"] == "serving"
+
+
+def test_vllm_0_8_5_mean_length_is_given_with_the_bonus_token_as_sglang_counts_it():
+    old = parse_spec(SPEC_0_8_5)
+    assert old.as_printed == 1.85 and old.bonus_in_line is False and old.mean_acceptance_length == pytest.approx(2.85)
+    new = parse_spec(clean(SPEC_0_10))
+    assert new.bonus_in_line and new.mean_acceptance_length == 2.95
+    assert abs(new.mean_acceptance_length - (1 + sum(new.per_position))) < 0.01  # vLLM's own identity (vllm-facts §4.1)
+    assert parse_throughput("INFO 04-01 10:00:00 [metrics.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+                            "2.0 tokens/s, Running: 3 reqs, Swapped: 0 reqs, Pending: 4 reqs, GPU KV cache usage: 50.0%, CPU KV "
+                            "cache usage: 0.0%.").waiting == 4  # V0's wording
+
+
+def test_a_vllm_draft_that_is_not_used_is_flagged_with_vllms_causes():
+    figures = LiveFigures(clock=lambda: 1000.0)
+    dead = SPEC_0_10.replace("Mean acceptance length: 2.95", "Mean acceptance length: 1.00")
+    for _ in range(3):
+        figures.feed([clean(THROUGHPUT), clean(dead)])
+    [flag] = figures.current_flags()
+    assert flag.kind == "draft_not_used" and "method eagle for an EAGLE-3 draft" in flag.message and "SGLang" not in flag.message
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+def test_lint_flags_takes_a_vllm_line_and_says_what_it_checked():
+    out = cli("lint-flags", "--vllm", "0.10.2", "--json", "--", *STORY)
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and data["engine"] == "vllm" and data["flags_checked"] and not data["ok"]
+    out = cli("lint-flags", "--", *fixed_line(STORY))
+    assert out.returncode == 0 and "the flags themselves were not checked" in out.stdout
+    out = cli("lint-flags", "--vllm", "banana", "--", *STORY)
+    assert out.returncode == 2 and "'banana' is not a vLLM version" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_sglang_line_with_vllms_flags_shows_the_sglang_line_that_means_the_same(fixtures):
+    line = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", "/d", "--num-speculative-tokens", "16"]
+    out = cli("lint-flags", "--help-text", str(fixtures / "sglang" / "help_0.5.23.txt"), "--json", "--", *line)
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and data["translation"]["flags"] == ["--num-speculative-tokens"]
+    assert data["translation"]["line"][-6:] == ["--speculative-num-steps", "16", "--speculative-eagle-topk", "1",
+                                                "--speculative-num-draft-tokens", "17"]
+    assert data["translation"]["line"].count("--speculative-algorithm") == 1 and not data["translation"]["notes"]
