@@ -260,3 +260,27 @@ def test_an_sglang_line_with_vllms_flags_shows_the_sglang_line_that_means_the_sa
     assert data["translation"]["line"][-6:] == ["--speculative-num-steps", "16", "--speculative-eagle-topk", "1",
                                                 "--speculative-num-draft-tokens", "17"]
     assert data["translation"]["line"].count("--speculative-algorithm") == 1 and not data["translation"]["notes"]
+
+
+def test_vllm_metrics_give_acceptance_from_its_own_counters():
+    """/metrics of vLLM (vllm-facts §4.2): counters with _total, summed over engines; acceptance length
+    = 1 + Δaccepted / Δdrafts between two reads, throughput from the generation counter."""
+    def page(accepted: float, drafts: float, generated: float) -> str:
+        rows = []
+        for engine in ("0", "1"):  # two DP engines: their counters add up
+            labels = f'engine="{engine}",model_name="llama"'
+            rows += [f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {accepted / 2}",
+                     f"vllm:spec_decode_num_drafts_total{{{labels}}} {drafts / 2}",
+                     f"vllm:generation_tokens_total{{{labels}}} {generated / 2}",
+                     f"vllm:num_requests_running{{{labels}}} 4", f"vllm:num_requests_waiting{{{labels}}} 1",
+                     f"vllm:kv_cache_usage_perc{{{labels}}} 0.05"]
+        return "# TYPE vllm:spec_decode_num_accepted_tokens_total counter\n" + "\n".join(rows) + "\n"
+
+    clock = [1000.0]
+    figures = LiveFigures(clock=lambda: clock[0])
+    figures.feed_metrics(page(1000, 500, 4000))
+    clock[0] += 10
+    figures.feed_metrics(page(1000 + 1900, 500 + 1000, 4000 + 29000))
+    data = figures.to_json()
+    assert data["accept_length"]["counters"] == pytest.approx(2.9) and data["throughput_tok_s"] == pytest.approx(2900.0)
+    assert (data["running"], data["queued"], data["token_usage"]) == (8, 2, pytest.approx(0.05))  # requests add up; usage is a mean and "metrics" in data["sources"]

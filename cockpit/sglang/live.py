@@ -133,6 +133,7 @@ class LiveFigures:
     info_failed_at: float | None = None  # when it last did not
     relaunches: int = 0  # server starts seen in the log: the figures before the last one are dropped
     spec_decode: dict | None = None  # vLLM's last SpecDecoding line: acceptance per position, drafted/accepted
+    _vllm_counters: tuple | None = None  # (accepted, drafts, generation tokens, when) of vLLM's /metrics last read
 
     def reset(self) -> None:
         """A new server (a relaunch in the same log, a new pid): the old one's figures are not its."""
@@ -226,9 +227,16 @@ class LiveFigures:
 
         now = self.clock() if now is None else now
         values: dict[str, float] = {}
+        theirs: dict[str, float] = {}  # vLLM's series (vllm-facts §4.2), summed over its engines
+        counted: dict[str, int] = {}
         try:
             for family in text_string_to_metric_families(text):
                 for sample in family.samples:
+                    if sample.name.startswith("vllm:") and not sample.name.endswith(("_bucket", "_created")):
+                        name = sample.name[len("vllm:"):]
+                        theirs[name] = theirs.get(name, 0.0) + sample.value
+                        counted[name] = counted.get(name, 0) + 1
+                        continue
                     if not sample.name.startswith("sglang:"):
                         continue
                     name = sample.name[len("sglang:"):]
@@ -239,7 +247,28 @@ class LiveFigures:
                     values[name] = values.get(name, 0.0) + sample.value if name.endswith("_total") else sample.value
         except (ValueError, IndexError, KeyError, TypeError):
             return  # not Prometheus text (an error page): nothing trusted
+        if theirs and not values:
+            for name in [n for n in theirs if n.endswith("_perc")]:  # a fraction per engine: their mean, not their sum
+                theirs[name] /= counted[name]
+            values = self._from_vllm(theirs, now)
         self.feed_values(values, now, "metrics")
+
+    def _from_vllm(self, series: dict[str, float], now: float) -> dict[str, float]:
+        """vLLM's series under SGLang's names, where they mean the same; its acceptance from its own
+        counters: 1 + Δaccepted / Δdrafts (the bonus token counted, as SGLang counts it)."""
+        values = {"generation_tokens_total": series.get("generation_tokens_total"), "prompt_tokens_total": series.get("prompt_tokens_total"),
+                  "num_running_reqs": series.get("num_requests_running"), "num_queue_reqs": series.get("num_requests_waiting"),
+                  "token_usage": series.get("kv_cache_usage_perc", series.get("gpu_cache_usage_perc"))}
+        now_counters = (series.get("spec_decode_num_accepted_tokens_total"), series.get("spec_decode_num_drafts_total"),
+                        series.get("generation_tokens_total"), now)
+        before, self._vllm_counters = self._vllm_counters, now_counters
+        if before is not None:
+            accepted, drafts = (None if None in (a, b) else a - b for a, b in zip(now_counters[:2], before[:2]))
+            if accepted is not None and drafts and drafts > 0 and accepted >= 0:
+                values["spec_accept_length"] = self.counter_accept = 1.0 + accepted / drafts
+            if None not in (now_counters[2], before[2]) and now > before[3] and now_counters[2] >= before[2]:
+                values["gen_throughput"] = (now_counters[2] - before[2]) / (now - before[3])
+        return {k: v for k, v in values.items() if v is not None}
 
     def feed_values(self, values: dict[str, float], now: float | None = None, source: str = "prometheus") -> None:
         """SGLang's series by name (without `sglang:`), from its /metrics or from a Prometheus that scrapes it."""
