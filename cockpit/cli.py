@@ -401,9 +401,13 @@ def cmd_drafter(args) -> int:
     if args.drafter_command == "inspect":
         from cockpit.drafter.inspect import inspect_draft, render_report
 
+        if args.sglang and args.vllm:
+            raise CockpitError("give --sglang VERSION or --vllm VERSION, not both (--engine both judges every range of each)")
+        engine = args.engine or ("vllm" if args.vllm else "sglang")
+        version = args.vllm if engine == "vllm" else args.sglang if engine == "sglang" else None
         report = inspect_draft(args.path)
-        emit(args, report.to_json(args.sglang), render_report(report, args.sglang, args.keys))
-        return EXIT_OK if report.ready(args.sglang) else EXIT_PROBLEM
+        emit(args, report.to_json(version, engine), render_report(report, version, args.keys, engine))
+        return EXIT_OK if report.ready(version, engine) else EXIT_PROBLEM
     if args.drafter_command == "fix-keys":
         return cmd_fix_keys(args)
     if args.drafter_command == "convert":

@@ -120,9 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     drafter_sub = sub.add_parser("drafter", help="EAGLE-3 draft checkpoints: inspect, fix key names, convert").add_subparsers(
         dest="drafter_command", metavar="ACTION")
-    inspect = _command(drafter_sub, "inspect", "is a draft ready for SGLang? exit 0 ready, 1 problems, 2 unreadable", json=True)
+    inspect = _command(drafter_sub, "inspect", "is a draft ready for SGLang (or vLLM: --engine vllm)? exit 0 ready, 1 problems, "
+                       "2 unreadable", json=True)
     inspect.add_argument("path", metavar="PATH")
     inspect.add_argument("--sglang", metavar="VERSION", type=_sglang_version, help="judge for this SGLang version only (e.g. 0.5.2)")
+    inspect.add_argument("--vllm", metavar="VERSION", type=_vllm_version, help="judge for this vLLM version only (e.g. 0.10.2)")
+    inspect.add_argument("--engine", choices=("sglang", "vllm", "both"), default=None,
+                         help="whose loader judges it (default: sglang; vllm with --vllm; both: every range of each)")
     inspect.add_argument("--keys", action="store_true", help="list every key with dtype and shape")
     fix = _command(drafter_sub, "fix-keys", "rename keys (default layers.0. to midlayer.) in place, crash-safe", config=True, json=True,
                    yes="rewrite without asking")

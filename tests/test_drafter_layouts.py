@@ -42,6 +42,35 @@ def test_every_trainers_layout_and_its_verdict(tmp_path, layout, fragment, verdi
     assert {r: codes(report, r) for r in verdicts} == verdicts, [p.message for p in report.problems]
 
 
+@pytest.mark.parametrize("layout, verdicts", [
+    ("specforge", {"vLLM <=0.8.4": ["no_eagle3"], "vLLM 0.8.5-0.9": [], "vLLM 0.10.2-0.33": [], "vLLM >=0.34.0": []}),
+    ("vllm_export", {"vLLM <=0.8.4": ["no_eagle3"], "vLLM 0.8.5-0.9": [], "vLLM 0.10.2-0.33": [], "vLLM >=0.34.0": []}),
+    ("speculators", {"vLLM <=0.8.4": ["speculators_config", "no_eagle3"], "vLLM 0.8.5-0.9": ["speculators_config"],
+                     "vLLM 0.10.2-0.33": [], "vLLM >=0.34.0": []}),
+    ("kimi_mla", {"vLLM <=0.8.4": ["architecture_unsupported", "no_eagle3"], "vLLM 0.8.5-0.9": ["architecture_unsupported"],
+                  "vLLM 0.10.2-0.33": ["architecture_unsupported"], "vLLM >=0.34.0": []}),
+])
+def test_every_layout_is_judged_for_vllm_as_its_loaders_read_it(tmp_path, layout, verdicts):
+    """Issue 31 (vllm-facts §3): vLLM loads midlayer.* and layers.0.* alike from 0.8.5 (no EAGLE-3
+    before), reads the speculators format from 0.10.2, MLA drafts from 0.34.0."""
+    report = inspect_draft(write_layout(tmp_path / layout, layout))
+    assert {r: [p.code for p in ps] for r, ps in report.verdicts(engine="vllm").items()} == verdicts, \
+        [p.message for p in report.problems]
+
+
+def test_drafter_inspect_for_vllm_exits_on_vllms_verdict(tmp_path):
+    old = write_layout(tmp_path / "old", "vllm_export")  # layers.0.*: SGLang 0.5.2 skips them, vLLM loads them
+    assert cli("drafter", "inspect", str(old), "--sglang", "0.5.2").returncode == 1
+    proc = cli("drafter", "inspect", str(old), "--vllm", "0.10.2", "--json")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0 and data["engine"] == "vllm" and list(data["verdicts"]) == ["vLLM 0.10.2-0.33"]
+    proc = cli("drafter", "inspect", str(old), "--engine", "both")
+    assert proc.returncode == 1 and "SGLang <=0.4.8: 1 problem" in proc.stdout and "vLLM <=0.8.4: 1 problem" in proc.stdout
+    assert "[vLLM <=0.8.4] vLLM before 0.8.5 has no EAGLE-3" in proc.stdout
+    both = cli("drafter", "inspect", str(old), "--sglang", "0.5.2", "--vllm", "0.10.2")
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
 def test_a_speculators_draft_is_judged_for_the_right_reason(tmp_path):
     report = inspect_draft(write_layout(tmp_path / "spec", "speculators"))
     first = report.problems[0]

@@ -1,7 +1,11 @@
-"""Is an EAGLE-3 draft directory ready for SGLang?  Headers only, with a verdict per version range.
+"""Is an EAGLE-3 draft directory ready for SGLang, or for vLLM?  Headers only, with a verdict per
+engine and version range.
 
 Facts: sglang-facts §3.  What SGLang does with `layers.0.*` keys: up to 0.4.8 a crash, 0.4.9 to
-0.5.11 silently skipped (acceptance length 1.00), 0.5.12 on loaded.
+0.5.11 silently skipped (acceptance length 1.00), 0.5.12 on loaded.  vllm-facts §3: vLLM loads
+`midlayer.*` and `layers.0.*` alike (0.8.5 on; before 0.8.5 it has no EAGLE-3), ignores t2d, reads the
+speculators format from 0.10.2, one decoder layer until 0.34.0, MLA drafts (Eagle3DeepseekV2/V3) from
+0.34.0.  A check whose effect on vLLM is not known from its source is judged for SGLang only.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from cockpit.drafter.files import JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, HeaderError, read_header
 from cockpit.format import plural
 
-RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")
+RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")  # SGLang's
+VLLM_RANGES = ("vLLM <=0.8.4", "vLLM 0.8.5-0.9", "vLLM 0.10.2-0.33", "vLLM >=0.34.0")
+EVERY = RANGES + VLLM_RANGES  # a problem for every engine and version
 MLA_ARCHITECTURES = {"Eagle3DeepseekV2ForCausalLM"}  # Kimi-K2.5 / DeepSeek targets: SGLang 0.5.12 on (kimi_k25_eagle3.py)
 EAGLE3_ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM"} | MLA_ARCHITECTURES
 LAYER_KEYS = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "input_layernorm.weight",
@@ -38,11 +44,32 @@ def version_range(version: str) -> str:
     return RANGES[2]
 
 
+def vllm_range(version: str) -> str:
+    numbers = [int(n) for n in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
+    key = tuple(numbers[:3])
+    if key < (0, 8, 5):
+        return VLLM_RANGES[0]
+    if key < (0, 10, 0):
+        return VLLM_RANGES[1]
+    if key < (0, 34, 0):
+        return VLLM_RANGES[2]
+    return VLLM_RANGES[3]
+
+
+def ranges_of(engine: str = "sglang", version: str | None = None) -> tuple[str, ...]:
+    """The version ranges a verdict is given for: one engine's (all of them, or the one of `version`), or both."""
+    if engine == "vllm":
+        return (vllm_range(version),) if version else VLLM_RANGES
+    if engine == "both":
+        return RANGES + VLLM_RANGES
+    return (version_range(version),) if version else RANGES
+
+
 @dataclass(frozen=True)
 class Problem:
     code: str
     message: str
-    ranges: tuple[str, ...]  # the SGLang version ranges it breaks
+    ranges: tuple[str, ...]  # the version ranges it breaks (SGLang's RANGES, vLLM's VLLM_RANGES)
     fix: str | None = None
 
     def to_json(self) -> dict:
@@ -60,18 +87,18 @@ class DraftReport:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def verdicts(self, version: str | None = None) -> dict[str, list[Problem]]:
-        ranges = (version_range(version),) if version else RANGES
-        return {r: [p for p in self.problems if r in p.ranges] for r in ranges}
+    def verdicts(self, version: str | None = None, engine: str = "sglang") -> dict[str, list[Problem]]:
+        return {r: [p for p in self.problems if r in p.ranges] for r in ranges_of(engine, version)}
 
-    def ready(self, version: str | None = None) -> bool:
-        return not any(self.verdicts(version).values())
+    def ready(self, version: str | None = None, engine: str = "sglang") -> bool:
+        return not any(self.verdicts(version, engine).values())
 
-    def to_json(self, version: str | None = None) -> dict:
+    def to_json(self, version: str | None = None, engine: str = "sglang") -> dict:
         return {
             "path": self.path, "files": self.files, "total_bytes": self.total_bytes, "tensor_count": len(self.tensors),
-            "tensors": self.tensors, "config": self.config, "layout": self.layout, "ready": self.ready(version), "sglang": version,
-            "verdicts": {r: {"ready": not ps, "problems": [p.to_json() for p in ps]} for r, ps in self.verdicts(version).items()},
+            "tensors": self.tensors, "config": self.config, "layout": self.layout, "ready": self.ready(version, engine),
+            "engine": engine, "sglang" if engine != "vllm" else "vllm": version,
+            "verdicts": {r: {"ready": not ps, "problems": [p.to_json() for p in ps]} for r, ps in self.verdicts(version, engine).items()},
             "problems": [p.to_json() for p in self.problems], "notes": self.notes,
         }
 
@@ -98,7 +125,7 @@ def inspect_draft(path: str | Path) -> DraftReport:
     report = build_report(str(path), headers, config_text, str(config_path))
     for journal in journals:
         report.problems.insert(0, Problem("interrupted_fix", f"{journal}: an interrupted `cockpit drafter fix-keys` left its "
-                                          "journal; the header may be half written", RANGES, fix=fix))
+                                          "journal; the header may be half written", EVERY, fix=fix))
     return report
 
 
@@ -110,18 +137,20 @@ def build_report(path: str, headers: list[Header], config_text: str | None, conf
         report.total_bytes += header.file_size
         for name, info in header.tensors.items():
             if name in report.tensors:
-                report.problems.append(Problem("duplicate_key", f"'{name}' is in two shards", RANGES))
+                report.problems.append(Problem("duplicate_key", f"'{name}' is in two shards", EVERY))
             report.tensors[name] = {"dtype": info.dtype, "shape": list(info.shape), "file": Path(header.path).name}
     if config_text is not None:
         try:
             report.config = json.loads(config_text)
         except ValueError as exc:
-            report.problems.append(Problem("config_unreadable", f"{config_name}: not valid JSON ({exc})", RANGES))
+            report.problems.append(Problem("config_unreadable", f"{config_name}: not valid JSON ({exc})", EVERY))
     else:
-        report.problems.append(Problem("config_missing", f"{config_name} is missing: SGLang reads the draft's architecture from it", RANGES))
+        report.problems.append(Problem("config_missing", f"{config_name} is missing: SGLang and vLLM read the draft's settings from it", EVERY))
     _check_config(report)  # the config first: SGLang reads it before a single weight
     _check_keys(report)
     _check_shapes(report)
+    report.problems.append(Problem("no_eagle3", "vLLM before 0.8.5 has no EAGLE-3 (method eagle3 came in 0.8.5)", VLLM_RANGES[:1],
+                                   fix="vLLM 0.8.5 or later"))
     report.layout = layout_of(report)
     return report
 
@@ -171,7 +200,7 @@ def _check_keys(report: DraftReport) -> None:
     present = names | {"midlayer." + n[len("layers.0."):] for n in old}
     for key in layer:
         if key not in present:
-            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", RANGES))
+            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", EVERY))
     draft_vocab, vocab = config.get("draft_vocab_size"), config.get("vocab_size")
     full_vocab = draft_vocab is None or (vocab is not None and draft_vocab == vocab)
     for key in TOP_KEYS:
@@ -186,11 +215,12 @@ def _check_keys(report: DraftReport) -> None:
             continue
         why = (f" (draft_vocab_size {draft_vocab} is not the target's {vocab}: d2t maps the draft's tokens onto the target's)"
                if key in ("d2t", "t2d") else "")
-        report.problems.append(Problem("missing_key", f"required key '{key}' is missing{why}", RANGES))
+        # vLLM ignores t2d; without d2t a reduced vocabulary maps onto the wrong target tokens (0.8.5: zeros, silently)
+        report.problems.append(Problem("missing_key", f"required key '{key}' is missing{why}", RANGES if key == "t2d" else EVERY))
     prefixed = sorted(n for n in names if n.startswith(("draft_model.", "model.", "module.")))
     if prefixed:
         report.problems.append(Problem("prefixed_keys", f"{len(prefixed)} keys carry a training prefix (e.g. {prefixed[0]}): SGLang "
-                                       "expects them unprefixed", RANGES, fix="cockpit drafter fix-keys PATH --rule draft_model.="))
+                                       "and vLLM expect them unprefixed", EVERY, fix="cockpit drafter fix-keys PATH --rule draft_model.="))
     if "embed_tokens.weight" not in names:
         report.notes.append("no embed_tokens.weight: fine, SGLang uses the target's embedding")
     elif not mla:
@@ -203,14 +233,15 @@ def _check_config(report: DraftReport) -> None:
     if is_speculators(report.config):
         report.problems.append(Problem(
             "speculators_config", "config.json is in vLLM speculators format (no model_type; the layer's settings nested in "
-            "transformer_layer_config): SGLang stops on it with `Unrecognized model ... Should have a model_type key`", RANGES,
+            "transformer_layer_config): SGLang stops on it with `Unrecognized model ... Should have a model_type key`, and vLLM "
+            "reads it only from 0.10.2", RANGES + VLLM_RANGES[:2],
             fix="cockpit drafter convert PATH   (rewrites config.json for SGLang and renames the keys, header only)"))
     config = effective_config(report.config)
     architectures = config.get("architectures") or []
     if any(a in MLA_ARCHITECTURES for a in architectures):
         report.problems.append(Problem("architecture_unsupported", f"{architectures[0]} (an MLA draft for DeepSeek / Kimi-K2.5 "
-                                       "targets) is served from SGLang 0.5.12 on: older versions do not know the architecture",
-                                       RANGES[:2]))
+                                       "targets) is served from SGLang 0.5.12 and vLLM 0.34.0 on: older versions do not know the "
+                                       "architecture", RANGES[:2] + VLLM_RANGES[:3]))
     elif not is_speculators(report.config) and not any(a in EAGLE3_ARCHITECTURES for a in architectures):
         report.problems.append(Problem("wrong_architecture", f"architectures is {architectures}, not an EAGLE-3 draft class "
                                        f"({', '.join(sorted(EAGLE3_ARCHITECTURES))}): SGLang fails with KeyError "
@@ -218,7 +249,8 @@ def _check_config(report: DraftReport) -> None:
     layers = config.get("num_hidden_layers")
     if layers != 1:
         report.problems.append(Problem("num_hidden_layers", f"num_hidden_layers is {layers}: SGLang up to 0.5.11 supports only 1 "
-                                       "(ValueError: EAGLE3 currently only supports 1 layer)", RANGES[:2]))
+                                       "(ValueError: EAGLE3 currently only supports 1 layer), vLLM up to 0.33 builds one decoder "
+                                       "layer", RANGES[:2] + VLLM_RANGES[1:3]))
     if config.get("draft_vocab_size") is None:
         report.problems.append(Problem("draft_vocab_size_missing", "config.json has no draft_vocab_size", RANGES))
 
@@ -231,17 +263,17 @@ def _check_shapes(report: DraftReport) -> None:
     fc = tensors.get("fc.weight")
     if fc and target_hidden and len(fc["shape"]) == 2 and fc["shape"][1] != 3 * target_hidden:
         report.problems.append(Problem("fc_shape", f"fc.weight takes {fc['shape'][1]} inputs, 3 x target hidden = {3 * target_hidden}",
-                                       RANGES))
+                                       EVERY))
     lm_head = tensors.get("lm_head.weight")
     d2t = tensors.get("d2t")
     t2d = tensors.get("t2d")
     draft_vocab = config.get("draft_vocab_size")
     if lm_head and d2t and lm_head["shape"][0] != d2t["shape"][0]:
         report.problems.append(Problem("lm_head_d2t", f"lm_head.weight has {lm_head['shape'][0]} rows but d2t has {d2t['shape'][0]} entries",
-                                       RANGES))
+                                       EVERY))
     if lm_head and draft_vocab is not None and lm_head["shape"][0] != draft_vocab:
         report.problems.append(Problem("lm_head_vocab", f"lm_head.weight has {lm_head['shape'][0]} rows, draft_vocab_size is {draft_vocab}",
-                                       RANGES))
+                                       EVERY))
     vocab = config.get("vocab_size")
     if t2d and vocab is not None and t2d["shape"][0] != vocab:
         report.problems.append(Problem("t2d_vocab", f"t2d has {t2d['shape'][0]} entries, vocab_size is {vocab}", RANGES))
@@ -251,18 +283,22 @@ def _check_shapes(report: DraftReport) -> None:
         report.problems.append(Problem("t2d_dtype", f"t2d is {t2d['dtype']}, SGLang expects bool", RANGES))
 
 
-def render_report(report: DraftReport, version: str | None = None, keys: bool = False) -> str:
+def render_report(report: DraftReport, version: str | None = None, keys: bool = False, engine: str = "sglang") -> str:
     lines = [f"{report.path}: {plural(len(report.tensors), 'tensor')} in {plural(len(report.files), 'file')}, {report.total_bytes / 2**20:.1f} MiB",
              f"layout: {report.layout}"]
     if keys:
         for name, info in sorted(report.tensors.items()):
             lines.append(f"  {name:<50} {info['dtype']:<5} {info['shape']}")
-    verdicts = report.verdicts(version)
-    lines.append("SGLang " + ";  ".join(f"{r}: " + ("ready" if not ps else plural(len(ps), "problem")) for r, ps in verdicts.items()))
+    verdicts = report.verdicts(version, engine)
+    for name, own in (("SGLang", RANGES), ("vLLM", VLLM_RANGES)):
+        mine = {r: ps for r, ps in verdicts.items() if r in own}
+        if mine:
+            lines.append(name + " " + ";  ".join(f"{r.removeprefix('vLLM ')}: " + ("ready" if not ps else plural(len(ps), "problem"))
+                                                  for r, ps in mine.items()))
     shown = [p for p in report.problems if any(r in verdicts for r in p.ranges)]
     for problem in shown:  # each problem once, with the versions it breaks
         ranges = [r for r in problem.ranges if r in verdicts]
-        where = "" if len(ranges) == len(verdicts) else f"[SGLang {', '.join(ranges)}] "
+        where = "" if len(ranges) == len(verdicts) else "[" + ", ".join(r if r.startswith("vLLM") else f"SGLang {r}" for r in ranges) + "] "
         lines.append(f"  - {where}{problem.message}")
         if problem.fix:
             lines.append(f"    fix: {problem.fix}")
@@ -271,4 +307,5 @@ def render_report(report: DraftReport, version: str | None = None, keys: bool = 
     return "\n".join(lines)
 
 
-__all__ = ["inspect_draft", "DraftReport", "Problem", "HeaderError", "version_range", "render_report", "RANGES"]
+__all__ = ["inspect_draft", "DraftReport", "Problem", "HeaderError", "version_range", "vllm_range", "render_report", "RANGES",
+           "VLLM_RANGES"]
