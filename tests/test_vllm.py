@@ -117,7 +117,7 @@ def test_flags_are_checked_against_the_recorded_help_of_vllm_0_10_2():
     assert by_kind["invalid_choice"].replacement == ("--dtype", "float16")
     assert by_kind["unrecognized_argument"].replacement == ("--gpu-memory-utilization", "0.9")
     assert "not a vLLM flag" in by_kind["unrecognized_argument"].message
-    assert shipped_schema("0.10.2").get("--speculative-config") is not None and shipped_schema("0.34.0") is None
+    assert shipped_schema("0.10.2").get("--speculative-config") is not None and shipped_schema("0.9.2") is None
 
 
 def test_sglang_flags_in_a_vllm_line_get_the_vllm_line_that_means_the_same():
@@ -148,15 +148,46 @@ def test_a_depth_chain_translates_both_ways():
 
 # --- crash texts ---------------------------------------------------------------------------------
 
-def test_the_recorded_0_10_2_crashes_are_named_with_their_fix():
-    lines = (FIXTURES / "unrecognized_0.10.2.log").read_text().splitlines()
-    engine, [found], ready = for_log(lines)
-    assert engine == "vLLM" and not ready and found.kind == "unrecognized_argument" and found.line == 2
-    assert found.replacement == ("--speculative-config", JSON16)
-    [bad_json] = diagnose((FIXTURES / "bad_json_0.10.2.log").read_text().splitlines())
-    assert bad_json.kind == "invalid_json" and bad_json.value == "{method: eagle3}"
-    [choice] = diagnose((FIXTURES / "bad_choice_0.10.2.log").read_text().splitlines())
-    assert choice.kind == "invalid_choice" and choice.flag == "--dtype" and choice.value == "fp16"
+@pytest.mark.parametrize("version", ["0.10.2", "0.34.0"])
+@pytest.mark.parametrize("name,kind,value", [
+    ("unrecognized", "unrecognized_argument", None),
+    ("bad_json", "invalid_json", "{method: eagle3}"),
+    ("bad_choice", "invalid_choice", "fp16"),
+    ("bad_method", "invalid_choice", "eagle-3"),
+    ("zero_tokens", "invalid_value", None),
+    ("no_tokens", "missing_depth", None),
+    ("unknown_key", "unknown_key", "num_speculative_token"),
+])
+def test_the_recorded_crashes_are_named_with_their_fix(version, name, kind, value):
+    """Each text as the released wheel printed it (tests/fixtures/vllm), through parse-log's reading."""
+    lines = (FIXTURES / f"{name}_{version}.log").read_text().splitlines()
+    engine, found, ready = for_log(lines)
+    assert engine == "vLLM" and not ready and found, name
+    first = found[0]
+    assert (first.kind, first.value) == (kind, value), [(d.kind, d.value, d.message) for d in found]
+    assert "Traceback" not in first.message and lines[first.line - 1]  # the line it was read from
+    if name == "unrecognized":
+        assert first.replacement == ("--speculative-config", JSON16)
+    if name == "unknown_key" and version == "0.10.2":
+        # 0.10.2 ignores the key without a word and stops later on the missing depth: the cause comes first, with its fix
+        assert [d.kind for d in found] == ["unknown_key", "missing_depth"] and "ignored without a word" in first.message
+        assert json.loads(first.replacement[1])["num_speculative_tokens"] == 3
+
+
+def test_a_key_0_34_0_refuses_and_0_10_2_ignores():
+    [tp] = for_log((FIXTURES / "tp_key_0.34.0.log").read_text().splitlines())[1]
+    assert tp.kind == "unknown_key" and "draft_tensor_parallel_size" in tp.message
+    # the lint says the same before launch, per version
+    config = '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3, "tensor_parallel_size": 2}'
+    assert [d.severity for d in specconfig.check(config, "0.34.0")] == ["error"]
+
+
+def test_the_recorded_0_34_0_help_is_read_with_its_aliases():
+    schema = shipped_schema("0.34.0")
+    assert len(schema.flags) > 300 and "-sc" in schema.get("--speculative-config").option_strings
+    assert schema.get("--spec-tokens").takes_value
+    report = lint(["vllm", "serve", "/m", "-sc", JSON16, "--max-num-seq", "64"], "0.34.0", schema)
+    assert [d.kind for d in report.diagnoses] == ["abbreviation"]  # vLLM takes a unique prefix; the lint says write it out
 
 
 @pytest.mark.parametrize("line,kind", [

@@ -4,10 +4,12 @@ returns Diagnoses as SGLang's diagnosis does, so that every shell shows them the
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
 from cockpit.crashtexts import CUDA_OOM
+from cockpit.intake import clean
 from cockpit.sglang.diagnose import Diagnosis
 from cockpit.vllm import specconfig
 from cockpit.vllm.versions import LEGACY_FLAGS
@@ -22,10 +24,14 @@ _BAD_NUMBER = re.compile(r"error: argument (?P<flag>--[\w-]+)(?:/-\w+)?: (?:inva
 _METHOD_LITERAL = re.compile(r"Input should be ('ngram'.*?) \[type=literal_error, input_value='(?P<value>[^']*)'")
 _METHOD_UNKNOWN = re.compile(r"Unknown speculative method '(?P<value>[^']*)'")
 _UNEXPECTED_KEY = re.compile(r"SpeculativeConfig\.__init__\(\) got an unexpected keyword argument '(?P<key>[^']*)'")
+_PROCESS = re.compile(r"^\(\w+ pid=\d+\)\s?")  # vLLM's per-process prefix (0.10.2 writes it in ANSI colour)
+_PYDANTIC = re.compile(r"\d+ validation errors? for SpeculativeConfig")
+_NONE_DEPTH = re.compile(r"TypeError: 'NoneType' object cannot be interpreted as an integer")
 
 # (kind, pattern, message, suggestions): texts that name their own cause
 FIXED = [
-    ("missing_depth", r"num_speculative_tokens must be provided with speculative model",
+    ("missing_depth", r"num_speculative_tokens must be provided with speculative model|A speculative model was provided, but "
+     r"`num_speculative_tokens` was not provided",
      "--speculative-config has no num_speculative_tokens: the depth of the chain", ('"num_speculative_tokens": N',)),
     ("invalid_value", r"Expected num_speculative_tokens to be greater than zero|num_speculative_tokens\s+Input should be greater than 0",
      "num_speculative_tokens must be 1 or more", ('"num_speculative_tokens": 3',)),
@@ -82,9 +88,23 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
             seen.add(key)
             out.append(diagnosis)
 
+    lines = [_PROCESS.sub("", clean(line)) for line in lines]
+    skip_to = 0
     for offset, line in enumerate(lines):
+        if offset < skip_to:
+            continue  # the rest of a pydantic block already read
         number = first_line + offset
         text = line.strip()
+        if _PYDANTIC.search(text):
+            found = _pydantic(lines[offset + 1:offset + 4], number)
+            if found is not None:
+                add(found)
+                skip_to = offset + 4
+            continue
+        if _NONE_DEPTH.search(text) and any("num_speculative_tokens" in earlier for earlier in lines[max(0, offset - 4):offset]):
+            add(Diagnosis("missing_depth", "--speculative-config has no num_speculative_tokens (vLLM 0.10.2 stops with this "
+                          "TypeError): the depth of the chain", "--speculative-config", None, ('"num_speculative_tokens": N',), number))
+            continue
         if (m := _UNRECOGNIZED.search(text)):
             words = m.group("args").split()
             legacy = [w for w in words if w.split("=", 1)[0].replace("_", "-") in LEGACY_FLAGS]
@@ -124,6 +144,14 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
             if pattern.search(text):
                 add(Diagnosis(kind, message, None, None, tips, number))
                 break
+    given = _given_config(lines)
+    if given is not None:
+        # what the server was started with (its `non-default args` line), judged by its own version's rules: a key
+        # 0.10.2 ignored without a word is the cause of the failure it reports later
+        version = next((m.group(1) for line in lines if (m := re.search(r"vLLM (?:API )?server version (\S+?),?(?:\s|$)", line))), None)
+        for found in specconfig.check(json.dumps(given), version):
+            if found.kind == "unknown_key" and not any(d.kind == "unknown_key" for d in out):
+                out.insert(0, replace(found, line=next(i + first_line for i, line in enumerate(lines) if "non-default args" in line)))
     if not out:
         for offset, line in enumerate(lines):
             if _ENGINE_FAILED.search(line):
@@ -131,6 +159,52 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
                                      None, None, (), first_line + offset))
                 break
     return out
+
+
+def _given_config(lines: list[str]) -> dict | None:
+    """The speculative config of the `non-default args: {...}` line vLLM logs at start (a Python literal)."""
+    import ast
+
+    for line in lines:
+        if "non-default args: " in line and "speculative_config" in line:
+            try:
+                args = ast.literal_eval(line.split("non-default args: ", 1)[1].strip())
+            except (ValueError, SyntaxError):
+                return None
+            config = args.get("speculative_config") if isinstance(args, dict) else None
+            return config if isinstance(config, dict) else None
+    return None
+
+
+def _pydantic(following: list[str], number: int) -> Diagnosis | None:
+    """pydantic's block after `1 validation error for SpeculativeConfig`: the field (a bare name, absent
+    for a model-level error) and its message (vLLM 0.10.2 and later)."""
+    field, message = None, None
+    for line in following:
+        if line.startswith("  ") and line.strip() and not line.strip().startswith("For further information"):
+            message = line.strip()
+            break
+        if line.strip() and not line.startswith(" "):
+            field = line.strip()
+    if message is None:
+        return None
+    if (m := re.search(r"input_value='([^']*)'", message)) and field == "method" or "Unknown speculative method" in message:
+        value = m.group(1) if m and field == "method" else (_METHOD_UNKNOWN.search(message).group("value")
+                                                             if _METHOD_UNKNOWN.search(message) else None)
+        return Diagnosis("invalid_choice", f"speculative method '{value}' is not one this vLLM runs (eagle3 for an EAGLE-3 draft)",
+                         "--speculative-config", value, ('"method": "eagle3"',), number)
+    if "Unexpected keyword argument" in message and field:
+        return Diagnosis("unknown_key", f"--speculative-config has a key this vLLM does not know: '{field}'", "--speculative-config",
+                         field, (), number)
+    for kind, pattern, said, tips in _FIXED:
+        if pattern.search(message):
+            return Diagnosis(kind, said, "--speculative-config", None, tips, number)
+    if field == "num_speculative_tokens" and "greater than 0" in message:
+        return Diagnosis("invalid_value", "num_speculative_tokens must be 1 or more", "--speculative-config", None,
+                         ('"num_speculative_tokens": 3',), number)
+    detail = re.sub(r"\s*\[type=.*$", "", message)
+    return Diagnosis("invalid_speculative_config", f"--speculative-config refused: {field + ': ' if field else ''}{detail}",
+                     "--speculative-config", field, (), number)
 
 
 READY = re.compile(r"Application startup complete\.|Starting vLLM (?:API )?server(?: \d+)? on http")

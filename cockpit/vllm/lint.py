@@ -141,7 +141,7 @@ def fixed_line(argv: list[str], version: str | None = None) -> list[str]:
     return head + rest + ["--speculative-config", specconfig.dumps(config)]
 
 
-SHIPPED_HELP = {"0.10.2": "help_0.10.2.txt"}  # `vllm serve --help` recorded from the released wheel (tests/fixtures/vllm)
+SHIPPED_HELP = {"0.10.2": "help_0.10.2.txt", "0.34.0": "help_0.34.0.txt"}  # `vllm serve --help` (--help=all) recorded from the released wheels (tests/fixtures/vllm)
 
 
 def shipped_schema(version: str | None) -> FlagSchema | None:

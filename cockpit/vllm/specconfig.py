@@ -82,8 +82,11 @@ def check(text: str, version: str | None = None, draft_exists: bool | None = Non
     tokens = config.get("num_speculative_tokens")
     if tokens is None:
         if method in ("eagle", "eagle3"):
-            out.append(Diagnosis("missing_value", f"{FLAG}: num_speculative_tokens must be provided with speculative model "
-                                 "(the depth of the chain)", FLAG, None, ('"num_speculative_tokens": N',)))
+            said = {"0.10.2-0.33": "TypeError: 'NoneType' object cannot be interpreted as an integer",
+                    ">=0.34.0": "A speculative model was provided, but `num_speculative_tokens` was not provided"}.get(
+                chosen.name, "num_speculative_tokens must be provided with speculative model")
+            out.append(Diagnosis("missing_value", f"{FLAG}: no num_speculative_tokens (the depth of the chain): "
+                                 f"{label(version, chosen)} stops with `{said}`", FLAG, None, ('"num_speculative_tokens": N',)))
     elif isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
         out.append(Diagnosis("invalid_value", f"{FLAG}: num_speculative_tokens must be a positive integer, got {tokens!r}",
                              FLAG, str(tokens), ("a whole number of draft tokens, e.g. 3",)))
