@@ -17,6 +17,7 @@ from cockpit.intake import clean, take_lines
 from cockpit.hosts.procs import LAUNCH_MARKER  # written by the cockpit before a launched server starts
 from cockpit.sglang.schema import FlagSchema, parse_argparse_text, reference_schema
 from cockpit.sglang.suggest import most_likely, numeric_guess, rank_values, suggest, type_words
+from cockpit.diagnosis import Diagnosis
 from cockpit.format import plural
 
 TAIL_BYTES = 8 * 1024 * 1024  # a log is read from its end: never more than this
@@ -24,44 +25,6 @@ MAX_LINE = 64 * 1024
 READY_LINE = "The server is fired up and ready to roll!"
 
 
-@dataclass(frozen=True)
-class Diagnosis:
-    kind: str
-    message: str
-    flag: str | None = None
-    value: str | None = None
-    suggestions: tuple[str, ...] = ()
-    line: int | None = None  # 1-based line in the file (or in the text given)
-    replacement: tuple[str, ...] | None = None  # argv words replacing flag+value: the fix to apply
-    severity: str = "error"
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "flag": self.flag, "value": self.value, "suggestions": list(self.suggestions),
-                "message": self.message, "line": self.line, "replacement": list(self.replacement) if self.replacement else None,
-                "severity": self.severity}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Diagnosis | None":
-        """A diagnosis read back from a step's evidence; None for a record of another shape."""
-        if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not isinstance(data.get("message"), str):
-            return None
-
-        def text(key):
-            value = data.get(key)
-            return value if isinstance(value, str) else None
-
-        def words(key):
-            value = data.get(key)
-            return tuple(str(v) for v in value) if isinstance(value, list) else None
-
-        line = data.get("line")
-        return cls(data["kind"], data["message"], text("flag"), text("value"), words("suggestions") or (),
-                   line if isinstance(line, int) and not isinstance(line, bool) else None, words("replacement"),
-                   text("severity") or "error")
-
-    @classmethod
-    def all_from_json(cls, items) -> list["Diagnosis"]:
-        return [d for d in (cls.from_json(i) for i in (items if isinstance(items, list) else [])) if d is not None]
 
 
 @dataclass
@@ -353,8 +316,8 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
     """A log's lines (as read: through docker, kubectl, journald, colour, a terminal's wrapping: the
     intake reads them) diagnosed; every message keeps the line's number in what was read (`numbers`:
     each line's own, when the lines are a selection of a longer log).  `other(lines)`: another
-    engine's reading (vllm/diagnose.py: for_log), used instead when the log is that engine's: it
-    returns (engine, diagnoses with 1-based offsets as lines, ready) or None."""
+    engine's reading, used instead when the log is that engine's (default vLLM's, vllm/diagnose.py
+    for_log): it returns (engine, diagnoses with 1-based offsets as lines, ready) or None."""
     taken, intake = take_lines(lines, first_line, numbers)
     lines = [line.text for line in taken]
     numbers = [line.number for line in taken]
@@ -372,7 +335,9 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
         said.append(f"{plural(intake['rejoined'], 'line')} wrapped at {intake['wrap_width']} columns rejoined")
     if said:
         report.notes.append("read through: " + "; ".join(said))
-    theirs = other(lines) if other is not None else None
+    if other is None:
+        from cockpit.vllm.diagnose import for_log as other  # a vLLM log is read as one, wherever a log is diagnosed
+    theirs = other(lines)
     if theirs is not None:
         engine, found, ready = theirs
         report.notes.append(f"read as a {engine} log")

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from cockpit.crashtexts import CUDA_OOM
 from cockpit.intake import clean
-from cockpit.sglang.diagnose import Diagnosis
+from cockpit.diagnosis import Diagnosis
 from cockpit.vllm import specconfig
 from cockpit.vllm.versions import LEGACY_FLAGS
 

@@ -9,7 +9,7 @@ the same).  vllm-facts §1-2."""
 
 from __future__ import annotations
 
-from cockpit.sglang.diagnose import Diagnosis
+from cockpit.diagnosis import Diagnosis
 from cockpit.sglang.lint import LintReport, lint_args
 from cockpit.sglang.schema import FlagSchema
 from cockpit.vllm import specconfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import json
 
-from cockpit.sglang.diagnose import Diagnosis
+from cockpit.diagnosis import Diagnosis
 from cockpit.sglang.suggest import most_likely, rank_values
 from cockpit.vllm.versions import ENGINE_FILLED, INT_KEYS, LEGACY_FLAGS, SWITCHES, Era, era, label
 
