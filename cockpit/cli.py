@@ -636,7 +636,7 @@ def cmd_demo(args) -> int:
         print(f"cockpit DEMO: the earlier demo's files in {root} were removed: the story starts again", file=sys.stderr)
     print(f"cockpit DEMO: building the demo world in {root} ...", file=sys.stderr)
     isolate(root)  # the demo's runbook state, benchmark runs and caches live in its own world, never in the user's
-    world = build(root)
+    world = build(root, args.engine)
     try:
         CockpitApp(Context.of(world.config), demo=True, **ui_options(args)).run()
     finally:

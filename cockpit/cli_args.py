@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", metavar="DIR", help="where the demo's world lives (default: a new temporary folder); an earlier "
                       "demo's world there is replaced, a folder of other files refused")
     demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME", help="as `cockpit --theme` (written before or after demo)")
+    demo.add_argument("--engine", choices=("sglang", "vllm"), default="sglang", help="the server the story launches: SGLang "
+                      "0.5.23 or vLLM 0.10.2, both replayed (stand-ins)")
     demo.add_argument("--ascii", action="store_true", default=argparse.SUPPRESS, help="as `cockpit --ascii` (written before or after demo)")
 
     init = _command(sub, "init", "a short questionnaire that writes a commented config")

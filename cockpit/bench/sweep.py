@@ -45,7 +45,7 @@ class SweepSpec:
     max_tokens: int = 256
     repeats: int = 3
     prompts: str | None = None
-    api: str = "sglang"
+    api: str | None = None  # sglang (/generate) or openai (/v1/chat/completions); default: the launch step's engine's own
     temperature: float = 0.0
     ready_timeout_s: float = 1800.0
     seed: int | None = None
@@ -237,6 +237,8 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
     from cockpit.sglang.steps import launch_depth
 
     launch = runbook.spec.step(sweep.launch_step)
+    engine = getattr(runbook.kind(launch), "engine", lambda _spec: "sglang")(launch)
+    api = sweep.api or ("openai" if engine == "vllm" else "sglang")
     after = after or sweep.after
     prompts = load_prompts(sweep.prompts, sweep.seed)
     configs = sweep.configs(launch_depth(runbook, launch))
@@ -287,16 +289,24 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
                 result.failures.append(failure)
                 done += len(sweep.concurrency) * sweep.repeats
                 continue
-            info = await server_info(transport, server.port)
+            info = await server_info(transport, server.port) if engine == "sglang" else {}
             endpoint = f"http://127.0.0.1:{server.port}"
             for concurrency in sweep.concurrency:
                 for repeat in range(1, sweep.repeats + 1):
                     report(f"{depth.label}: concurrency {concurrency}, run {repeat}/{sweep.repeats}")
                     workload = Workload(prompts, sweep.requests, concurrency, sweep.max_tokens, sweep.temperature)
-                    records, start, end = await run_closed_loop(endpoint, sweep.api, workload, opener=opener_for(transport))
+                    before = await _vllm_series(transport, server.port) if engine == "vllm" else None
+                    records, start, end = await run_closed_loop(endpoint, api, workload, opener=opener_for(transport))
                     summary = summarize(records, start, end)
+                    if engine == "vllm":
+                        # vLLM's responses carry no verify count: its counters across the run (as `vllm bench serve`)
+                        from cockpit.vllm.metrics import acceptance_between
+
+                        measured = acceptance_between(before, await _vllm_series(transport, server.port))
+                        summary.update(accept_length=round(measured, 4) if measured is not None else None,
+                                       accept_length_source="vllm:spec_decode counters (/metrics)", engine="vllm")
                     summary.update(config=depth.label, label=f"{depth.short} c{concurrency} r{repeat}", concurrency=concurrency,
-                                   repeat=repeat, speculative=depth.speculative, **depth.to_json(), api=sweep.api,
+                                   repeat=repeat, speculative=depth.speculative, **depth.to_json(), api=api,
                                    max_tokens=sweep.max_tokens, sweep=result.sweep_id, drafter_accuracy=list(sweep.drafter_accuracy),
                                    server_info={k: info.get(k) for k in ("speculative_algorithm", "speculative_num_steps",
                                                                           "speculative_eagle_topk", "speculative_num_draft_tokens",
@@ -315,6 +325,17 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
     result.serving = await _leave_serving(runbook, launch, result, after, report)
     report(f"sweep done; {result.serving}")
     return result
+
+
+async def _vllm_series(transport, port: int) -> dict | None:
+    """vLLM's /metrics series now (None: not answered)."""
+    from cockpit.sglang.live import get
+    from cockpit.vllm.metrics import series
+
+    answer = await get(opener_for(transport), f"http://127.0.0.1:{port}/metrics")
+    if answer is None or answer[0] != 200:
+        return None
+    return series(answer[1].decode("utf-8", "replace"))
 
 
 async def _leave_serving(runbook, launch, result: SweepResult, after: str, report) -> str:

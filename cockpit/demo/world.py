@@ -131,7 +131,9 @@ def afresh(root: Path) -> bool:
     return True
 
 
-def build(root: Path) -> DemoWorld:
+def build(root: Path, engine: str = "sglang") -> DemoWorld:
+    """The demo's world in `root`; `engine`: the server the story launches, SGLang 0.5.23 (replayed) or
+    vLLM 0.10.2 (replayed: demo/vllm_server.py)."""
     root.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     processes = []
@@ -159,13 +161,32 @@ def build(root: Path) -> DemoWorld:
     shim.mkdir(parents=True, exist_ok=True)
     (shim / "__init__.py").write_text('"""cockpit DEMO: replays SGLang 0.5.23."""\n__version__ = "0.5.23"\n')
     (shim / "launch_server.py").write_text("import sys\nfrom cockpit.demo.server import main\nsys.exit(main())\n")
+    cli = root / "shim" / "vllm" / "entrypoints" / "cli"  # `python -m vllm.entrypoints.cli.main serve` = `vllm serve`
+    cli.mkdir(parents=True, exist_ok=True)
+    (root / "shim" / "vllm" / "__init__.py").write_text('"""cockpit DEMO: replays vLLM 0.10.2 (a STAND-IN)."""\n__version__ = "0.10.2"\n')
+    for package in (root / "shim" / "vllm" / "entrypoints", cli):
+        (package / "__init__.py").write_text("")
+    (cli / "main.py").write_text("import sys\nfrom cockpit.demo.vllm_server import main\nsys.exit(main())\n")
     server_python = _script(root / "python-gpu-server", [
         f"PYTHONPATH={shlex.quote(str(root / 'shim'))}${{PYTHONPATH:+:$PYTHONPATH}}",
         "export PYTHONPATH", f"exec {shlex.quote(python)} \"$@\""])
     draft = root / "outputs" / "epoch_1"  # the training run's last checkpoint (it writes it as the demo starts)
     port = _free_port()
+    if engine == "vllm":  # the story's habit in vLLM's own terms: vLLM <= 0.8.2's separate flags, on a vLLM 0.10.2
+        judge = 'vllm = "0.10.2"                       # vLLM loads layers.0.* keys as they are'
+        engine_line = 'engine = "vllm"\nvllm_version = "0.10.2"\n'
+        extra = json.dumps(["--speculative-model", str(draft), "--num-speculative-tokens", "16"])
+        stats_env = ', VLLM_LOG_STATS_INTERVAL = "2"'  # vLLM logs its figures every 10 s; the demo is in a hurry
+        server_words = "the vLLM server replays vLLM 0.10.2"
+    else:
+        judge = 'sglang = "0.5.2"'
+        engine_line = ""
+        extra = json.dumps(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
+                            "--num-speculative-tokens", "16"])
+        stats_env = ""
+        server_words = "the SGLang server replays SGLang 0.5.23"
     text = f"""# cockpit DEMO: the deployment of the story, on this machine. Hosts replay nvidia-smi output recorded
-# on a real H200; the SGLang server replays SGLang 0.5.23. Nothing leaves loopback.
+# on a real H200; {server_words}. Nothing leaves loopback.
 
 [telemetry]
 interval_ms = 1000
@@ -229,20 +250,20 @@ name = "draft-ready"
 kind = "drafter_check"
 host = "gpu-server"
 from_step = "training-done"           # the checkpoint the training run finished into
-sglang = "0.5.2"
+{judge}
 
 [[runbook.steps]]
 name = "launch"
 kind = "sglang_launch"
 host = "gpu-server"
-model_path = {json.dumps(str(root / 'models' / 'Llama-3.3-70B-Instruct'))}
+{engine_line}model_path = {json.dumps(str(root / 'models' / 'Llama-3.3-70B-Instruct'))}
 draft_path = {json.dumps(str(draft))}
 tp = 8
 port = {port}
-log = {json.dumps(str(root / 'sglang.log'))}
+log = {json.dumps(str(root / f'{engine}.log'))}
 settle_s = 1.0
-env = {{ COCKPIT_DEMO_PARENT = "{os.getpid()}", COCKPIT_DEMO_LIVE_DIR = {json.dumps(str(live))} }}
-extra_args = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", {json.dumps(str(draft))}, "--num-speculative-tokens", "16"]
+env = {{ COCKPIT_DEMO_PARENT = "{os.getpid()}", COCKPIT_DEMO_LIVE_DIR = {json.dumps(str(live))}{stats_env} }}
+extra_args = {extra}
 
 [[runbook.steps]]
 name = "ready"

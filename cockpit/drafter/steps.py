@@ -62,13 +62,30 @@ class DrafterCheck(StepKind):
         "path": Param(str, None, help="the draft directory (or file) on the host"),
         "from_step": Param(str, None, help="instead of path: the checkpoint a wait_run step before this one found (read at this step's host: shared storage)"),
         "sglang": Param(str, None, help="the SGLang version that will load it (default: any supported version)"),
+        "vllm": Param(str, None, help="instead: the vLLM version that will load it (vLLM's loader judges it)"),
         "fix": Param(bool, True, help="offer the layers.0. -> midlayer. fix when it is the problem"),
     }
 
+    @staticmethod
+    def judge(spec: StepSpec) -> tuple[str | None, str]:
+        """(the version, the engine) whose loader judges the draft."""
+        if spec.params.get("vllm"):
+            return spec.params["vllm"], "vllm"
+        return spec.params.get("sglang"), "sglang"
+
     def title(self, spec: StepSpec) -> str:
-        return spec.title or f"draft at {_label(spec)} ready for SGLang {spec.params.get('sglang') or '(any)'}"
+        version, engine = self.judge(spec)
+        return spec.title or f"draft at {_label(spec)} ready for {'vLLM' if engine == 'vllm' else 'SGLang'} {version or '(any)'}"
 
     def validate(self, spec: StepSpec) -> str | None:
+        if spec.params.get("sglang") and spec.params.get("vllm"):
+            return "give 'sglang' or 'vllm' (the engine that will load the draft), not both"
+        if spec.params.get("vllm"):
+            from cockpit.vllm.versions import version_problem
+
+            problem = version_problem(str(spec.params["vllm"]))
+            if problem:
+                return f"vllm: {problem}"
         if bool(spec.params.get("path")) == bool(spec.params.get("from_step")):
             return "give 'path' (the draft on the host) or 'from_step' (a wait_run step whose checkpoint it checks), one of them"
         return None
@@ -94,16 +111,17 @@ class DrafterCheck(StepKind):
         lines = [f"{evidence['tensors']} tensors in {', '.join(evidence.get('files') or [])} at {evidence.get('path')} on {evidence.get('host')}"]
         if evidence.get("fixed"):
             lines.append(f"renamed {evidence['fixed']} keys layers.0.* to midlayer.* (header only)")
-        for sglang_range, problems in (evidence.get("verdicts") or {}).items():
-            lines.append(f"SGLang {sglang_range}: " + ("ready" if not problems else "; ".join(problems)))
+        for version_range, problems in (evidence.get("verdicts") or {}).items():
+            who = version_range if version_range.startswith("vLLM") else f"SGLang {version_range}"
+            lines.append(f"{who}: " + ("ready" if not problems else "; ".join(problems)))
         return lines
 
     async def plan(self, ctx: RunContext, spec: StepSpec):
         report = await _inspect(ctx, spec)
-        version = spec.params.get("sglang")
-        if report.ready(version):
+        version, engine = self.judge(spec)
+        if report.ready(version, engine):
             return None, report
-        problems = [p for ps in report.verdicts(version).values() for p in ps]
+        problems = [p for ps in report.verdicts(version, engine).values() for p in ps]
         fixable = {p.code for p in problems} == {"layers0_keys"}
         if fixable and spec.params.get("fix", True):
             count = sum(1 for name in report.tensors if name.startswith("layers.0."))
@@ -113,22 +131,22 @@ class DrafterCheck(StepKind):
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
-        version = spec.params.get("sglang")
+        version, engine = self.judge(spec)
         report = planned
         evidence: dict[str, Any] = {"path": draft_path(ctx, spec), "host": spec.host, "files": report.files, "tensors": len(report.tensors)}
-        if not report.ready(version):
-            problems = [p for ps in report.verdicts(version).values() for p in ps]
+        if not report.ready(version, engine):
+            problems = [p for ps in report.verdicts(version, engine).values() for p in ps]
             if {p.code for p in problems} == {"layers0_keys"} and spec.params.get("fix", True):
                 fixed = await _fix(ctx, spec)
                 ctx.audit("fix_keys", host=spec.host, step=spec.name, path=evidence["path"], renamed=fixed.changed)
                 evidence["fixed"] = fixed.changed
                 report = await _inspect(ctx, spec)
-        evidence["verdicts"] = {r: [p.message for p in ps] for r, ps in report.verdicts(version).items()}
-        if report.ready(version):
+        evidence["verdicts"] = {r: [p.message for p in ps] for r, ps in report.verdicts(version, engine).items()}
+        if report.ready(version, engine):
             extra = f"; renamed {evidence['fixed']} keys" if evidence.get("fixed") else ""
             return StepResult(StepState.PASSED, started, _now(), f"draft ready ({len(report.tensors)} tensors, "
                               f"{report.total_bytes / 2**20:.0f} MiB){extra}", evidence)
-        first = next(p for ps in report.verdicts(version).values() for p in ps)
+        first = next(p for ps in report.verdicts(version, engine).values() for p in ps)
         return StepResult(StepState.FAILED, started, _now(), first.message + (f" (fix: {first.fix})" if first.fix else ""), evidence)
 
 

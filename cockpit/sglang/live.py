@@ -24,6 +24,7 @@ from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.hosts.http import request
 from cockpit.sglang.diagnose import RUN_START
 from cockpit.vllm.logs import parse_spec, parse_throughput
+from cockpit.vllm.metrics import series as vllm_series
 from cockpit.format import plural
 
 # a vLLM server starting (vllm-facts §4.3): its figures before are another server's
@@ -227,16 +228,9 @@ class LiveFigures:
 
         now = self.clock() if now is None else now
         values: dict[str, float] = {}
-        theirs: dict[str, float] = {}  # vLLM's series (vllm-facts §4.2), summed over its engines
-        counted: dict[str, int] = {}
         try:
             for family in text_string_to_metric_families(text):
                 for sample in family.samples:
-                    if sample.name.startswith("vllm:") and not sample.name.endswith(("_bucket", "_created")):
-                        name = sample.name[len("vllm:"):]
-                        theirs[name] = theirs.get(name, 0.0) + sample.value
-                        counted[name] = counted.get(name, 0) + 1
-                        continue
                     if not sample.name.startswith("sglang:"):
                         continue
                     name = sample.name[len("sglang:"):]
@@ -247,9 +241,7 @@ class LiveFigures:
                     values[name] = values.get(name, 0.0) + sample.value if name.endswith("_total") else sample.value
         except (ValueError, IndexError, KeyError, TypeError):
             return  # not Prometheus text (an error page): nothing trusted
-        if theirs and not values:
-            for name in [n for n in theirs if n.endswith("_perc")]:  # a fraction per engine: their mean, not their sum
-                theirs[name] /= counted[name]
+        if not values and (theirs := vllm_series(text)):  # vLLM's series (vllm/metrics.py)
             values = self._from_vllm(theirs, now)
         self.feed_values(values, now, "metrics")
 

@@ -42,6 +42,8 @@ class SglangLaunch(Launch):
         "model_path": Param(str, None, required=True, help="the target model on the host"),
         "draft_path": Param(str, None, help="the EAGLE-3 draft directory on the host"),
         "algorithm": Param(str, "EAGLE3"),
+        "engine": Param(str, "sglang", help="the engine that serves: sglang (default) or vllm (vllm serve, --speculative-config)"),
+        "vllm_version": Param(str, None, help="with engine vllm: its version, for the rules the lint applies (default: the newest read)"),
         "depth": Param(int, None, help="a topk-1 chain of N steps, N + 1 draft tokens (vLLM's num_speculative_tokens N)"),
         "draft_tokens": Param(int, None, help="SGLang's --speculative-num-draft-tokens (alone: a topk-1 chain, steps N - 1)"),
         "steps": Param(int, None, help="SGLang's --speculative-num-steps"),
@@ -68,16 +70,36 @@ class SglangLaunch(Launch):
         "join_timeout_s": Param((int, float), 600.0, help="how long the cockpit waits for every node to join"),
     }
 
+    @staticmethod
+    def engine(spec: StepSpec) -> str:
+        return "vllm" if spec.params.get("engine") == "vllm" else "sglang"
+
+    def engine_name(self, spec: StepSpec) -> str:
+        return "vLLM" if self.engine(spec) == "vllm" else "SGLang"
+
     def title(self, spec: StepSpec) -> str:
         depth = depth_of(spec.params)
         nodes = self.hosts(spec)
         where = spec.host if len(nodes) == 1 else f"{len(nodes)} nodes ({', '.join(nodes)})"
-        return spec.title or f"launch SGLang on {where}" + (f", {depth.label}" if depth else "")
+        return spec.title or f"launch {self.engine_name(spec)} on {where}" + (f", {depth.label}" if depth else "")
 
     def why(self, spec: StepSpec) -> str:
-        return "flags checked against the host's own SGLang first; runs only with fresh clean-GPU evidence"
+        return f"flags checked against the host's own {self.engine_name(spec)} first; runs only with fresh clean-GPU evidence"
 
     def validate(self, spec: StepSpec) -> str | None:
+        engine = spec.params.get("engine", "sglang")
+        if engine not in ("sglang", "vllm"):
+            return f"engine must be 'sglang' or 'vllm', got {engine!r}"
+        if engine == "vllm":
+            from cockpit.vllm.versions import version_problem
+
+            if spec.params.get("vllm_version") and version_problem(str(spec.params["vllm_version"])):
+                return version_problem(str(spec.params["vllm_version"]))
+            if len(self.hosts(spec)) > 1:
+                return "a launch over several nodes is SGLang's only so far: give engine = \"sglang\", or one host"
+            depth = depth_of(spec.params)
+            if depth is not None and depth.speculative and (depth.topk or 1) > 1:
+                return "vLLM's eagle3 drafts a chain: give 'depth' (num_speculative_tokens), not a topk > 1 tree"
         if spec.params.get("depth") is not None and any(spec.params.get(k) is not None for k in ("steps", "topk", "draft_tokens")):
             return "give 'depth' (a topk-1 chain) or SGLang's 'steps'/'topk'/'draft_tokens', not both"
         if spec.params.get("steps") is not None and (spec.params.get("topk") or 1) > 1 and spec.params.get("draft_tokens") is None:
@@ -122,7 +144,7 @@ class SglangLaunch(Launch):
         return None
 
     def log_path(self, spec: StepSpec) -> str:
-        return spec.params.get("log") or f"/tmp/sglang-{spec.name}.log"
+        return spec.params.get("log") or f"/tmp/{self.engine(spec)}-{spec.name}.log"
 
     def base_argv(self, runbook, spec: StepSpec, python: str | None = None) -> list[str]:
         """The command line the step runs without a variant: a fix applied by hand (kept until reset),
@@ -130,6 +152,11 @@ class SglangLaunch(Launch):
         if runbook is not None and spec.name in runbook.overrides:
             return list(runbook.overrides[spec.name])
         python = spec.params.get("python") or python or "python3"
+        if self.engine(spec) == "vllm":
+            from cockpit.vllm.launch import vllm_argv
+
+            return vllm_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params), spec.params.get("tp"),
+                             spec.params.get("port", DEFAULT_PORT), spec.params.get("bind"), spec.params.get("extra_args"))
         return server_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params),
                            spec.params.get("algorithm", "EAGLE3"), spec.params.get("tp"), spec.params.get("port", DEFAULT_PORT),
                            spec.params.get("bind"), spec.params.get("extra_args"))
@@ -137,12 +164,28 @@ class SglangLaunch(Launch):
     def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
         base = self.base_argv(ctx.runbook if ctx else None, spec, ctx.hub.config.host(spec.host).python if ctx else None)
         if ctx is not None and any(k in ctx.variant for k in ("depth", "steps", "topk", "draft_tokens")):
+            if self.engine(spec) == "vllm":
+                from cockpit.vllm.launch import vllm_with_depth
+
+                return vllm_with_depth(base, depth_of(spec.params) or DepthConfig())
             return with_depth(base, depth_of(spec.params) or DepthConfig())  # one run of a sweep: only the depth varies
         return base
+
+    def lint(self, argv: list[str], spec: StepSpec, schema) -> LintReport:
+        """The engine's own lint of the command line (vLLM: its version's rules and, with its --help, its flags)."""
+        if self.engine(spec) == "vllm":
+            from cockpit.vllm.lint import lint as vllm_lint
+
+            return vllm_lint(argv, spec.params.get("vllm_version"), schema)
+        return lint_args(strip_launcher(argv), schema)
 
     async def schema(self, ctx: RunContext, spec: StepSpec):
         if spec.params.get("help_text"):
             return load_schema(spec.params["help_text"])
+        if self.engine(spec) == "vllm":
+            from cockpit.vllm.lint import shipped_schema
+
+            return shipped_schema(spec.params.get("vllm_version"))  # None: the speculative config is checked, not every flag
         from cockpit.sglang.hostschema import host_schema
 
         python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
@@ -156,7 +199,7 @@ class SglangLaunch(Launch):
         argv = self.argv(ctx, spec)
         lint = LintReport()
         if spec.params.get("lint", True):
-            lint = lint_args(strip_launcher(argv), await self.schema(ctx, spec))
+            lint = self.lint(argv, spec, await self.schema(ctx, spec))
             if not lint.ok:
                 return None, _Refused(lint, argv)
         old = self.previous(ctx, spec)
@@ -164,7 +207,7 @@ class SglangLaunch(Launch):
         lines = []
         if old_pid:
             lines.append(f"On {spec.host}, stop the server this step started before (pid {old_pid}) if it still runs.")
-        lines.append(f"On {spec.host}, start SGLang detached (log appended to {self.log_path(spec)}):")
+        lines.append(f"On {spec.host}, start {self.engine_name(spec)} detached (log appended to {self.log_path(spec)}):")
         lines.append("  " + quote_argv(argv))
         for diagnosis in lint.diagnoses:
             if diagnosis.severity != "info":
@@ -278,6 +321,10 @@ def launch_depth(runbook, spec: StepSpec) -> DepthConfig | None:
     kind = runbook.kind(spec)
     if not isinstance(kind, SglangLaunch):
         return None
+    if kind.engine(spec) == "vllm":
+        from cockpit.vllm.launch import depth_of_argv
+
+        return depth_of_argv(kind.base_argv(runbook, spec))
     return DepthConfig.from_argv(kind.base_argv(runbook, spec))
 
 
@@ -292,7 +339,14 @@ def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:
     argv = list(server.argv) if server else (result.evidence or {}).get("argv") if result else None
     if not argv:
         raise CockpitError("the launch step recorded no command line")
-    fixed = apply_fix(argv, diagnosis)
+    from cockpit.vllm.versions import LEGACY_FLAGS
+
+    if diagnosis.flag in LEGACY_FLAGS and diagnosis.replacement and diagnosis.replacement[0] == "--speculative-config":
+        from cockpit.vllm.lint import fixed_line
+
+        fixed = fixed_line(argv)  # vLLM <= 0.8.2's separate flags, all of them, as one --speculative-config
+    else:
+        fixed = apply_fix(argv, diagnosis)
     runbook.set_override(step, fixed, f"applied fix for {diagnosis.kind} {diagnosis.flag}: {' '.join(diagnosis.replacement or ())}")
     return fixed
 

@@ -118,8 +118,10 @@ class ViewActions:
 
     def _subtitle(self) -> str:
         if self.demo:
+            engine = "vLLM" if self.runbook is not None and any(s.params.get("engine") == "vllm" for s in self.runbook.spec.steps) \
+                else "SGLang"
             return "nothing real is deployed" if self.layout_state.compact else \
-                "replayed H200 telemetry and SGLang, nothing real is deployed"
+                f"replayed H200 telemetry and {engine}, nothing real is deployed"
         where = str(self.config.path) if self.config.path else "this machine (no config)"
         return (where if self.layout_state.compact else f"v{__version__} - {where}") + (" - READ-ONLY" if self.read_only else "")
 

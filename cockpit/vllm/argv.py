@@ -7,7 +7,7 @@ def strip_launcher(argv: list[str]) -> tuple[list[str], str | None, bool]:
     """(the server's own arguments, the model given as `vllm serve MODEL`, whether argv named vLLM)."""
     args = list(argv)
     for index, word in enumerate(args):
-        if word == "serve" and index > 0 and args[index - 1].rsplit("/", 1)[-1] == "vllm":
+        if word == "serve" and index > 0 and args[index - 1].rsplit("/", 1)[-1] in ("vllm", "vllm.entrypoints.cli.main"):
             rest = args[index + 1:]
             if rest and not rest[0].startswith("-"):
                 return rest[1:], rest[0], True

@@ -1,0 +1,234 @@
+"""DEMO vLLM server (a STAND-IN): `python -m vllm.entrypoints.cli.main serve MODEL` (what `vllm serve`
+runs) inside the demo and the tests runs this.  It replays vLLM 0.10.2 as its released wheel printed it: the recorded
+`vllm serve --help`, argparse's errors for an unknown flag or a --speculative-config that is not JSON,
+pydantic's block for a speculative method 0.10.2 does not know (tests/fixtures/vllm).  Then it logs
+vLLM's start-up lines (with 0.10.2's ANSI-coloured `(APIServer pid=N)` prefix), and only then listens,
+as vLLM's HTTP server starts only once its engine is up: /health 200, /v1/models, /metrics (vLLM's
+`vllm:` series), a streaming /v1/chat/completions.  Every VLLM_LOG_STATS_INTERVAL seconds (10, as
+vLLM) it logs the throughput line and the `SpecDecoding metrics:` line.  Speculative decoding follows
+the same model as the SGLang stand-in (demo/specmodel.py): depth N is num_speculative_tokens N."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from importlib import resources
+
+from cockpit.demo.server import WORDS, _int, parse, register_gpus
+from cockpit.demo.specmodel import SpecModel
+
+HELP = resources.files("cockpit.vllm").joinpath("data", "help_0.10.2.txt")  # the real 0.10.2 --help
+VERSION = "0.10.2"
+METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp")
+
+
+def log(message: str, level: str = "INFO", where: str = "api_server.py:1896") -> None:
+    prefix = f"\x1b[1;36m(APIServer pid={os.getpid()})\x1b[0;0m "
+    print(f"{prefix}{level} {time.strftime('%m-%d %H:%M:%S')} [{where}] {message}", flush=True)
+
+
+def refuse(usage: str, prog: str, message: str) -> int:
+    sys.stderr.write(f"{usage}\n{prog}: error: {message}\n")
+    return 2
+
+
+class StandInVllm:
+    def __init__(self, model: str, config: dict | None):
+        self.model_name = model
+        steps = _int((config or {}).get("num_speculative_tokens")) if config else 0
+        self.model = SpecModel(steps, 1, steps + 1 if steps else 0, seed=steps * 1000 + 7)
+        self.active = 0
+        self.prompt_tokens = self.generated = self.drafts = self.draft_tokens = self.accepted = 0
+        self.per_position = [0] * steps
+        self.window = {"generated": 0, "prompt": 0, "drafts": 0, "accepted": 0, "per_position": [0] * steps}
+
+    async def handle(self, reader, writer) -> None:
+        try:
+            request = await reader.readline()
+            if not request:
+                return
+            method, path, _ = request.decode("latin-1").split(" ", 2)
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b"\n", b""):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            body = json.loads(await reader.readexactly(length) or b"{}") if length else {}
+            if path in ("/health", "/ping"):
+                self.reply(writer, 200, b"")
+            elif path == "/v1/models":
+                self.reply(writer, 200, json.dumps({"object": "list", "data": [{"id": self.model_name, "object": "model"}]}).encode())
+            elif path == "/version":
+                self.reply(writer, 200, json.dumps({"version": VERSION}).encode())
+            elif path == "/metrics":
+                self.reply(writer, 200, self.metrics(), "text/plain; version=0.0.4")
+            elif path == "/v1/chat/completions" and method == "POST":
+                await self.chat(body, writer)
+            else:
+                self.reply(writer, 404, b"")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    def reply(self, writer, status: int, payload: bytes, content_type: str = "application/json") -> None:
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
+                     f"Connection: close\r\n\r\n".encode() + payload)
+
+    def metrics(self) -> bytes:
+        """vLLM's series (vllm-facts §4.2), written by prometheus_client as vLLM does: counters with _total."""
+        from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+        registry = CollectorRegistry()
+        labels = {"engine": "0", "model_name": self.model_name}
+        Gauge("vllm:num_requests_running", "running", list(labels), registry=registry).labels(**labels).set(self.active)
+        Gauge("vllm:num_requests_waiting", "waiting", list(labels), registry=registry).labels(**labels).set(0)
+        Gauge("vllm:kv_cache_usage_perc", "kv", list(labels), registry=registry).labels(**labels).set(min(0.99, self.active * 0.004))
+        series = [("generation_tokens", self.generated), ("prompt_tokens", self.prompt_tokens)]
+        if self.model.speculative:
+            series += [("spec_decode_num_drafts", self.drafts), ("spec_decode_num_draft_tokens", self.draft_tokens),
+                       ("spec_decode_num_accepted_tokens", self.accepted)]
+        for name, value in series:
+            Counter(f"vllm:{name}", name, list(labels), registry=registry).labels(**labels).inc(value)
+        if self.model.speculative:
+            counter = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "per position", [*labels, "position"], registry=registry)
+            for position, value in enumerate(self.per_position):
+                counter.labels(**labels, position=str(position)).inc(value)
+        return generate_latest(registry)
+
+    def _step(self, tokens: int) -> None:
+        self.generated += tokens
+        self.window["generated"] += tokens
+        if self.model.speculative:
+            accepted = tokens - 1  # the bonus token is not an accepted draft token
+            self.drafts += 1
+            self.draft_tokens += self.model.steps
+            self.accepted += accepted
+            self.window["drafts"] += 1
+            self.window["accepted"] += accepted
+            for position in range(accepted):
+                self.per_position[position] += 1
+                self.window["per_position"][position] += 1
+
+    async def stats(self, interval: float) -> None:
+        """vLLM 0.10.2's lines, every interval, while there is traffic (idle: at DEBUG, not shown)."""
+        while True:
+            await asyncio.sleep(interval)
+            w = self.window
+            if not w["generated"] and not self.active:
+                continue
+            log(f"Engine 000: Avg prompt throughput: {w['prompt'] / interval:.1f} tokens/s, Avg generation throughput: "
+                f"{w['generated'] / interval:.1f} tokens/s, Running: {self.active} reqs, Waiting: 0 reqs, GPU KV cache usage: "
+                f"{min(99.0, self.active * 0.4):.1f}%, Prefix cache hit rate: 0.0%", where="loggers.py:123")
+            if self.model.speculative and w["drafts"]:
+                drafts = w["drafts"]
+                rates = ", ".join(f"{count / drafts:.3f}" for count in w["per_position"])
+                log(f"SpecDecoding metrics: Mean acceptance length: {1 + w['accepted'] / drafts:.2f}, Accepted throughput: "
+                    f"{w['accepted'] / interval:.2f} tokens/s, Drafted throughput: {drafts * self.model.steps / interval:.2f} tokens/s, "
+                    f"Accepted: {w['accepted']} tokens, Drafted: {drafts * self.model.steps} tokens, Per-position acceptance rate: "
+                    f"{rates}, Avg Draft acceptance rate: {100.0 * w['accepted'] / (drafts * self.model.steps):.1f}%",
+                    where="metrics.py:96")
+            self.window = {"generated": 0, "prompt": 0, "drafts": 0, "accepted": 0, "per_position": [0] * len(self.per_position)}
+
+    async def chat(self, body: dict, writer) -> None:
+        max_tokens = int(body.get("max_tokens") or 16)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+
+        def send(data: str) -> None:
+            raw = f"data: {data}\n\n".encode()
+            writer.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+
+        self.active += 1
+        self.prompt_tokens += 24
+        self.window["prompt"] += 24
+        produced = 0
+        try:
+            send(json.dumps({"id": "chatcmpl-standin", "object": "chat.completion.chunk", "model": self.model_name,
+                             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}))
+            await asyncio.sleep(0.04)  # prefill
+            while produced < max_tokens:
+                await asyncio.sleep(self.model.step_seconds(self.active))
+                step = min(self.model.tokens_per_step(), max_tokens - produced)
+                self._step(step)
+                produced += step
+                text = " ".join(WORDS[(produced + i) % len(WORDS)] for i in range(step)) + " "
+                finish = "length" if produced >= max_tokens else None
+                send(json.dumps({"id": "chatcmpl-standin", "object": "chat.completion.chunk", "model": self.model_name,
+                                 "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}],
+                                 "usage": {"prompt_tokens": 24, "completion_tokens": produced, "total_tokens": 24 + produced}}))
+                await writer.drain()
+            send("[DONE]")
+            writer.write(b"0\r\n\r\n")
+        finally:
+            self.active -= 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    text = HELP.read_text()
+    if "-h" in argv or "--help" in argv:
+        print(text, end="")
+        return 0
+    usage = "usage: vllm serve [model_tag] [options]"
+    if argv[:1] == ["serve"]:
+        argv = argv[1:]
+    model = argv.pop(0) if argv and not argv[0].startswith("-") else ""
+    argv = [w.split("=", 1)[0].replace("_", "-") + ("=" + w.split("=", 1)[1] if "=" in w else "") if w.startswith("--") else w
+            for w in argv]  # FlexibleArgumentParser: '_' in a flag's name is '-'
+    values, unknown = parse(argv, text)
+    if unknown:  # reported by the top-level `vllm` parser, as 0.10.2 does (tests/fixtures/vllm/unrecognized_0.10.2.log)
+        return refuse("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...", "vllm",
+                      f"unrecognized arguments: {' '.join(unknown)}")
+    config = None
+    if values.get("--speculative-config"):
+        raw = values["--speculative-config"]
+        try:
+            config = json.loads(raw)
+        except ValueError:
+            return refuse(usage, "vllm serve", f"argument --speculative-config: Value {raw} cannot be converted to <function loads at "
+                          "0x7f6b8469b6a0>.")
+    port = _int(values.get("--port"), 8000)
+    log(f"vLLM API server version {VERSION}")
+    log(f"non-default args: {{'model': {model!r}, 'port': {port}" + (f", 'speculative_config': {config!r}" if config else "") + "}",
+        where="utils.py:328")
+    if config is not None:
+        method = config.get("method")
+        if method is not None and method not in METHODS:
+            listed = ", ".join(f"'{m}'" for m in METHODS[:-1]) + f" or '{METHODS[-1]}'"
+            for line in ("pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig", "method",
+                         f"  Input should be {listed} [type=literal_error, input_value={method!r}, input_type=str]",
+                         "    For further information visit https://errors.pydantic.dev/2.14/v/literal_error"):
+                print(f"\x1b[1;36m(APIServer pid={os.getpid()})\x1b[0;0m {line}", flush=True)
+            return 1
+    tp = max(1, _int(values.get("--tensor-parallel-size"), 1))
+    log("Resolved architecture: LlamaForCausalLM", where="__init__.py:742")
+    if config:
+        log("Loading drafter model...", where="gpu_model_runner.py:2180")
+    time.sleep(0.8)
+    register_gpus(tp)
+    log("Loading weights took 0.80 seconds", where="default_loader.py:267")
+    log("GPU KV cache size: 1,048,576 tokens", where="kv_cache_utils.py:864")
+    log("init engine (profile, create kv cache, warmup model) took 0.60 seconds", where="core.py:214")
+    server = StandInVllm(model, config)
+    interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
+
+    async def run() -> None:
+        listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=256)
+        log(f"Starting vLLM API server 0 on http://127.0.0.1:{port}", where="launcher.py:29")
+        print("INFO:     Application startup complete.", flush=True)
+        asyncio.ensure_future(server.stats(interval))
+        async with listener:
+            await listener.serve_forever()
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

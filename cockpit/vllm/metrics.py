@@ -1,0 +1,37 @@
+"""vLLM's /metrics (vllm-facts §4.2): its `vllm:` series summed over engines (a DP rank each), a
+fraction's mean; and the acceptance length between two reads, as vLLM's own benchmark computes it:
+1 + Δaccepted / Δdrafts (the bonus token counted, as SGLang counts it)."""
+
+from __future__ import annotations
+
+
+def series(text: str) -> dict[str, float] | None:
+    """Every `vllm:` series by name (without the prefix); None when the text is not Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[str, float] = {}
+    counted: dict[str, int] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if not sample.name.startswith("vllm:") or sample.name.endswith(("_bucket", "_created")):
+                    continue
+                name = sample.name[len("vllm:"):]
+                found[name] = found.get(name, 0.0) + sample.value
+                counted[name] = counted.get(name, 0) + 1
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None
+    for name in [n for n in found if n.endswith("_perc")]:  # a fraction per engine: their mean, not their sum
+        found[name] /= counted[name]
+    return found
+
+
+def acceptance_between(before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
+    """1 + Δaccepted / Δdrafts between two reads of the series; None without drafts in between."""
+    if not before or not after:
+        return None
+    keys = ("spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total")
+    if any(k not in before or k not in after for k in keys):
+        return None
+    accepted, drafts = (after[k] - before[k] for k in keys)
+    return 1.0 + accepted / drafts if drafts > 0 and accepted >= 0 else None
