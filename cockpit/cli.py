@@ -493,7 +493,7 @@ def cmd_bench_report(args) -> int:
         folder = Path(config).expanduser().resolve().parent
         if (folder / "data").is_dir() and (folder / "demo.toml").exists():
             os.environ["XDG_DATA_HOME"] = str(folder / "data")
-    text = stored_report(args.runs, args.sweep, args.format or ("json" if args.json else "text"), args.last)
+    text = stored_report(args.runs, args.sweep, args.format or ("json" if args.json else "text"), args.last, args.against)
     if args.out:
         atomic_write(Path(args.out).expanduser(), text.rstrip("\n") + "\n")
         print(f"wrote {args.out}", file=sys.stderr)

@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("runs", nargs="*", metavar="RUN", help="runs to compare side by side (default: the latest sweep)")
     report.add_argument("--last", type=int, default=10, help="without a sweep: this many latest runs")
     report.add_argument("--sweep", metavar="ID", help="the sweep to report (default: the latest)")
+    report.add_argument("--against", metavar="ID", help="another sweep side by side with it (an SGLang and a vLLM sweep of one drafter)")
     report.add_argument("--format", choices=("text", "md", "csv", "json"), default=None, help="md: a shareable Markdown report")
     report.add_argument("--out", metavar="FILE", help="write the report to FILE instead of printing it")
     _command(bench_sub, "sweep", "relaunch the server per depth config and benchmark each (see [bench] in the config)", config=True,

@@ -55,6 +55,30 @@ def table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["concurrency"], r["config"] != "baseline", -(r["steps"] or 0)))
 
 
+def engine_of(runs: list[dict[str, Any]]) -> str:
+    """The engine a sweep's runs were served by (runs stored before vLLM was an engine: SGLang)."""
+    engines = {r.get("engine") or "sglang" for r in runs}
+    return engines.pop() if len(engines) == 1 else "mixed"
+
+
+def side_by_side(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two sweeps of the same drafter (an SGLang one and a vLLM one, say): per depth config and
+    concurrency, each one's median throughput, acceptance and speedup over its own baseline."""
+    a, b = table(first), table(second)
+    names = (engine_of(first), engine_of(second))
+    if names[0] == names[1]:
+        names = (f"{names[0]} {first[0].get('sweep') if first else ''}", f"{names[1]} {second[0].get('sweep') if second else ''}")
+    keyed = [{(r["config"], r["concurrency"]): r for r in rows} for rows in (a, b)]
+    out = []
+    for key in sorted(set(keyed[0]) | set(keyed[1]), key=lambda k: (k[1], k[0] != "baseline", k[0])):
+        row: dict[str, Any] = {"config": key[0], "concurrency": key[1]}
+        for name, rows in zip(names, keyed):
+            mine = rows.get(key)
+            row[name] = None if mine is None else {k: mine[k] for k in ("throughput_median", "accept_length", "speedup", "noisy")}
+        out.append(row)
+    return out
+
+
 @dataclass(frozen=True)
 class Decision:
     concurrency: int

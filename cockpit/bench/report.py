@@ -156,3 +156,28 @@ def sweep_csv(report: dict[str, Any]) -> str:
     writer.writeheader()
     writer.writerows(report["rows"])
     return buffer.getvalue()
+
+
+def render_side_by_side(rows: list[dict[str, Any]], fmt: str = "text") -> str:
+    """Two sweeps side by side (decision.side_by_side): throughput, acceptance and speedup of each."""
+    names = [k for k in (rows[0] if rows else {}) if k not in ("config", "concurrency")]
+
+    def cells(value: dict | None) -> list[str]:
+        if value is None:
+            return ["-", "-", "-"]
+        noisy = " ~" if value.get("noisy") else ""
+        return [num(value["throughput_median"]) + noisy, num(value["accept_length"], "{:.2f}"), num(value["speedup"], "{:.2f}x")]
+
+    if fmt == "md":
+        head = "| config | concurrency | " + " | ".join(f"{n} tok/s | {n} accept | {n} speedup" for n in names) + " |"
+        lines = [head, "|" + "---|" * (2 + 3 * len(names))]
+        for r in rows:
+            lines.append(f"| {r['config']} | {r['concurrency']} | " + " | ".join(" | ".join(cells(r[n])) for n in names) + " |")
+        return "\n".join(lines)
+    head = f"{'config':<44} {'conc':>4} " + " ".join(f"{n[:14] + ' tok/s':>20} {'accept':>7} {'speedup':>8}" for n in names)
+    lines = [head]
+    for r in rows:
+        parts = [f"{c[0]:>20} {c[1]:>7} {c[2]:>8}" for c in (cells(r[n]) for n in names)]
+        lines.append(f"{r['config'][:44]:<44} {r['concurrency']:>4} " + " ".join(parts))
+    lines.append("(acceptance as SGLang counts it, with the bonus token, for both; ~ a noisy median; each speedup over its own baseline)")
+    return "\n".join(lines)

@@ -304,8 +304,8 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
 
                         measured = acceptance_between(before, await _vllm_series(transport, server.port))
                         summary.update(accept_length=round(measured, 4) if measured is not None else None,
-                                       accept_length_source="vllm:spec_decode counters (/metrics)", engine="vllm")
-                    summary.update(config=depth.label, label=f"{depth.short} c{concurrency} r{repeat}", concurrency=concurrency,
+                                       accept_length_source="vllm:spec_decode counters (/metrics)")
+                    summary.update(config=depth.label, label=f"{depth.short} c{concurrency} r{repeat}", concurrency=concurrency, engine=engine,
                                    repeat=repeat, speculative=depth.speculative, **depth.to_json(), api=api,
                                    max_tokens=sweep.max_tokens, sweep=result.sweep_id, drafter_accuracy=list(sweep.drafter_accuracy),
                                    server_info={k: info.get(k) for k in ("speculative_algorithm", "speculative_num_steps",
@@ -367,11 +367,24 @@ async def _yes(_text: str) -> bool:
     return True  # stopping what the sweep itself started needs no question
 
 
-def stored_report(runs: list[str], sweep_id: str | None, fmt: str, last: int = 10) -> str:
+def stored_report(runs: list[str], sweep_id: str | None, fmt: str, last: int = 10, against: str | None = None) -> str:
     """`bench report`: the named runs side by side; else a sweep's report (the latest, or the one
-    named), else the latest runs side by side."""
+    named), or two sweeps side by side (`against`: an SGLang and a vLLM sweep of one drafter), else the
+    latest runs side by side."""
     from cockpit.bench import store
-    from cockpit.bench.report import render_markdown, render_table
+    from cockpit.bench.report import render_markdown, render_side_by_side, render_table
+
+    if against:
+        from cockpit.bench.decision import side_by_side
+
+        first, second = store.sweep_runs(sweep_id), store.sweep_runs(against)
+        for named, found in ((sweep_id or "the latest", first), (against, second)):
+            if not found:
+                raise CockpitError(f"no stored runs of sweep '{named}' in {store.runs_dir()}")
+        rows = side_by_side(first, second)
+        if fmt == "json":
+            return json.dumps({"side_by_side": rows}, indent=2)
+        return render_side_by_side(rows, "md" if fmt == "md" else "text")
 
     sweep = [] if runs else store.sweep_runs(sweep_id)
     if sweep_id and not sweep:
