@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -123,3 +124,43 @@ def test_demo_dir_starts_the_story_afresh_and_never_empties_a_foreign_folder(tmp
     with pytest.raises(CockpitError, match="not a cockpit demo's"):
         afresh(foreign)
     assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+async def test_the_vllm_demo_launches_fixes_and_shows_vllms_figures(tmp_path):
+    """`cockpit demo --engine vllm`: the story's habit in vLLM's terms (vLLM <= 0.8.2's separate flags on
+    a 0.10.2) refused with the JSON that replaces them, `f` applies it, the STAND-IN vLLM comes up, and
+    under load the server pane shows its figures read from its own log lines."""
+    from cockpit.bench.client import Workload, run_closed_loop
+    from cockpit.bench.workload import load_prompts
+
+    world = build(tmp_path / "demo", "vllm")
+    try:
+        app = CockpitApp(world.config, demo=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            assert "vLLM" in app.sub_title
+            await run_next(app, pilot, "training-done", timeout=60)
+            await run_next(app, pilot, "kill-trainer", confirm=True)
+            await run_next(app, pilot, "kill-server-leftovers", confirm=True)
+            await run_next(app, pilot, "server-gpus-clean")
+            await run_next(app, pilot, "draft-ready")  # vLLM loads layers.0.* as they are: nothing to fix
+            assert "fixed" not in app.runbook.result("draft-ready").evidence
+            await run_next(app, pilot, "launch", state=StepState.FAILED)
+            assert "vLLM 0.10.2 has none of these" in app.runbook.result("launch").message
+            pane = app.query_one(ServerLogPane)
+            assert pane.top_fix is not None and pane.top_fix.replacement[0] == "--speculative-config"
+            await pilot.press("f")
+            await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="relaunch asks")
+            await pilot.press("y")
+            await eventually(lambda: app.runbook.result("launch").state is StepState.PASSED, timeout=20, what="relaunched")
+            await run_next(app, pilot, "ready", timeout=30)
+            server = app.runbook.launched("launch")
+            assert "--speculative-config" in server.argv and "--num-speculative-tokens" not in server.argv
+            workload = Workload(load_prompts(None, None), 24, 4, 64, 0.0)
+            load = asyncio.ensure_future(run_closed_loop(f"http://127.0.0.1:{server.port}", "openai", workload))
+            await eventually(lambda: pane.status is not None and (pane.status.figures.get("accept_length") or {}).get("window"),
+                             timeout=30, what="vLLM's figures in the server pane")
+            figures = pane.status.figures
+            assert 1.0 < figures["accept_length"]["window"] <= 17.0 and figures["spec_decode"]["per_position"]
+            await load
+    finally:
+        world.close()

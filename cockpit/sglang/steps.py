@@ -251,7 +251,7 @@ class SglangReady(StepKind):
     }
 
     def title(self, spec: StepSpec) -> str:
-        return spec.title or f"SGLang on {spec.host} ready"
+        return spec.title or f"the server on {spec.host} ready"  # SGLang's or vLLM's: the launch step says which
 
     def why(self, spec: StepSpec) -> str:
         return "waits for /health 200 (refused = loading, 503 = warming up); a dead server is diagnosed from its log"
