@@ -158,16 +158,25 @@ async def _group(pilot) -> None:
 
 
 async def everything(pilot) -> None:
-    """Every pane open at once: runs, the serving server, the benchmarks' decision, the command log."""
+    """Every pane open at once: runs, the serving server, the benchmarks' decision, the command log (its
+    lines fixed: the run's own probes ran at wall-clock times)."""
     from harness.builders import RUNS
 
+    from cockpit.hosts.commandlog import CommandRecord
     from cockpit.ui.widgets.bench_pane import BenchPane
+    from cockpit.ui.widgets.command_log import CommandLogPane
 
     await _serving(pilot)
     pilot.app.query_one(BenchPane).show_runs(RUNS)
     for view, key in (("bench", "b"), ("log", "l")):
         if not pilot.app.layout_state.shown(view):
             await _keys(pilot, key)
+    log = pilot.app.query_one(CommandLogPane)
+    log.clear()
+    for n, (host, command, status) in enumerate([("gpu-server", "nvidia-smi --query-compute-apps=pid,used_memory --format=csv", 0),
+                                                 ("trainer", "ps -eo pid,user,args", 0)]):
+        at = 1796299200 + n  # a fixed time (TZ=UTC)
+        log.add(CommandRecord(100 + n, host, command, "run", at, at + 0.2, status))
     await _keys(pilot, "c")
 
 
