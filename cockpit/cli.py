@@ -382,15 +382,23 @@ def lint_vllm(args, words: list[str]) -> int:
     from cockpit.sglang.schema import load_schema
     from cockpit.vllm.lint import lint, render, shipped_schema
 
-    if args.host or args.deep:
-        raise CockpitError("lint-flags for vLLM reads --help-text FILE (the host's `vllm serve --help` output); --host is SGLang's only so far")
-    schema, source = None, None
-    if args.help_text:
+    if args.deep:
+        raise CockpitError("--deep runs SGLang's own parser on a host; for vLLM, --host H reads its flags there")
+    schema, source, version = None, None, args.vllm
+    if args.host:
+        from cockpit.vllm.hostschema import host_vllm
+
+        ctx = context(args)
+        host = ctx.config.host(args.host)
+        found, schema = with_context(ctx, lambda c: host_vllm(c.pool.get(host), args.python or host.python))
+        version, source = version or found, f"the flags of vLLM {found} on {args.host}"
+    elif args.help_text:
         schema, source = load_schema(args.help_text), args.help_text
     elif (schema := shipped_schema(args.vllm)) is not None:
         source = f"the --help of vLLM {args.vllm} recorded from its wheel"
-    report = lint(words, args.vllm, schema)
-    emit(args, {**report.to_json(), "engine": "vllm", "version": args.vllm, "flags_checked": schema is not None}, render(report, args.vllm, schema, source))
+    report = lint(words, version, schema)
+    emit(args, {**report.to_json(), "engine": "vllm", "version": version, "flags_checked": schema is not None},
+         render(report, version, schema, source))
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
 

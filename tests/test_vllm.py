@@ -10,6 +10,7 @@ to print them."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -315,3 +316,21 @@ def test_vllm_metrics_give_acceptance_from_its_own_counters():
     data = figures.to_json()
     assert data["accept_length"]["counters"] == pytest.approx(2.9) and data["throughput_tok_s"] == pytest.approx(2900.0)
     assert (data["running"], data["queued"], data["token_usage"]) == (8, 2, pytest.approx(0.05))  # requests add up; usage is a mean and "metrics" in data["sources"]
+
+
+def test_lint_flags_reads_the_hosts_own_vllm(tmp_path):
+    """`--host H`: the version and the flags of the vLLM installed there (here the STAND-IN replaying
+    0.10.2's recorded --help), cached per host and version."""
+    from cockpit.demo.world import serving_python
+
+    python = serving_python(tmp_path / "world", sys.executable)
+    config = tmp_path / "c.toml"
+    config.write_text(f'[hosts.gpu-server]\nlocal = true\npython = "{python}"\n')
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    line = ["vllm", "serve", "/m", "--dtype", "fp16", "--speculative-config", JSON16]
+    out = subprocess.run([sys.executable, "-m", "cockpit", "lint-flags", "-c", str(config), "--engine", "vllm", "--host", "gpu-server",
+                          "--json", "--", *line], capture_output=True, text=True, timeout=120, env=env)
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and data["version"] == "0.10.2" and data["flags_checked"], out.stderr
+    assert [d["kind"] for d in data["diagnoses"]] == ["invalid_choice"] and data["diagnoses"][0]["replacement"] == ["--dtype", "float16"]
+    assert list((tmp_path / "cache").rglob("gpu-server-0.10.2.json"))  # cached for the next time

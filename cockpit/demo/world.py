@@ -110,6 +110,25 @@ def isolate(root: Path) -> None:
         os.environ[var] = str((root / sub).resolve())
 
 
+def serving_python(root: Path, python: str) -> str:
+    """An interpreter for the demo's serving host: `python -m sglang.launch_server` and `python -m
+    vllm.entrypoints.cli.main serve` run the STAND-INs (demo/server.py, demo/vllm_server.py) in it."""
+    shim = root / "shim" / "sglang"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "__init__.py").write_text('"""cockpit DEMO: replays SGLang 0.5.23."""\n__version__ = "0.5.23"\n')
+    (shim / "launch_server.py").write_text("import sys\nfrom cockpit.demo.server import main\nsys.exit(main())\n")
+    cli = root / "shim" / "vllm" / "entrypoints" / "cli"  # `python -m vllm.entrypoints.cli.main serve` = `vllm serve`
+    cli.mkdir(parents=True, exist_ok=True)
+    (root / "shim" / "vllm" / "__init__.py").write_text('"""cockpit DEMO: replays vLLM 0.10.2 (a STAND-IN)."""\n__version__ = "0.10.2"\n')
+    for package in (root / "shim" / "vllm" / "entrypoints", cli):
+        (package / "__init__.py").write_text("")
+    (cli / "main.py").write_text("import sys\nfrom cockpit.demo.vllm_server import main\nsys.exit(main())\n")
+    server_python = _script(root / "python-gpu-server", [
+        f"PYTHONPATH={shlex.quote(str(root / 'shim'))}${{PYTHONPATH:+:$PYTHONPATH}}",
+        "export PYTHONPATH", f"exec {shlex.quote(python)} \"$@\""])
+    return server_python
+
+
 def afresh(root: Path) -> bool:
     """A demo starts from the story's beginning: an earlier demo's world in `root` (its demo.toml says
     so) is removed first, so that its training log, checkpoints, runbook state and benchmark runs do not
@@ -157,19 +176,7 @@ def build(root: Path, engine: str = "sglang") -> DemoWorld:
         path = root / f"{host}.json"
         path.write_text(json.dumps(scenario))
         smi[host] = _script(root / f"nvidia-smi-{host}", [f"exec {shlex.quote(python)} -m cockpit.demo.replay {shlex.quote(str(path))} \"$@\""])
-    shim = root / "shim" / "sglang"
-    shim.mkdir(parents=True, exist_ok=True)
-    (shim / "__init__.py").write_text('"""cockpit DEMO: replays SGLang 0.5.23."""\n__version__ = "0.5.23"\n')
-    (shim / "launch_server.py").write_text("import sys\nfrom cockpit.demo.server import main\nsys.exit(main())\n")
-    cli = root / "shim" / "vllm" / "entrypoints" / "cli"  # `python -m vllm.entrypoints.cli.main serve` = `vllm serve`
-    cli.mkdir(parents=True, exist_ok=True)
-    (root / "shim" / "vllm" / "__init__.py").write_text('"""cockpit DEMO: replays vLLM 0.10.2 (a STAND-IN)."""\n__version__ = "0.10.2"\n')
-    for package in (root / "shim" / "vllm" / "entrypoints", cli):
-        (package / "__init__.py").write_text("")
-    (cli / "main.py").write_text("import sys\nfrom cockpit.demo.vllm_server import main\nsys.exit(main())\n")
-    server_python = _script(root / "python-gpu-server", [
-        f"PYTHONPATH={shlex.quote(str(root / 'shim'))}${{PYTHONPATH:+:$PYTHONPATH}}",
-        "export PYTHONPATH", f"exec {shlex.quote(python)} \"$@\""])
+    server_python = serving_python(root, python)
     draft = root / "outputs" / "epoch_1"  # the training run's last checkpoint (it writes it as the demo starts)
     port = _free_port()
     if engine == "vllm":  # the story's habit in vLLM's own terms: vLLM <= 0.8.2's separate flags, on a vLLM 0.10.2

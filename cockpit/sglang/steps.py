@@ -43,7 +43,7 @@ class SglangLaunch(Launch):
         "draft_path": Param(str, None, help="the EAGLE-3 draft directory on the host"),
         "algorithm": Param(str, "EAGLE3"),
         "engine": Param(str, "sglang", help="the engine that serves: sglang (default) or vllm (vllm serve, --speculative-config)"),
-        "vllm_version": Param(str, None, help="with engine vllm: its version, for the rules the lint applies (default: the newest read)"),
+        "vllm_version": Param(str, None, help="with engine vllm: its version, for the rules the lint applies (default: the host's own)"),
         "depth": Param(int, None, help="a topk-1 chain of N steps, N + 1 draft tokens (vLLM's num_speculative_tokens N)"),
         "draft_tokens": Param(int, None, help="SGLang's --speculative-num-draft-tokens (alone: a topk-1 chain, steps N - 1)"),
         "steps": Param(int, None, help="SGLang's --speculative-num-steps"),
@@ -176,16 +176,17 @@ class SglangLaunch(Launch):
         if self.engine(spec) == "vllm":
             from cockpit.vllm.lint import lint as vllm_lint
 
-            return vllm_lint(argv, spec.params.get("vllm_version"), schema)
+            return vllm_lint(argv, spec.params.get("vllm_version") or getattr(schema, "version", None), schema)
         return lint_args(strip_launcher(argv), schema)
 
     async def schema(self, ctx: RunContext, spec: StepSpec):
         if spec.params.get("help_text"):
             return load_schema(spec.params["help_text"])
         if self.engine(spec) == "vllm":
-            from cockpit.vllm.lint import shipped_schema
+            from cockpit.vllm.hostschema import host_vllm
 
-            return shipped_schema(spec.params.get("vllm_version"))  # None: the speculative config is checked, not every flag
+            python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
+            return (await host_vllm(ctx.transport(spec.host), python))[1]  # the host's own vLLM, as for SGLang
         from cockpit.sglang.hostschema import host_schema
 
         python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
