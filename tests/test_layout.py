@@ -310,3 +310,20 @@ async def test_every_open_pane_has_rows_at_160x48_and_tabs_at_100x30(tmp_path, f
         await pilot.press("s")  # a pane behind the tabs: its key brings it to the front, focused
         await pilot.pause()
         assert not panes["server"].has_class("hidden") and panes["log"].has_class("hidden") and app._view_of_focus() == "server"
+
+
+def test_a_pane_already_open_is_not_brought_to_the_front_by_news():
+    """Issue 30: during a sweep the server log and the benchmarks took turns in front at 100x30."""
+    from cockpit.ui.layout import Layout
+
+    state = Layout()
+    for view in ("runs", "server", "bench", "log"):
+        state.press(view)
+    state.press("server")
+    assert state.shares(28)[0].keys() == {"server"}
+    state.reveal("bench")  # a sweep's progress: open already, behind a tab
+    assert state.shares(28)[0].keys() == {"server"}
+    state.press("bench", focused="server")
+    state._close("log")
+    state.reveal("log")  # closed: news opens it, in front
+    assert state.shares(28)[0].keys() == {"log"}

@@ -102,10 +102,12 @@ class Layout:
         return None
 
     def reveal(self, view: str) -> None:
-        """Something happened in that pane (a sweep runs, a server started): show it."""
+        """Something happened in that pane (a sweep runs, a server started): show it.  A pane already
+        open keeps its place: a sweep's server and benchmark updates must not swap the front tab back
+        and forth while the user reads one."""
         if self.compact:
             self.view = view
-        else:
+        elif view not in self.opened:
             self._open(view)
 
     def shown(self, view: str) -> bool:
