@@ -49,6 +49,8 @@ async def test_a_vllm_launch_is_refused_fixed_ready_and_swept(tmp_path, monkeypa
         assert launched.state is StepState.PASSED, launched.message
         ready = await runbook.run_step("ready", yes)
         assert ready.state is StepState.PASSED, ready.message
+        model = str(tmp_path / "demo" / "models" / "Llama-3.3-70B-Instruct")
+        assert ready.evidence["served_models"] == [model] and ready.message.endswith(f"serving {model}")
 
         sweep = SweepSpec("launch", depths=(2,), concurrency=(1, 4), requests=6, max_tokens=48, repeats=1, after="stop")
         swept = await run_sweep(runbook, sweep, yes)

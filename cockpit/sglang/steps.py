@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from cockpit.format import plural
@@ -304,9 +305,21 @@ class SglangReady(StepKind):
                  "seconds": round(outcome.seconds, 1), "milestones": [m for m, _ in outcome.report.milestones],
                  "diagnoses": [d.to_json() for d in outcome.diagnoses]}
         tail = "\n".join(outcome.lines[-40:])
+        served = ""
+        if outcome.state == "ready" and ctx.runbook.kind(launch).engine(launch) == "vllm":
+            # vLLM's /health says the engine is up; /v1/models says what it serves (the name clients must use)
+            from cockpit.sglang.live import get, opener_for
+
+            answer = await get(opener_for(transport), f"http://127.0.0.1:{server.port}/v1/models")
+            try:
+                models = [m.get("id") for m in json.loads(answer[1]).get("data", [])] if answer and answer[0] == 200 else None
+            except (ValueError, AttributeError):
+                models = None
+            facts["served_models"] = models
+            served = f", serving {', '.join(map(str, models))}" if models else " (/v1/models did not answer with a model list)"
         if outcome.state == "ready":
             warnings = [d.message for d in outcome.diagnoses]
-            message = f"ready after {outcome.seconds:.0f} s on port {server.port}" + (f"; but {warnings[0]}" if warnings else "")
+            message = f"ready after {outcome.seconds:.0f} s on port {server.port}{served}" + (f"; but {warnings[0]}" if warnings else "")
             state = StepState.FAILED if any(d.kind == "draft_weights_not_loaded" for d in outcome.diagnoses) else StepState.PASSED
             return StepResult(state, started, _now(), message, facts, tail)
         if outcome.state == "dead":

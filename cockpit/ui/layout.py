@@ -44,9 +44,10 @@ class Layout:
 
     def shares(self, rows: int, desired: dict[str, int] | None = None) -> tuple[dict[str, int], list[str]]:
         """A large terminal's `rows` (less the title and the footer) shared out: the hosts and the
-        checklist keep main_rows; each open bottom pane gets the rows it wants when all fit, else a
-        share of the rest in proportion (never below MIN_PANE); when even that does not fit, they
-        stack as tabs: the last one shown gets the room less a tab line naming the others.
+        checklist keep main_rows; each open bottom pane gets the rows it wants when all fit, else the
+        one shown last gets its rows and the others a share of the rest in proportion (never below
+        MIN_PANE); when even that does not fit, they stack as tabs: the last one shown gets the room
+        less a tab line naming the others.
         Returns ({view: rows} of the panes shown, [the panes behind tabs])."""
         desired = {**DESIRED, **(desired or {})}
         open_ = [v for v in self.order if v in self.opened] + sorted(self.opened - set(self.order))
@@ -58,11 +59,16 @@ class Layout:
         if sum(wanted.values()) <= room:
             heights, tabbed = wanted, []
         elif room >= MIN_PANE * len(open_):
-            total = sum(wanted.values())
-            heights = {v: max(MIN_PANE, room * wanted[v] // total) for v in open_}
-            while sum(heights.values()) > room:  # rounding up to MIN_PANE: take it back from the tallest
-                tallest = max(heights, key=lambda v: heights[v])
+            # the pane shown last (the one being read) gets the rows it wants, the others share the rest
+            active, others = open_[-1], open_[:-1]
+            heights = {active: min(wanted[active], room - MIN_PANE * len(others))}
+            rest = room - heights[active]
+            total = sum(wanted[v] for v in others)
+            heights.update({v: max(MIN_PANE, rest * wanted[v] // total) for v in others})
+            while sum(heights.values()) > room:  # rounding up to MIN_PANE: take it back from the tallest of the others
+                tallest = max(others, key=lambda v: heights[v])
                 heights[tallest] -= 1
+            heights = {v: heights[v] for v in open_}
             tabbed = []
         else:
             active = open_[-1]
