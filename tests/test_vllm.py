@@ -334,3 +334,30 @@ def test_lint_flags_reads_the_hosts_own_vllm(tmp_path):
     assert out.returncode == 1 and data["version"] == "0.10.2" and data["flags_checked"], out.stderr
     assert [d["kind"] for d in data["diagnoses"]] == ["invalid_choice"] and data["diagnoses"][0]["replacement"] == ["--dtype", "float16"]
     assert list((tmp_path / "cache").rglob("gpu-server-0.10.2.json"))  # cached for the next time
+
+
+def test_a_vllm_server_is_hung_only_by_its_own_sources_and_never_by_sglangs_words():
+    """vLLM has no /server_info: its absence is not a stuck scheduler (the cockpit stops asking once a
+    vLLM line or series is seen); hung needs /metrics showing requests running and no counter moving."""
+    clock = [1000.0]
+    figures = LiveFigures(clock=lambda: clock[0])
+    figures.feed([clean("(APIServer pid=1) INFO 12-05 07:20:48 [api_server.py:1896] vLLM API server version 0.10.2"),
+                  clean(THROUGHPUT)])
+    assert figures.engine == "vllm" and figures.activity()[0] == "serving"
+
+    def page(generated: float) -> str:
+        return ("# TYPE vllm:generation_tokens_total counter\n"
+                f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {generated}\n'
+                'vllm:num_requests_running{engine="0",model_name="m"} 8\n')
+
+    clock[0] += 60
+    figures.feed_metrics(page(5000), clock[0])
+    clock[0] += 60
+    figures.feed_metrics(page(9000), clock[0])  # counters move: work is being done
+    assert figures.activity()[0] == "serving"
+    clock[0] += 60
+    figures.feed_metrics(page(9000), clock[0])
+    clock[0] += 60
+    figures.feed_metrics(page(9000), clock[0])  # nothing moves while 8 run
+    state, why = figures.activity()
+    assert state == "hung" and "SGLang" not in why and "/server_info" not in why, why

@@ -134,6 +134,7 @@ class LiveFigures:
     info_failed_at: float | None = None  # when it last did not
     relaunches: int = 0  # server starts seen in the log: the figures before the last one are dropped
     spec_decode: dict | None = None  # vLLM's last SpecDecoding line: acceptance per position, drafted/accepted
+    engine: str = "sglang"  # "vllm" once a vLLM line or series is seen (it has no /server_info to ask)
     _vllm_counters: tuple | None = None  # (accepted, drafts, generation tokens, when) of vLLM's /metrics last read
 
     def reset(self) -> None:
@@ -159,6 +160,8 @@ class LiveFigures:
             if (RUN_START.match(line) and not line.startswith("usage: ")) or VLLM_START.search(line):
                 if self.sources or self.history or self.flags:
                     self.reset()
+                if VLLM_START.search(line):
+                    self.engine = "vllm"
                 continue
             if _RETRACT.search(line):
                 self.retractions += 1
@@ -185,12 +188,14 @@ class LiveFigures:
     def _vllm_window(self, line, now: float) -> None:
         """vLLM's throughput line: one window, as SGLang's decode line is."""
         self.sources.add("log")
+        self.engine = "vllm"
         self.history.append(Window(now, now, line.generation_tok_s, line.running, line.waiting, line.kv_usage, None))
         self.last_decode_at = now
 
     def _vllm_spec(self, spec, line: str, now: float) -> None:
         """vLLM's SpecDecoding line, logged right after its throughput line: that window's acceptance."""
         self.sources.add("log")
+        self.engine = "vllm"
         self.spec_decode = spec.to_json()
         last = self.latest()
         if last is not None and now - last.at <= 2.0 and last.accept_len is None:
@@ -356,7 +361,8 @@ class LiveFigures:
             if info_fails:
                 seen.append("/server_info does not answer")
             return "hung", (f"no decode line for {silent:.0f} s while {plural(last.running, 'request')} run (usually every "
-                            f"{self.interval():.0f} s); " + ", ".join(seen) + "; SGLang's watchdog kills it at 300 s")
+                            f"{self.interval():.0f} s); " + ", ".join(seen)
+                            + ("" if self.engine == "vllm" else "; SGLang's watchdog kills it at 300 s"))
         return "quiet", (f"no decode line for {silent:.0f} s after {plural(last.running, 'request')} ran: idle or hung cannot be told "
                          "from the log alone (give --url, or --enable-metrics, to ask the server)")
 
@@ -493,6 +499,11 @@ class LiveServer:
                 elif reply is not None and reply[0] == 200:
                     text = reply[1].decode("utf-8", errors="replace")
                     self.figures.feed_metrics(text, now)
+            if self.figures.engine == "vllm":
+                # vLLM has no /server_info: its silence there says nothing about a stuck scheduler
+                if text is None and self.follower is None:
+                    self.unreachable = f"{self.base_url}: no answer from /metrics"
+                return self.figures
             host, port = _host_port(self.base_url)
             info = await server_info(None, port, host, opener=self.opener)
             self.figures.server_info_answered(bool(info), now)
