@@ -42,7 +42,7 @@ def test_every_pane_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
-@pytest.mark.parametrize("pane", ["runs", "serving", "group-failed", "everything"])
+@pytest.mark.parametrize("pane", ["runs", "serving", "vllm-serving", "group-failed", "everything"])
 def test_runs_and_serving_snapshot(snap_compare, tmp_path, fixtures, monkeypatch, size, pane):
     """The real E2 recording (crashed at teardown after its last checkpoint) and decode lines of every
     SGLang wording; and every pane open at once."""

@@ -162,7 +162,7 @@ def test_a_depth_chain_translates_both_ways():
 def test_the_recorded_crashes_are_named_with_their_fix(version, name, kind, value):
     """Each text as the released wheel printed it (tests/fixtures/vllm), through parse-log's reading."""
     lines = (FIXTURES / f"{name}_{version}.log").read_text().splitlines()
-    engine, found, ready = for_log(lines)
+    engine, found, ready, _ = for_log(lines)
     assert engine == "vLLM" and not ready and found, name
     first = found[0]
     assert (first.kind, first.value) == (kind, value), [(d.kind, d.value, d.message) for d in found]
@@ -218,8 +218,8 @@ def test_a_log_that_came_up_is_not_a_crash_for_what_it_said_before(tmp_path):
     lines = ["(APIServer pid=7) INFO 12-04 10:00:00 [api_server.py:1] vLLM API server version 0.10.2",
              "(APIServer pid=7) WARNING 12-04 10:00:01 [x.py:1] Speculative Decoding is not supported by the V1 Engine. Falling back to V0.",
              "(APIServer pid=7) INFO 12-04 10:00:40 [launcher.py:1] Application startup complete."]
-    engine, found, ready = for_log(lines)
-    assert ready and found == []
+    engine, found, ready, milestones = for_log(lines)
+    assert ready and found == [] and milestones == [("ready", 3)]
     log = tmp_path / "vllm.log"
     log.write_text("\n".join(lines + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]) + "\n")
     out = cli("parse-log", str(log), "--json")
@@ -361,3 +361,12 @@ def test_a_vllm_server_is_hung_only_by_its_own_sources_and_never_by_sglangs_word
     figures.feed_metrics(page(9000), clock[0])  # nothing moves while 8 run
     state, why = figures.activity()
     assert state == "hung" and "SGLang" not in why and "/server_info" not in why, why
+
+
+def test_the_server_pane_shows_vllms_acceptance_per_position():
+    from cockpit.ui.widgets.server_log import live_text
+
+    figures = LiveFigures(clock=lambda: 1000.0)
+    figures.feed([clean(THROUGHPUT), clean(SPEC_0_10)])
+    shown = live_text(figures.to_json()).plain
+    assert "accept 2.95" in shown and "by position .78 .62 .55" in shown

@@ -119,3 +119,18 @@ def test_an_sglang_sweep_and_a_vllm_sweep_side_by_side(tmp_path, monkeypatch):
     missing = subprocess.run([sys.executable, "-m", "cockpit", "bench", "report", "--sweep", "sg-1", "--against", "nope"],
                              capture_output=True, text=True, timeout=60, env=env)
     assert missing.returncode == 2 and "no stored runs of sweep 'nope'" in missing.stderr
+
+
+def test_a_vllm_start_up_is_read_in_its_own_milestones(tmp_path):
+    """The server pane's start-up line for a vLLM log names vLLM's phases, not SGLang's."""
+    from cockpit.sglang.diagnose import diagnose_lines
+    from cockpit.sglang.server import ServerStatus
+    from cockpit.ui.widgets.server_log import status_line
+
+    lines = ["\x1b[1;36m(APIServer pid=9)\x1b[0;0m INFO 12-05 07:20:48 [api_server.py:1896] vLLM API server version 0.10.2",
+             "\x1b[1;36m(APIServer pid=9)\x1b[0;0m INFO 12-05 07:20:49 [default_loader.py:267] Loading weights took 0.80 seconds",
+             "\x1b[1;36m(APIServer pid=9)\x1b[0;0m INFO 12-05 07:20:49 [kv_cache_utils.py:864] GPU KV cache size: 1,048,576 tokens"]
+    report = diagnose_lines(lines)
+    assert report.engine == "vllm" and report.milestones == [("weights loaded", 2), ("KV cache", 3)] and not report.ready
+    shown = status_line(ServerStatus("loading", True, report, lines), "launch").plain
+    assert "✔ weights loaded" in shown and "✔ KV cache" in shown and "· ready" in shown and "load weights" not in shown

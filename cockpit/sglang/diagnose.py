@@ -36,9 +36,10 @@ class LogReport:
     truncated: bool = False
     notes: list[str] = field(default_factory=list)
     milestones: list[tuple[str, int]] = field(default_factory=list)
+    engine: str = "sglang"  # whose log it is ("vllm": read by vllm/diagnose.py)
 
     def to_json(self) -> dict:
-        return {"diagnoses": [d.to_json() for d in self.diagnoses], "ready": self.ready, "lines": self.lines,
+        return {"diagnoses": [d.to_json() for d in self.diagnoses], "ready": self.ready, "lines": self.lines, "engine": self.engine,
                 "run_start_line": self.run_start_line, "truncated": self.truncated, "notes": self.notes,
                 "milestones": [{"milestone": m, "line": n} for m, n in self.milestones]}
 
@@ -317,7 +318,7 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
     intake reads them) diagnosed; every message keeps the line's number in what was read (`numbers`:
     each line's own, when the lines are a selection of a longer log).  `other(lines)`: another
     engine's reading, used instead when the log is that engine's (default vLLM's, vllm/diagnose.py
-    for_log): it returns (engine, diagnoses with 1-based offsets as lines, ready) or None."""
+    for_log): it returns (engine, diagnoses, ready, milestones), lines as 1-based offsets, or None."""
     taken, intake = take_lines(lines, first_line, numbers)
     lines = [line.text for line in taken]
     numbers = [line.number for line in taken]
@@ -339,9 +340,11 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
         from cockpit.vllm.diagnose import for_log as other  # a vLLM log is read as one, wherever a log is diagnosed
     theirs = other(lines)
     if theirs is not None:
-        engine, found, ready = theirs
+        engine, found, ready, milestones = theirs
         report.notes.append(f"read as a {engine} log")
+        report.engine = engine.lower()
         report.diagnoses = [replace(d, line=numbers[d.line - 1] if d.line and d.line <= len(numbers) else None) for d in found]
+        report.milestones = [(name, numbers[n - 1]) for name, n in milestones if 0 < n <= len(numbers)]
         report.ready = ready
         return report
     usage_in_run = any(line.startswith("usage:") for line in run)

@@ -208,11 +208,20 @@ def _pydantic(following: list[str], number: int) -> Diagnosis | None:
 
 
 READY = re.compile(r"Application startup complete\.|Starting vLLM (?:API )?server(?: \d+)? on http")
+# vLLM's start-up, under the names SGLang's milestones have where they mean the same (vllm-facts §4.3)
+MILESTONES = (
+    ("weights loaded", re.compile(r"Loading weights took|Model loading took")),
+    ("KV cache", re.compile(r"KV cache size: ")),
+    ("CUDA graphs captured", re.compile(r"Graph capturing finished")),
+    ("HTTP server up", re.compile(r"Starting vLLM (?:API )?server")),
+    ("ready", re.compile(r"Application startup complete")),
+)
+STEPS = tuple(name for name, _ in MILESTONES if name != "HTTP server up")
 
 
-def for_log(lines: list[str]) -> tuple[str, list[Diagnosis], bool] | None:
+def for_log(lines: list[str]) -> tuple[str, list[Diagnosis], bool, list[tuple[str, int]]] | None:
     """A log read as vLLM's when it is one (sglang/diagnose.py's `other` hook): ("vLLM", diagnoses,
-    ready); None for a log of another engine."""
+    ready, milestones with their 1-based lines); None for a log of another engine."""
     if not looks_like_vllm(lines):
         return None
     start = max((i for i, line in enumerate(lines) if re.search(r"vLLM API server version|vLLM server version|^usage: vllm", line)),
@@ -222,4 +231,5 @@ def for_log(lines: list[str]) -> tuple[str, list[Diagnosis], bool] | None:
     ready_at = next((start + i + 1 for i, line in enumerate(run) if READY.search(line)), None)
     if ready_at is not None:  # what was said before it came up did not stop it
         found = [d for d in found if d.line is None or d.line > ready_at]
-    return "vLLM", found, ready_at is not None
+    milestones = [(name, start + i + 1) for i, line in enumerate(run) for name, pattern in MILESTONES if pattern.search(line)]
+    return "vLLM", found, ready_at is not None, milestones

@@ -137,6 +137,37 @@ async def _serving(pilot) -> None:
         await _keys(pilot, "s")
 
 
+VLLM_LINES = [
+    "(APIServer pid=123) INFO 12-04 10:00:00 [api_server.py:1896] vLLM API server version 0.10.2",
+    "(APIServer pid=123) INFO 12-04 10:00:31 [default_loader.py:267] Loading weights took 30.80 seconds",
+    "(APIServer pid=123) INFO 12-04 10:00:38 [kv_cache_utils.py:864] GPU KV cache size: 1,048,576 tokens",
+    "(APIServer pid=123) INFO 12-04 10:00:40 [launcher.py:29] Starting vLLM API server 0 on http://127.0.0.1:30000",
+    "INFO:     Application startup complete.",
+    "(APIServer pid=123) INFO 12-04 10:01:00 [loggers.py:123] Engine 000: Avg prompt throughput: 120.5 tokens/s, Avg generation "
+    "throughput: 1390.2 tokens/s, Running: 8 reqs, Waiting: 2 reqs, GPU KV cache usage: 9.3%, Prefix cache hit rate: 0.0%",
+    "(APIServer pid=123) INFO 12-04 10:01:00 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.95, Accepted "
+    "throughput: 900.12 tokens/s, Drafted throughput: 2400.00 tokens/s, Accepted: 9001 tokens, Drafted: 24000 tokens, "
+    "Per-position acceptance rate: 0.780, 0.620, 0.550, Avg Draft acceptance rate: 37.5%",
+]
+
+
+async def _vllm_serving(pilot) -> None:
+    """A vLLM server (its 0.10.2 log lines, as its source formats them) in the same server pane."""
+    from cockpit.sglang.diagnose import diagnose_lines
+    from cockpit.sglang.live import LiveFigures
+    from cockpit.sglang.server import ServerStatus
+    from cockpit.ui.widgets.server_log import ServerLogPane
+
+    await _runs(pilot)
+    figures = LiveFigures(clock=lambda: 1790848808.0)
+    figures.feed(VLLM_LINES)
+    pane = pilot.app.query_one(ServerLogPane)
+    pane.follow("serve @gpu-server (vLLM)")
+    pane.show(ServerStatus("ready", True, diagnose_lines(VLLM_LINES), VLLM_LINES, figures.to_json()))
+    if not pilot.app.layout_state.shown("server"):
+        await _keys(pilot, "s")
+
+
 async def _group(pilot) -> None:
     """A launch group whose rank 1 died after the start: failed, never half-up; the cause names the node."""
     from cockpit.sglang.diagnose import LogReport
@@ -197,7 +228,7 @@ def runs_app(tmp_path, fixtures, monkeypatch, ascii_only: bool | None = None) ->
     return app
 
 
-SCENES = {"runs": _runs, "serving": _serving, "group-failed": _group, "everything": everything}
+SCENES = {"runs": _runs, "serving": _serving, "vllm-serving": _vllm_serving, "group-failed": _group, "everything": everything}
 
 
 

@@ -36,7 +36,13 @@ def status_line(status: ServerStatus | None, target: str) -> Text:
         text.append("PROCESS DEAD", style="bold white on red")
         text.append("  ")
     seen = {m for m, _ in status.report.milestones}
-    for name in STEPS:
+    if status.report.engine == "vllm":
+        from cockpit.vllm.diagnose import STEPS as VLLM_STEPS
+
+        steps = VLLM_STEPS
+    else:
+        steps = STEPS
+    for name in steps:
         if name in ("HTTP server up", "draft CUDA graphs"):
             continue
         text.append(("✔ " if name in seen else "· ") + name + "  ", style="green" if name in seen else "dim")
@@ -102,6 +108,10 @@ def live_text(figures: dict) -> Text:
     text.append(f"accept {fmt(accept['window'], '{:.2f}')}", style="bold")
     if accept.get("lifetime") is not None:
         text.append(f" (lifetime {accept['lifetime']:.2f})")
+    per_position = (figures.get("spec_decode") or {}).get("per_position") or []
+    if per_position:  # vLLM's: how often each draft position was accepted, in its last window
+        text.append(" · by position " + " ".join(f"{rate:.2f}".lstrip("0") for rate in per_position[:8])
+                    + (" …" if len(per_position) > 8 else ""), style="dim")
     history = [w["accept_length"] for w in figures.get("history") or []][-24:]
     if any(v is not None for v in history):
         text.append("  " + spark(history), style="cyan")
