@@ -57,7 +57,7 @@ def test_the_wheel_carries_every_file_the_program_reads(wheel_venv):
     names = set(zipfile.ZipFile(wheel_venv["wheel"]).namelist())
     for shipped in ("cockpit/sample_configs/prompts.jsonl", "cockpit/sample_configs/deployment.toml",
                     "cockpit/themes/cockpit-dark.toml", "cockpit/sglang/data/help_0.5.23.txt",
-                    "cockpit/demo/data/smi_stream.csv"):
+                    "cockpit/demo/data/smi_stream.csv", "cockpit/vllm/data/help_0.10.2.txt", "cockpit/vllm/data/help_0.34.0.txt"):
         assert shipped in names, f"{shipped} is not in the wheel"
 
 
@@ -75,6 +75,8 @@ def test_the_installed_command_answers_outside_the_checkout(wheel_venv, tmp_path
     assert checked.returncode == 0, checked.stderr
     no_config = run("plan", "show")
     assert no_config.returncode == 2 and "cockpit init" in no_config.stderr and "cockpit demo" in no_config.stderr
+    vllm = run("lint-flags", "--vllm", "0.34.0", "--json", "--", "vllm", "serve", "/m", "--dtype", "fp16")  # its shipped --help
+    assert vllm.returncode == 1 and json.loads(vllm.stdout)["flags_checked"], vllm.stderr
 
 
 def test_bench_run_with_the_shipped_prompts_against_the_standin(wheel_venv, tmp_path):
