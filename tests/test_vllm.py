@@ -370,3 +370,16 @@ def test_the_server_pane_shows_vllms_acceptance_per_position():
     figures.feed([clean(THROUGHPUT), clean(SPEC_0_10)])
     shown = live_text(figures.to_json()).plain
     assert "accept 2.95" in shown and "by position .78 .62 .55" in shown
+
+
+def test_every_method_0_34_0_names_is_accepted_and_a_stranger_is_not_called_an_error():
+    """0.34.0's own list of methods (as it printed it) passes; a name close to one is a typo (error);
+    a name close to none may be a plugin's (warning)."""
+    listed = (FIXTURES / "bad_method_0.34.0.log").read_text().split("Built-in methods: [", 1)[1].split("]", 1)[0]
+    for method in [m.strip(" '") for m in listed.split(",")]:
+        config = json.dumps({"method": method, "model": "/d", "num_speculative_tokens": 2})
+        assert not [d for d in specconfig.check(config, "0.34.0") if d.kind == "invalid_choice"], method
+    [typo] = specconfig.check('{"method": "eagel3", "model": "/d", "num_speculative_tokens": 2}', "0.34.0")
+    assert typo.severity == "error" and "did you mean 'eagle3'" in typo.message
+    [plugin] = specconfig.check('{"method": "acme_lookahead", "model": "/d", "num_speculative_tokens": 2}', "0.34.0")
+    assert plugin.severity == "warning" and "plugin" in plugin.message

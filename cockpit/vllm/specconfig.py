@@ -72,10 +72,14 @@ def check(text: str, version: str | None = None, draft_exists: bool | None = Non
         meant = most_likely(str(method), chosen.methods)
         words = ("Input should be " + ", ".join(f"'{m}'" for m in chosen.methods) if chosen.unknown_keys == "ignored"
                  else f"Unknown speculative method '{method}'")
+        # 0.34 on: plugins register methods of their own; only a near miss of a built-in one is surely wrong
+        unsure = chosen.unknown_keys == "forbidden" and not meant
         out.append(Diagnosis("invalid_choice", f"{FLAG}: method '{method}' is not one of {label(version, chosen)}'s ({words})"
-                             + (f"; did you mean '{meant}'?" if meant else ""), FLAG, str(method),
+                             + (f"; did you mean '{meant}'?" if meant else "")
+                             + ("; unless a vLLM plugin registers it" if unsure else ""), FLAG, str(method),
                              tuple(rank_values(str(method), chosen.methods)),
-                             replacement=(FLAG, dumps({**config, "method": meant})) if meant else None))
+                             replacement=(FLAG, dumps({**config, "method": meant})) if meant else None,
+                             severity="warning" if unsure else "error"))
     elif chosen.methods is None and method == "eagle3" and not chosen.name.startswith("0.8.5"):
         out.append(Diagnosis("invalid_choice", f"{FLAG}: {label(version, chosen)} has no EAGLE-3 ('eagle3' came in 0.8.5)", FLAG, "eagle3",
                              ("upgrade vLLM to 0.8.5 or later",)))
