@@ -383,3 +383,14 @@ def test_every_method_0_34_0_names_is_accepted_and_a_stranger_is_not_called_an_e
     assert typo.severity == "error" and "did you mean 'eagle3'" in typo.message
     [plugin] = specconfig.check('{"method": "acme_lookahead", "model": "/d", "num_speculative_tokens": 2}', "0.34.0")
     assert plugin.severity == "warning" and "plugin" in plugin.message
+
+
+def test_the_keys_of_each_read_wheel_are_known():
+    """A key the version has is never called unknown: 0.34.0 forbids the rest, so a missing one here
+    would refuse a good line (the lists are SpeculativeConfig's init fields in each wheel)."""
+    for version, key in (("0.34.0", "rejection_sample_method"), ("0.34.0", "speculator_options"), ("0.34.0", "xpress_topc"),
+                         ("0.10.2", "speculative_token_tree"), ("0.10.2", "disable_by_batch_size")):
+        config = json.dumps({"method": "eagle3", "model": "/d", "num_speculative_tokens": 2, key: 1})
+        assert not [d for d in specconfig.check(config, version) if d.kind == "unknown_key"], (version, key)
+    assert [d.kind for d in specconfig.check(json.dumps({"method": "eagle3", "model": "/d", "num_speculative_tokens": 2,
+                                                          "disable_by_batch_size": 4}), "0.34.0")] == ["unknown_key"]

@@ -60,13 +60,19 @@ ERAS = (
     Era("0.8.5-0.9", (0, 8, 5), False, True, "json", frozenset(_BASE_KEYS | {"acceptance_method", "posterior_threshold",
         "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size"}), None, "typeerror", ("llama",),
         False, False),
+    # 0.10.2's and 0.34.0's keys: the init fields of SpeculativeConfig in each wheel (less those the engine fills)
     Era("0.10.2-0.33", (0, 10, 0), False, True, "json", frozenset(_BASE_KEYS | {"disable_logprobs", "disable_by_batch_size",
-        "speculative_token_tree"}), ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "ernie_mtp",
-        "qwen3_next_mtp"), "ignored", ("llama", "qwen"), True, True),
-    Era(">=0.34.0", (0, 34, 0), False, True, "json", frozenset(_BASE_KEYS | {"enforce_eager", "attention_backend", "kv_cache_dtype",
-        "moe_backend", "draft_decode_context_parallel_size", "rejection_sample_method", "draft_sample_method",
-        "num_speculative_tokens_per_batch_size", "parallel_drafting", "suffix_decoding_max_tree_depth",
-        "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"}),
+        "speculative_token_tree", "disable_log_stats", "enable_chunked_prefill"}),
+        ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp"),
+        "ignored", ("llama", "qwen"), True, True),
+    Era(">=0.34.0", (0, 34, 0), False, True, "json", frozenset(_BASE_KEYS | {
+        "attention_backend", "disable_eagle_block_drop", "disable_lookahead_block_hashes", "draft_decode_context_parallel_size",
+        "draft_lm_head_quantization", "draft_load_config", "draft_sample_method", "dspark_draft_topk", "enable_adaptive_verification",
+        "enforce_eager", "fly_entropy_threshold", "fly_entropy_top_k", "fly_window_size", "index_share_for_mtp_iteration",
+        "kv_cache_dtype", "moe_backend", "num_speculative_tokens_per_batch_size", "parallel_drafting", "rejection_sample_method",
+        "speculator_options", "suffix_decoding_corpus_tokens", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
+        "suffix_decoding_max_tree_depth", "suffix_decoding_min_token_prob", "synthetic_acceptance_length",
+        "synthetic_acceptance_rates", "use_local_argmax_reduction", "xpress_topc"}),
         # 0.34.0's own list, as it printed it for an unknown method (tests/fixtures/vllm/bad_method_0.34.0.log); a plugin
         # may register more, and model-specific MTP names come and go: an unknown one is a warning unless it is a typo
         ("bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "deepseek_mtp", "dflash", "dots3_note_mtp", "draft_model", "dspark", "eagle",
