@@ -53,12 +53,13 @@ class Era:
 
 ERAS = (
     Era("<=0.8.0", (0,), True, False, "none", frozenset(), None, "typeerror", None, False, False),
+    # 0.8.x: 0.8.5's SpeculativeConfig fields (its wheel's vllm/config.py), taken for 0.8.2-0.8.4 too
     Era("0.8.2", (0, 8, 2), True, True, "literal_eval", frozenset(_BASE_KEYS | {"acceptance_method", "posterior_threshold",
-        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size"}), None, "typeerror", None, False, False),
+        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size", "disable_log_stats", "enable_chunked_prefill"}), None, "typeerror", None, False, False),
     Era("0.8.3-0.8.4", (0, 8, 3), False, True, "json", frozenset(_BASE_KEYS | {"acceptance_method", "posterior_threshold",
-        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size"}), None, "typeerror", None, False, False),
+        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size", "disable_log_stats", "enable_chunked_prefill"}), None, "typeerror", None, False, False),
     Era("0.8.5-0.9", (0, 8, 5), False, True, "json", frozenset(_BASE_KEYS | {"acceptance_method", "posterior_threshold",
-        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size"}), None, "typeerror", ("llama",),
+        "posterior_alpha", "disable_mqa_scorer", "disable_logprobs", "disable_by_batch_size", "disable_log_stats", "enable_chunked_prefill"}), None, "typeerror", ("llama",),
         False, False),
     # 0.10.2's and 0.34.0's keys: the init fields of SpeculativeConfig in each wheel (less those the engine fills)
     Era("0.10.2-0.33", (0, 10, 0), False, True, "json", frozenset(_BASE_KEYS | {"disable_logprobs", "disable_by_batch_size",
