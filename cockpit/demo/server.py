@@ -54,6 +54,38 @@ def parse(argv: list[str], text: str) -> tuple[dict, list[str]]:
     return values, unknown
 
 
+async def read_request(reader) -> tuple[str, str, dict] | None:
+    """One HTTP request of a stand-in server: (method, path, JSON body), None when the client went away."""
+    request = await reader.readline()
+    if not request:
+        return None
+    method, path, _ = request.decode("latin-1").split(" ", 2)
+    length = 0
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return method, path, (json.loads(await reader.readexactly(length) or b"{}") if length else {})
+
+
+def reply(writer, status: int, payload: bytes, content_type: str = "application/json") -> None:
+    writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
+                 f"Connection: close\r\n\r\n".encode() + payload)
+
+
+def event_stream(writer):
+    """Start a chunked server-sent-events answer; returns send(data) for each event."""
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+
+    def send(data: str) -> None:
+        raw = f"data: {data}\n\n".encode()
+        writer.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+
+    return send
+
+
 MEMORY_PER_GPU_MIB = 126518  # mem-fraction-static 0.88 of an H200's 143771 MiB
 
 
@@ -100,18 +132,10 @@ class DemoServer:
 
     async def handle(self, reader, writer) -> None:
         try:
-            request = await reader.readline()
-            if not request:
+            request = await read_request(reader)
+            if request is None:
                 return
-            method, path, _ = request.decode("latin-1").split(" ", 2)
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b"\n", b""):
-                    break
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            body = json.loads(await reader.readexactly(length) or b"{}") if length else {}
+            method, path, body = request
             if path in ("/health", "/health_generate"):
                 self.reply(writer, 200 if self.ready else 503, b"")
             elif path in ("/server_info", "/get_server_info"):
@@ -148,8 +172,7 @@ class DemoServer:
         return generate_latest(registry)
 
     def reply(self, writer, status: int, payload: bytes, content_type: str = "application/json") -> None:
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
-                     f"Connection: close\r\n\r\n".encode() + payload)
+        reply(writer, status, payload, content_type)
 
     def _decode_step(self, tokens: int) -> None:
         """SGLang logs a `Decode batch` line every 40 decode steps (0.5.x wording)."""
@@ -173,11 +196,7 @@ class DemoServer:
     async def generate(self, body: dict, writer) -> None:
         max_tokens = int((body.get("sampling_params") or {}).get("max_new_tokens", 32))
         speculative = self.model.speculative
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
-
-        def send(data: str) -> None:
-            raw = f"data: {data}\n\n".encode()
-            writer.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+        send = event_stream(writer)
 
         start = time.perf_counter()
         self.active += 1

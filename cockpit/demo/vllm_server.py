@@ -17,7 +17,7 @@ import sys
 import time
 from importlib import resources
 
-from cockpit.demo.server import WORDS, _int, parse, register_gpus
+from cockpit.demo.server import WORDS, _int, event_stream, parse, read_request, register_gpus, reply
 from cockpit.demo.specmodel import SpecModel
 
 HELP = resources.files("cockpit.vllm").joinpath("data", "help_0.10.2.txt")  # the real 0.10.2 --help
@@ -47,18 +47,10 @@ class StandInVllm:
 
     async def handle(self, reader, writer) -> None:
         try:
-            request = await reader.readline()
-            if not request:
+            request = await read_request(reader)
+            if request is None:
                 return
-            method, path, _ = request.decode("latin-1").split(" ", 2)
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b"\n", b""):
-                    break
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            body = json.loads(await reader.readexactly(length) or b"{}") if length else {}
+            method, path, body = request
             if path in ("/health", "/ping"):
                 self.reply(writer, 200, b"")
             elif path == "/v1/models":
@@ -78,8 +70,7 @@ class StandInVllm:
             writer.close()
 
     def reply(self, writer, status: int, payload: bytes, content_type: str = "application/json") -> None:
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
-                     f"Connection: close\r\n\r\n".encode() + payload)
+        reply(writer, status, payload, content_type)
 
     def metrics(self) -> bytes:
         """vLLM's series (vllm-facts §4.2), written by prometheus_client as vLLM does: counters with _total."""
@@ -138,11 +129,7 @@ class StandInVllm:
 
     async def chat(self, body: dict, writer) -> None:
         max_tokens = int(body.get("max_tokens") or 16)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
-
-        def send(data: str) -> None:
-            raw = f"data: {data}\n\n".encode()
-            writer.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+        send = event_stream(writer)
 
         self.active += 1
         self.prompt_tokens += 24
