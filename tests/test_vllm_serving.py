@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from cockpit.context import Context
 from cockpit.demo.world import build, isolate
 from cockpit.diagnosis import Diagnosis
@@ -134,3 +136,28 @@ def test_a_vllm_start_up_is_read_in_its_own_milestones(tmp_path):
     assert report.engine == "vllm" and report.milestones == [("weights loaded", 2), ("KV cache", 3)] and not report.ready
     shown = status_line(ServerStatus("loading", True, report, lines), "launch").plain
     assert "✔ weights loaded" in shown and "✔ KV cache" in shown and "· ready" in shown and "load weights" not in shown
+
+
+@pytest.mark.parametrize("module", ["cockpit.demo.server", "cockpit.demo.vllm_server"])
+def test_a_demo_server_ends_with_the_demo(tmp_path, module):
+    """Both stand-ins watch the demo's process (COCKPIT_DEMO_PARENT): a demo killed with its terminal
+    leaves no server holding its port and its replayed GPU memory."""
+    import time
+
+    from harness.sshd import free_port
+
+    parent = subprocess.Popen(["sleep", "60"])
+    args = ["--model-path", "/m"] if module.endswith(".server") else ["serve", "/m"]
+    server = subprocess.Popen([sys.executable, "-m", module, *args, "--port", str(free_port())],
+                              env={**os.environ, "COCKPIT_DEMO_PARENT": str(parent.pid)}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(2.5)  # up (loading takes ~1.5 s) and watching
+        assert server.poll() is None
+        parent.kill()
+        parent.wait()
+        assert server.wait(timeout=10) == 0
+    finally:
+        for proc in (parent, server):
+            if proc.poll() is None:
+                proc.kill()

@@ -70,6 +70,34 @@ async def read_request(reader) -> tuple[str, str, dict] | None:
     return method, path, (json.loads(await reader.readexactly(length) or b"{}") if length else {})
 
 
+async def serve_connection(reader, writer, route) -> None:
+    """One connection of a stand-in server: its request read, `route(method, path, body, writer)`
+    answering it, the connection closed whatever happens (a client that went away is no error)."""
+    try:
+        request = await read_request(reader)
+        if request is None:
+            return
+        await route(*request, writer)
+        await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        pass
+    finally:
+        writer.close()
+
+
+async def watch_parent() -> None:
+    """A demo server ends with the demo (COCKPIT_DEMO_PARENT), even when the demo was killed with its terminal."""
+    parent = int(os.environ.get("COCKPIT_DEMO_PARENT", "0") or 0)
+    while parent:
+        await asyncio.sleep(1)
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            pass
+
+
 def reply(writer, status: int, payload: bytes, content_type: str = "application/json") -> None:
     writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
                  f"Connection: close\r\n\r\n".encode() + payload)
@@ -131,32 +159,25 @@ class DemoServer:
         return self._control
 
     async def handle(self, reader, writer) -> None:
-        try:
-            request = await read_request(reader)
-            if request is None:
-                return
-            method, path, body = request
-            if path in ("/health", "/health_generate"):
-                self.reply(writer, 200 if self.ready else 503, b"")
-            elif path in ("/server_info", "/get_server_info"):
-                while self.control().get("hang"):
-                    await asyncio.sleep(0.2)  # it asks the scheduler, which is stuck: no answer
-                info = {k.lstrip("-").replace("-", "_"): v for k, v in self.args.items()}
-                if self.model.speculative:
-                    info["internal_states"] = [{"avg_spec_accept_length": self.total_tokens / max(1, self.total_verifies),
-                                                "last_gen_throughput": self.last_throughput}]
-                self.reply(writer, 200, json.dumps(info).encode())
-            elif path == "/metrics" and "--enable-metrics" in self.args:
-                self.reply(writer, 200, self.metrics(), "text/plain; version=0.0.4")
-            elif path == "/generate" and method == "POST":
-                await self.generate(body, writer)
-            else:
-                self.reply(writer, 404, b"")
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
-            pass
-        finally:
-            writer.close()
+        await serve_connection(reader, writer, self.route)
+
+    async def route(self, method: str, path: str, body: dict, writer) -> None:
+        if path in ("/health", "/health_generate"):
+            reply(writer, 200 if self.ready else 503, b"")
+        elif path in ("/server_info", "/get_server_info"):
+            while self.control().get("hang"):
+                await asyncio.sleep(0.2)  # it asks the scheduler, which is stuck: no answer
+            info = {k.lstrip("-").replace("-", "_"): v for k, v in self.args.items()}
+            if self.model.speculative:
+                info["internal_states"] = [{"avg_spec_accept_length": self.total_tokens / max(1, self.total_verifies),
+                                            "last_gen_throughput": self.last_throughput}]
+            reply(writer, 200, json.dumps(info).encode())
+        elif path == "/metrics" and "--enable-metrics" in self.args:
+            reply(writer, 200, self.metrics(), "text/plain; version=0.0.4")
+        elif path == "/generate" and method == "POST":
+            await self.generate(body, writer)
+        else:
+            reply(writer, 404, b"")
 
     def metrics(self) -> bytes:
         """SGLang's /metrics series (runs-facts b.4), written by prometheus_client as SGLang does."""
@@ -170,9 +191,6 @@ class DemoServer:
         for name, value in (("generation_tokens", self.total_tokens), ("spec_verify_calls", self.total_verifies)):
             Counter(f"sglang:{name}", name, list(labels), registry=registry).labels(**labels).inc(value)
         return generate_latest(registry)
-
-    def reply(self, writer, status: int, payload: bytes, content_type: str = "application/json") -> None:
-        reply(writer, status, payload, content_type)
 
     def _decode_step(self, tokens: int) -> None:
         """SGLang logs a `Decode batch` line every 40 decode steps (0.5.x wording)."""
@@ -277,18 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     time.sleep(0.6)
     stamp("Capture cuda graph end. Time elapsed: 0.60 s. mem usage=1.20 GB. avail mem=20.40 GB.")
     server = DemoServer(values)
-
-    async def watch_parent() -> None:
-        """The demo server ends with the demo, even when the demo was killed with its terminal."""
-        parent = int(os.environ.get("COCKPIT_DEMO_PARENT", "0") or 0)
-        while parent:
-            await asyncio.sleep(1)
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                os._exit(0)
-            except PermissionError:
-                pass
 
     async def run() -> None:
         asyncio.ensure_future(watch_parent())

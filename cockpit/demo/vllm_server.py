@@ -17,7 +17,7 @@ import sys
 import time
 from importlib import resources
 
-from cockpit.demo.server import WORDS, _int, event_stream, parse, read_request, register_gpus, reply
+from cockpit.demo.server import WORDS, _int, event_stream, parse, register_gpus, reply, serve_connection, watch_parent
 from cockpit.demo.specmodel import SpecModel
 
 HELP = resources.files("cockpit.vllm").joinpath("data", "help_0.10.2.txt")  # the real 0.10.2 --help
@@ -46,31 +46,21 @@ class StandInVllm:
         self.window = {"generated": 0, "prompt": 0, "drafts": 0, "accepted": 0, "per_position": [0] * steps}
 
     async def handle(self, reader, writer) -> None:
-        try:
-            request = await read_request(reader)
-            if request is None:
-                return
-            method, path, body = request
-            if path in ("/health", "/ping"):
-                self.reply(writer, 200, b"")
-            elif path == "/v1/models":
-                self.reply(writer, 200, json.dumps({"object": "list", "data": [{"id": self.model_name, "object": "model"}]}).encode())
-            elif path == "/version":
-                self.reply(writer, 200, json.dumps({"version": VERSION}).encode())
-            elif path == "/metrics":
-                self.reply(writer, 200, self.metrics(), "text/plain; version=0.0.4")
-            elif path == "/v1/chat/completions" and method == "POST":
-                await self.chat(body, writer)
-            else:
-                self.reply(writer, 404, b"")
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
-            pass
-        finally:
-            writer.close()
+        await serve_connection(reader, writer, self.route)
 
-    def reply(self, writer, status: int, payload: bytes, content_type: str = "application/json") -> None:
-        reply(writer, status, payload, content_type)
+    async def route(self, method: str, path: str, body: dict, writer) -> None:
+        if path in ("/health", "/ping"):
+            reply(writer, 200, b"")
+        elif path == "/v1/models":
+            reply(writer, 200, json.dumps({"object": "list", "data": [{"id": self.model_name, "object": "model"}]}).encode())
+        elif path == "/version":
+            reply(writer, 200, json.dumps({"version": VERSION}).encode())
+        elif path == "/metrics":
+            reply(writer, 200, self.metrics(), "text/plain; version=0.0.4")
+        elif path == "/v1/chat/completions" and method == "POST":
+            await self.chat(body, writer)
+        else:
+            reply(writer, 404, b"")
 
     def metrics(self) -> bytes:
         """vLLM's series (vllm-facts §4.2), written by prometheus_client as vLLM does: counters with _total."""
@@ -206,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
 
     async def run() -> None:
+        asyncio.ensure_future(watch_parent())  # ends with the demo, as the SGLang stand-in does
         listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=256)
         log(f"Starting vLLM API server 0 on http://127.0.0.1:{port}", where="launcher.py:29")
         print("INFO:     Application startup complete.", flush=True)
