@@ -394,3 +394,14 @@ def test_the_keys_of_each_read_wheel_are_known():
         assert not [d for d in specconfig.check(config, version) if d.kind == "unknown_key"], (version, key)
     assert [d.kind for d in specconfig.check(json.dumps({"method": "eagle3", "model": "/d", "num_speculative_tokens": 2,
                                                           "disable_by_batch_size": 4}), "0.34.0")] == ["unknown_key"]
+
+
+def test_an_sglang_log_that_names_vllm_modules_is_read_as_sglangs(fixtures):
+    """SGLang 0.4 imported vLLM's kernels: its tracebacks name `vllm` modules.  That is no vLLM log."""
+    crash = (fixtures / "sglang" / "unrecognized_0.5.23.log").read_text().splitlines()
+    traceback = ['  File "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/layers/linear.py", line 12, in <module>',
+                 "    from vllm.distributed import get_tensor_model_parallel_rank"]
+    assert for_log(traceback + crash) is None
+    assert for_log(["[2025-01-01 10:00:00] server_args=ServerArgs(model_path='/m')", *traceback,
+                    "ImportError: cannot import name 'x' from 'vllm'"]) is None
+    assert for_log((FIXTURES / "unrecognized_0.10.2.log").read_text().splitlines()) is not None  # vLLM's own words

@@ -14,7 +14,14 @@ from cockpit.diagnosis import Diagnosis
 from cockpit.vllm import specconfig
 from cockpit.vllm.versions import LEGACY_FLAGS
 
-LOOKS_LIKE_VLLM = re.compile(r"\bvllm\b|vLLM|usage: vllm|EngineCore|\(APIServer pid=\d+\)|SpeculativeConfig")
+# what only vLLM's own server prints (a module path with "vllm" in it is not enough: SGLang 0.4 imported vLLM's
+# kernels, and its tracebacks name them)
+LOOKS_LIKE_VLLM = re.compile(r"vLLM (?:API )?server version|^usage: vllm|^(?:vllm|vllm serve|api_server\.py): error: |"
+                             r"^\(APIServer pid=\d+\)|EngineCore[_ ]|validation errors? for SpeculativeConfig|SpecDecoding metrics: |"
+                             r"Avg prompt throughput: ")
+# what only SGLang's server prints: with any of it, the log is SGLang's whatever else it says
+LOOKS_LIKE_SGLANG = re.compile(r"server_args=ServerArgs\(|^usage: (?:sglang|launch_server)|Decode batch|Prefill batch|"
+                               r"The server is fired up and ready to roll")
 _UNRECOGNIZED = re.compile(r"^(?:vllm|api_server\.py|vllm serve): error: unrecognized arguments: (?P<args>.*)$")
 _BAD_JSON = re.compile(r"error: argument --speculative-config(?:/-sc)?: (?:invalid loads value: '(?P<v1>.*)'|Value (?P<v2>.*) cannot be "
                        r"converted to <function loads)")
@@ -74,7 +81,9 @@ _ENGINE_FAILED = re.compile(r"Engine core initialization failed|EngineCore faile
 
 
 def looks_like_vllm(lines: list[str]) -> bool:
-    return any(LOOKS_LIKE_VLLM.search(line) for line in lines[:400])
+    """vLLM's own words in the log's first lines and the last ones (a tail may hold only its crash), none of SGLang's."""
+    window = [_PROCESS.sub("", clean(line)) for line in lines[:400] + lines[-400:]]
+    return any(LOOKS_LIKE_VLLM.search(line) for line in window) and not any(LOOKS_LIKE_SGLANG.search(line) for line in window)
 
 
 def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) -> list[Diagnosis]:
