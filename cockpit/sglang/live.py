@@ -24,7 +24,7 @@ from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.hosts.http import request
 from cockpit.sglang.diagnose import RUN_START
 from cockpit.vllm.logs import parse_spec, parse_throughput
-from cockpit.vllm.metrics import series as vllm_series
+from cockpit.vllm.metrics import acceptance_between, series as vllm_series
 from cockpit.format import plural
 
 # a vLLM server starting (vllm-facts §4.3): its figures before are another server's
@@ -135,7 +135,7 @@ class LiveFigures:
     relaunches: int = 0  # server starts seen in the log: the figures before the last one are dropped
     spec_decode: dict | None = None  # vLLM's last SpecDecoding line: acceptance per position, drafted/accepted
     engine: str = "sglang"  # "vllm" once a vLLM line or series is seen (it has no /server_info to ask)
-    _vllm_counters: tuple | None = None  # (accepted, drafts, generation tokens, when) of vLLM's /metrics last read
+    _vllm_counters: tuple | None = None  # (vLLM's series, when) as /metrics was last read
 
     def reset(self) -> None:
         """A new server (a relaunch in the same log, a new pid): the old one's figures are not its."""
@@ -256,15 +256,14 @@ class LiveFigures:
         values = {"generation_tokens_total": series.get("generation_tokens_total"), "prompt_tokens_total": series.get("prompt_tokens_total"),
                   "num_running_reqs": series.get("num_requests_running"), "num_queue_reqs": series.get("num_requests_waiting"),
                   "token_usage": series.get("kv_cache_usage_perc", series.get("gpu_cache_usage_perc"))}
-        now_counters = (series.get("spec_decode_num_accepted_tokens_total"), series.get("spec_decode_num_drafts_total"),
-                        series.get("generation_tokens_total"), now)
-        before, self._vllm_counters = self._vllm_counters, now_counters
+        before, self._vllm_counters = self._vllm_counters, (series, now)
         if before is not None:
-            accepted, drafts = (None if None in (a, b) else a - b for a, b in zip(now_counters[:2], before[:2]))
-            if accepted is not None and drafts and drafts > 0 and accepted >= 0:
-                values["spec_accept_length"] = self.counter_accept = 1.0 + accepted / drafts
-            if None not in (now_counters[2], before[2]) and now > before[3] and now_counters[2] >= before[2]:
-                values["gen_throughput"] = (now_counters[2] - before[2]) / (now - before[3])
+            accepted = acceptance_between(before[0], series)  # vllm/metrics.py: the one formula
+            if accepted is not None:
+                values["spec_accept_length"] = self.counter_accept = accepted
+            generated, earlier = series.get("generation_tokens_total"), before[0].get("generation_tokens_total")
+            if None not in (generated, earlier) and now > before[1] and generated >= earlier:
+                values["gen_throughput"] = (generated - earlier) / (now - before[1])
         return {k: v for k, v in values.items() if v is not None}
 
     def feed_values(self, values: dict[str, float], now: float | None = None, source: str = "prometheus") -> None:
