@@ -346,21 +346,19 @@ def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:
     """Make a diagnosis's fix the launch step's command line (kept until `plan reset`); returns it.
     Raises CockpitError when there is nothing to apply it to."""
     from cockpit.errors import CockpitError
-    from cockpit.sglang.lint import apply_fix
 
     server = runbook.launched(step)
     result = runbook.result(step)
     argv = list(server.argv) if server else (result.evidence or {}).get("argv") if result else None
     if not argv:
         raise CockpitError("the launch step recorded no command line")
-    from cockpit.vllm.versions import LEGACY_FLAGS
-
-    if diagnosis.flag in LEGACY_FLAGS and diagnosis.replacement and diagnosis.replacement[0] == "--speculative-config":
-        from cockpit.vllm.lint import fixed_line
-
-        fixed = fixed_line(argv)  # vLLM <= 0.8.2's separate flags, all of them, as one --speculative-config
+    spec = runbook.spec.step(step)
+    kind = runbook.kind(spec)
+    if isinstance(kind, SglangLaunch) and kind.engine(spec) == "vllm":
+        from cockpit.vllm.lint import apply_fix
     else:
-        fixed = apply_fix(argv, diagnosis)
+        from cockpit.sglang.lint import apply_fix
+    fixed = apply_fix(argv, diagnosis)  # the engine's own: vLLM's folds every old speculative flag into one JSON
     runbook.set_override(step, fixed, f"applied fix for {diagnosis.kind} {diagnosis.flag}: {' '.join(diagnosis.replacement or ())}")
     return fixed
 

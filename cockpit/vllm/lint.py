@@ -129,6 +129,16 @@ def _quoted(words: list[str]) -> list[str]:
     return [shlex.quote(w) for w in words]
 
 
+def apply_fix(argv: list[str], diagnosis) -> list[str]:
+    """argv with a diagnosis's fix applied: vLLM <= 0.8.2's separate flags, all of them at once, as the one
+    --speculative-config that replaces them; any other fix as SGLang's lint applies it (flag and value replaced)."""
+    from cockpit.sglang.lint import apply_fix as replace_flag
+
+    if diagnosis.flag in LEGACY_FLAGS and diagnosis.replacement and diagnosis.replacement[0] == "--speculative-config":
+        return fixed_line(argv)
+    return replace_flag(argv, diagnosis)
+
+
 def fixed_line(argv: list[str], version: str | None = None) -> list[str]:
     """argv with the old separate flags replaced by --speculative-config (the lint's fix)."""
     head: list[str] = []
