@@ -157,10 +157,11 @@ class LiveFigures:
             if " metrics: " in line and (spec := parse_spec(line)) is not None:
                 self._vllm_spec(spec, line, now)
                 continue
-            if (RUN_START.match(line) and not line.startswith("usage: ")) or VLLM_START.search(line):
+            vllm_start = "vLLM" in line and VLLM_START.search(line) is not None  # the substring first: this runs per line
+            if vllm_start or (RUN_START.match(line) and not line.startswith("usage: ")):
                 if self.sources or self.history or self.flags:
                     self.reset()
-                if VLLM_START.search(line):
+                if vllm_start:
                     self.engine = "vllm"
                 continue
             if _RETRACT.search(line):

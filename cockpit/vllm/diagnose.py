@@ -80,10 +80,19 @@ _FIXED = [(kind, re.compile(pattern), message, tips) for kind, pattern, message,
 _ENGINE_FAILED = re.compile(r"Engine core initialization failed|EngineCore failed to start")
 
 
+def _bare(line: str) -> str:
+    """A line without colour and vLLM's process prefix (the cheap way: most lines have neither)."""
+    if "\x1b" in line:
+        line = clean(line)
+    return _PROCESS.sub("", line) if line.startswith("(") else line
+
+
 def looks_like_vllm(lines: list[str]) -> bool:
     """vLLM's own words in the log's first lines and the last ones (a tail may hold only its crash), none of SGLang's."""
-    window = [_PROCESS.sub("", clean(line)) for line in lines[:400] + lines[-400:]]
-    return any(LOOKS_LIKE_VLLM.search(line) for line in window) and not any(LOOKS_LIKE_SGLANG.search(line) for line in window)
+    window = [_bare(line) for line in lines[:400] + lines[-400:]]
+    if any(LOOKS_LIKE_SGLANG.search(line) for line in window):  # first: an SGLang log shows it in its first lines
+        return False
+    return any(LOOKS_LIKE_VLLM.search(line) for line in window)
 
 
 def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) -> list[Diagnosis]:
@@ -97,7 +106,7 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
             seen.add(key)
             out.append(diagnosis)
 
-    lines = [_PROCESS.sub("", clean(line)) for line in lines]
+    lines = [_bare(line) for line in lines]
     skip_to = 0
     for offset, line in enumerate(lines):
         if offset < skip_to:
