@@ -355,6 +355,8 @@ def cmd_lint_flags(args) -> int:
     else:
         raise CockpitError("lint-flags needs the flags to check against: --host H (runs SGLang's --help there) or --help-text FILE")
     data, text = outcome.to_json(), outcome.render()
+    from cockpit.vllm.translate import other_engine_line
+
     translation = other_engine_line(words)
     if translation is not None:
         data["translation"] = translation
@@ -362,20 +364,6 @@ def cmd_lint_flags(args) -> int:
             + " ".join(shlex.quote(w) for w in translation["line"]) + "".join(f"\n  note: {n}" for n in translation["notes"])
     emit(args, data, text)
     return EXIT_OK if outcome.ok else EXIT_PROBLEM
-
-
-def other_engine_line(words: list[str]) -> dict | None:
-    """An SGLang line that carries vLLM's speculative flags: the SGLang line that means the same."""
-    from cockpit.vllm.translate import vllm_to_sglang
-    from cockpit.vllm.versions import LEGACY_FLAGS
-
-    theirs = [w.split("=", 1)[0] for w in words if w.split("=", 1)[0] in {*LEGACY_FLAGS, "--speculative-config", "-sc"}]
-    if not theirs:
-        return None
-    from cockpit.sglang.lint import strip_launcher
-
-    line, notes = vllm_to_sglang(["vllm", "serve", *strip_launcher(words)], keep_unknown=True)
-    return {"flags": theirs, "line": line, "notes": notes}
 
 
 def lint_vllm(args, words: list[str]) -> int:

@@ -139,3 +139,16 @@ def vllm_to_sglang(args: list[str], keep_unknown: bool = False) -> tuple[list[st
                 add("--speculative-eagle-topk", "1")
                 add("--speculative-num-draft-tokens", str(n + 1))
     return line, notes
+
+
+def other_engine_line(words: list[str]) -> dict | None:
+    """An SGLang line that carries vLLM's speculative flags: the SGLang line that means the same."""
+    from cockpit.vllm.versions import LEGACY_FLAGS
+
+    theirs = [w.split("=", 1)[0] for w in words if w.split("=", 1)[0] in {*LEGACY_FLAGS, "--speculative-config", "-sc"}]
+    if not theirs:
+        return None
+    from cockpit.sglang.lint import strip_launcher
+
+    line, notes = vllm_to_sglang(["vllm", "serve", *strip_launcher(words)], keep_unknown=True)
+    return {"flags": theirs, "line": line, "notes": notes}
