@@ -161,3 +161,17 @@ def test_a_demo_server_ends_with_the_demo(tmp_path, module):
         for proc in (parent, server):
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_config_check_and_plan_run_reject_a_bad_vllm_step_alike(tmp_path):
+    """One validation for every command: engine, vllm_version and a tree on vLLM, named with the file's line."""
+    base = ('[hosts.here]\nlocal = true\n\n[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "here"\n\n'
+            '[[runbook.steps]]\nname = "launch"\nkind = "sglang_launch"\nhost = "here"\nmodel_path = "/m"\n')
+    for extra, said in (('engine = "vlm"\n', "engine must be 'sglang' or 'vllm'"),
+                        ('engine = "vllm"\nvllm_version = "x.y"\n', "vllm_version: 'x.y' is not a vLLM version"),
+                        ('engine = "vllm"\nsteps = 3\ntopk = 2\ndraft_tokens = 8\n', "vLLM's eagle3 drafts a chain")):
+        config = tmp_path / "c.toml"
+        config.write_text(base + extra)
+        for argv in (["config", "check", str(config)], ["plan", "run", "launch", "--yes", "--config", str(config)]):
+            out = subprocess.run([sys.executable, "-m", "cockpit", *argv], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 2 and f"{config}:9: {said}" in out.stderr and "Traceback" not in out.stderr, (argv, out.stderr)

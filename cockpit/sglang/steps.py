@@ -95,7 +95,7 @@ class SglangLaunch(Launch):
             from cockpit.vllm.versions import version_problem
 
             if spec.params.get("vllm_version") and version_problem(str(spec.params["vllm_version"])):
-                return version_problem(str(spec.params["vllm_version"]))
+                return f"vllm_version: {version_problem(str(spec.params['vllm_version']))}"
             if len(self.hosts(spec)) > 1:
                 return "a launch over several nodes is SGLang's only so far: give engine = \"sglang\", or one host"
             depth = depth_of(spec.params)
