@@ -54,7 +54,7 @@ def session(tmp_path):
 
 
 # Markers applied by the fixtures a test uses (`-m "not slow"`: the fast loop; `-m sshd` etc.)
-FIXTURE_MARKERS = {"sshd": "sshd", "needs_sshd": "sshd", "session": "tmux", "wheel_venv": "wheel"}
+FIXTURE_MARKERS = {"sshd": "sshd", "needs_sshd": "sshd", "nodes4": "sshd", "second_sshd": "sshd", "session": "tmux", "wheel_venv": "wheel"}
 MODULE_MARKERS = {"test_prometheus": "prometheus", "test_wheel": "wheel"}
 # What makes the whole suite take minutes on a 2-core machine: the fault suite, the real TUI in
 # tmux, the installed wheel, the demo's walk, the snapshot images, real-time sweeps and soaks.

@@ -24,6 +24,7 @@ from cockpit.hosts.procs import group_of, process_alive
 from cockpit.runbook.model import StepState
 from cockpit.sglang.group import group_argv
 from harness.sshd import SshdHarness, free_port
+from harness.tools import need
 
 from drafter_files import write_draft
 
@@ -34,6 +35,7 @@ def addresses(n: int) -> list[str]:
 
 @pytest.fixture
 def nodes4(tmp_path):
+    need("sshd")  # skipped with the one line every sshd test gives where sshd cannot be had
     harness = SshdHarness(tmp_path / "sshd", addresses=addresses(4)).start()
     for address in addresses(4):
         harness.scenario({"gpus": 8}, address=address)

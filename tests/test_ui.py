@@ -14,6 +14,7 @@ from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.host_pane import HostPane
 from harness.sshd import SshdHarness, free_port
+from harness.tools import need
 from helpers import eventually
 
 
@@ -24,6 +25,7 @@ def pane_text(app: CockpitApp, name: str) -> str:
 
 @pytest.fixture
 def second_sshd(tmp_path):
+    need("sshd")
     harness = SshdHarness(tmp_path / "sshd2").start()
     yield harness
     harness.stop()

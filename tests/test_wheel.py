@@ -112,3 +112,63 @@ def test_the_installed_demo_walks_to_the_charts(wheel_venv, tmp_path):
     for var in ("XDG_STATE_HOME", "XDG_DATA_HOME"):
         assert not Path(env_words[var]).exists() or not any(Path(env_words[var]).rglob("*")), var
     assert list((tmp_path / "demo").rglob("*.jsonl"))  # the sweep's stored runs
+
+
+def console_scripts(wheel: Path) -> list[str]:
+    """The console entry points the wheel installs (its entry_points.txt), not a list kept here."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt"))
+        text = zf.read(name).decode()
+    scripts, section = [], ""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "console_scripts" and "=" in line:
+            scripts.append(line.split("=", 1)[0].strip())
+    return scripts
+
+
+def test_a_clean_run_of_every_console_script_writes_nothing_to_stderr(wheel_venv, tmp_path, fixtures):
+    """What a new user sees: on a clean run (exit 0) nothing reaches stderr, whatever the dependencies a fresh
+    install resolves today say when imported (cryptography 51 made asyncssh print five DSA warnings per command)."""
+    from harness.sshd import STANDIN_DIR
+
+    env = isolated_env(tmp_path)
+    env["PATH"] = f"{STANDIN_DIR}{os.pathsep}{env['PATH']}"  # the stand-in nvidia-smi: a local host with GPUs
+    env["NVIDIA_SMI_STANDIN_DIR"] = str(tmp_path / "scenarios")
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "default.json").write_text(json.dumps({"gpus": 2}))
+    train = fixtures / "training" / "E1" / "train.log"
+    config = tmp_path / "local.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\n\n[runs.e1]\nhost = "here"\nlog = "{train}"\n')
+    example = tmp_path / "deploy.toml"
+    serving = tmp_path / "sglang.log"  # a healthy server's lines, in SGLang 0.5's words
+    serving.write_text("".join(f"[2026-12-06 10:00:{s:02d} TP0] Decode batch, #running-req: 8, #token: 2100, token usage: 0.04, "
+                               f"accept len: 2.80, cuda graph: True, gen throughput (token/s): 812.40, #queue-req: 0\n"
+                               for s in range(10)))
+    clean_runs = [
+        ("--version",),
+        ("--help",),
+        ("init", "--example", str(example)),
+        ("config", "check", str(example)),
+        ("config", "check", str(config)),
+        ("plan", "show", "-c", str(example)),
+        ("status", "--once", "-c", str(config)),
+        ("status", "--once", "--json", "-c", str(config)),
+        ("verify", "here", "-c", str(config)),
+        ("runs", "-c", str(config)),
+        ("lint-flags", "--help-text", str(fixtures / "sglang" / "help_0.5.2.txt"), "--", "python", "-m", "sglang.launch_server",
+         "--model-path", "/m"),
+        ("parse-log", str(serving)),
+        ("server", "--log", str(serving)),
+    ]
+    scripts = console_scripts(wheel_venv["wheel"])
+    assert scripts, "the wheel names no console script"
+    for script in scripts:
+        program = str(wheel_venv["venv"] / "bin" / script)
+        for args in clean_runs:
+            done = subprocess.run([program, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+                                  stdin=subprocess.DEVNULL)
+            assert done.returncode == 0, (script, args, done.stdout[-2000:], done.stderr[-2000:])
+            assert done.stderr == "", f"{script} {' '.join(args)} wrote to stderr on a clean run:\n{done.stderr[:3000]}"

@@ -11,11 +11,21 @@ import contextlib
 import os
 import posixpath
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import asyncssh
+try:  # cryptography 51 deprecates DSA, and asyncssh's own modules name it at import time (and when a key is
+    # read): five warning blocks on stderr for every command.  Ignored for that category raised from asyncssh's
+    # modules only; anything else cryptography or asyncssh say is still shown.
+    from cryptography.utils import CryptographyDeprecationWarning
+except ImportError:  # pragma: no cover - cryptography is asyncssh's own dependency
+    pass
+else:
+    warnings.filterwarnings("ignore", category=CryptographyDeprecationWarning, module=r"asyncssh(\.|$)")
+
+import asyncssh  # noqa: E402
 
 from cockpit.config import HostConfig, SshSettings
 from cockpit.hosts.commandlog import CommandLog
