@@ -104,6 +104,11 @@ PANE_HELP = {
 _WHEN = {a.action: a.when for a in ACTIONS if a.when}
 
 
+def conditional_actions() -> tuple[str, ...]:
+    """The actions shown in the footer only at times (each has a `when`)."""
+    return tuple(_WHEN)
+
+
 def visibility_rule(action: str) -> str:
     """The `when` of the action named `action` ('' for one always shown when it can run)."""
     return _WHEN.get(action, "")

@@ -13,7 +13,7 @@ import os
 from textual import constants
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 from textual.worker import Worker, WorkerState
 
 from cockpit.config import Config
@@ -37,6 +37,7 @@ from cockpit.ui.view_actions import ViewActions
 from cockpit.ui.widgets.bench_pane import BenchPane
 from cockpit.ui.widgets.checklist import ChecklistPane
 from cockpit.ui.widgets.command_log import CommandLogPane
+from cockpit.ui.widgets.footer import CockpitFooter
 from cockpit.ui.widgets.host_pane import HostPane
 from cockpit.ui.widgets.hosts_view import HostsView
 from cockpit.ui.widgets.runs_pane import RunsPane
@@ -87,6 +88,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         self.serving = ServerFollow()  # the server whose log the server pane follows, its flags raised
         self.sweeps = SweepAlerts()  # the sweeps already alerted
         self._unsubscribe: list = []
+        self._keys_shown: tuple[bool, ...] | None = None  # the footer's conditional keys as last shown (show_keys)
         self._laid_out = False  # on_mount has applied the first layout (resizes before it follow no focus)
         from cockpit.alerts import Alerter
 
@@ -107,7 +109,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         yield BenchPane(id="bench", classes="hidden")
         yield CommandLogPane(id="command-log", classes="hidden")
         yield MessageBar(id="messages")
-        yield Footer()
+        yield CockpitFooter()
 
     def _apply_look(self) -> None:
         """Theme files, the chosen theme, and the user's keymap (ASCII mode is a line filter: get_line_filters)."""

@@ -35,6 +35,7 @@ class ViewsApp(_TextualApp, Protocol):
     hosts_view: Any
     panes: dict[str, Any]
     zoomed: str | None
+    _keys_shown: tuple[bool, ...] | None
 
 
 class HostsApp(_TextualApp, Protocol):

@@ -81,8 +81,13 @@ class ViewActions:
     def show_keys(self) -> None:
         """The footer holds the keys that work now: f only while a fix is offered; the view keys in a
         large terminal only (a small one has them in its view bar).  Asked of check_action (Textual's
-        public way): this only makes the footer ask again."""
-        self.refresh_bindings()
+        public way): this only makes the footer ask again, and only when its answers changed (the footer
+        rebuilds every key when asked: once a second with each server poll, it was most of the TUI's CPU
+        with a server up).  Textual asks again by itself when the focus moves."""
+        shown = tuple(bool(self.check_action(action, ())) for action in actions.conditional_actions())
+        if shown != self._keys_shown:
+            self._keys_shown = shown
+            self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """Whether a key is in the footer now.  A key shown only at times has two bindings (ui/actions.py):
