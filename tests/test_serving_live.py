@@ -243,3 +243,76 @@ def test_figures_belong_to_one_launch_a_relaunch_in_the_same_log_resets_them():
     figures.feed([launch_marker("launch", "gpu-server"), "[2026-12-04 18:00:00] server_args=ServerArgs(model_path='/m')"])
     data = figures.to_json()
     assert data["throughput_tok_s"] is None and data["running"] is None and data["history"] == [] and data["relaunches_seen"] == 1
+
+
+def test_a_server_just_started_or_relaunched_is_idle_and_never_below_one_accepted():
+    """Issue 36 item 2: after a sweep's relaunch the pane said `unknown - tok/s ... accept - (lifetime 0.00)`
+    for a quarter of an hour.  SGLang's acceptance counts the bonus token: never below 1; a 0 from /server_info
+    (a division guarded to 0 before the first speculative step) is no figure.  A server whose start was read
+    in its log, with no prefill or decode line since and its scheduler answering, is idle."""
+    from cockpit.hosts.procs import launch_marker
+
+    now = [1_000_000.0]
+    figures = LiveFigures(clock=lambda: now[0])
+    _windows(figures, now, 3)
+    figures.feed([launch_marker("launch", "gpu-server"), "[2026-12-04 18:00:00] server_args=ServerArgs(model_path='/m')"])
+    assert figures.activity()[0] == "unknown"  # nothing asked yet: nothing known
+    figures.server_info_answered(True, now[0])
+    figures.feed_server_info({"internal_states": [{"avg_spec_accept_length": 0.0, "last_gen_throughput": 0.0}]})
+    data = figures.to_json()
+    assert data["accept_length"]["lifetime"] is None and data["activity"]["state"] == "idle", data
+    assert "no request since it started" in data["activity"]["why"] and data["sources"] == ["server_info"]
+    figures.feed_server_info({"internal_states": [{"avg_spec_accept_length": 2.41}]})
+    assert figures.to_json()["accept_length"]["lifetime"] == 2.41
+    # a prefill with no decode line yet is work, not idleness
+    figures.feed(["[2026-12-04 18:00:05 TP0] Prefill batch, #new-seq: 1, #new-token: 1024, #cached-token: 0, token usage: 0.04, "
+                  "#running-req: 0, #queue-req: 0"])
+    assert figures.activity()[0] == "serving"
+    # the same silence without the start in the log (a tail of a long log): cannot be told
+    tail = LiveFigures(clock=lambda: now[0])
+    tail.server_info_answered(True, now[0])
+    assert tail.activity()[0] == "unknown"
+
+
+def test_the_server_pane_says_why_there_are_no_figures_yet():
+    from cockpit.ui.widgets.server_log import live_text
+
+    figures = LiveFigures(clock=lambda: 1_000_000.0)
+    figures.feed(["[2026-12-04 18:00:00] server_args=ServerArgs(model_path='/m')"])
+    figures.server_info_answered(True)
+    figures.feed_server_info({"internal_states": [{"avg_spec_accept_length": 0}]})
+    shown = live_text(figures.to_json()).plain
+    assert shown.startswith("idle no request since it started") and "0.00" not in shown and " - " not in shown, shown
+
+
+async def test_a_server_serving_well_is_not_diagnosed_again_for_each_decode_line(tmp_path, monkeypatch):
+    """Issue 36 item 1: the server pane diagnosed its last 2000 lines again whenever a line came (~70 ms), so
+    with a decode line every second that was most of the cockpit's CPU.  A decode line of a draft in use
+    changes no diagnosis: the report is made again only for a line that can change it, and its line numbers
+    stay those the lines were read with as old lines leave the window."""
+    import cockpit.sglang.server as server_module
+    from cockpit.sglang.server import ServerWatcher
+
+    log = tmp_path / "sglang.log"
+    log.write_text("[2026-12-04 18:00:00] server_args=ServerArgs(model_path='/m')\n")
+    calls = []
+    real = server_module.diagnose_lines
+    monkeypatch.setattr(server_module, "diagnose_lines", lambda *a, **k: calls.append(k) or real(*a, **k))
+    watcher = ServerWatcher(LocalTransport(HostConfig(name="here", local=True), CommandLog()), os.getpid(), free_port(), str(log),
+                            keep_lines=50)
+    watcher.ask_every_s = 3600
+    await watcher.poll()
+    assert len(calls) == 1
+    for second in range(80):
+        with open(log, "a") as handle:
+            handle.write(f"[2026-12-04 18:01:{second % 60:02d} TP0] Decode batch, #running-req: 8, #token: 2100, token usage: 0.04, "
+                         "accept len: 2.80, cuda graph: True, gen throughput (token/s): 812.40, #queue-req: 0\n"
+                         f'[2026-12-04 18:01:{second % 60:02d}] INFO:     127.0.0.1:56304 - "POST /generate HTTP/1.1" 200 OK\n')
+        status = await watcher.poll()
+    assert len(calls) == 1 and status.report.diagnoses == []
+    with open(log, "a") as handle:
+        handle.write("[2026-12-04 18:02:00 TP0] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    status = await watcher.poll()
+    assert len(calls) == 2 and calls[-1]["first_line"] == 162 - 50 + 1  # the 112 lines that left the window counted
+    oom = [d for d in status.report.diagnoses if d.severity == "error"]
+    assert oom and oom[0].line == 1 + 160 + 1  # the line's number as read: the 162nd line of the log

@@ -169,8 +169,10 @@ class DemoServer:
                 await asyncio.sleep(0.2)  # it asks the scheduler, which is stuck: no answer
             info = {k.lstrip("-").replace("-", "_"): v for k, v in self.args.items()}
             if self.model.speculative:
-                info["internal_states"] = [{"avg_spec_accept_length": self.total_tokens / max(1, self.total_verifies),
-                                            "last_gen_throughput": self.last_throughput}]
+                state = {"last_gen_throughput": self.last_throughput}
+                if self.total_verifies:  # as SGLang's scheduler: no figure before its first speculative step
+                    state["avg_spec_accept_length"] = self.total_tokens / self.total_verifies
+                info["internal_states"] = [state]
             reply(writer, 200, json.dumps(info).encode())
         elif path == "/metrics" and "--enable-metrics" in self.args:
             reply(writer, 200, self.metrics(), "text/plain; version=0.0.4")

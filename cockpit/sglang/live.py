@@ -46,6 +46,7 @@ _CRASH = [
                        r"alloc_req_slots runs out of memory|Out of memory even after retracting")),
     ("hung", re.compile(r"Health check failed\. Server couldn't get a response")),
 ]
+ACCESS_LINE = re.compile(r'INFO: +[\d.:\[\]a-f]+ - "(?:GET|POST) /\S* HTTP/[\d.]+" \d{3}')
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests|Decode out of memory happened\. #retracted_reqs")
 
 
@@ -81,6 +82,22 @@ def parse_batch_line(line: str) -> BatchLine | None:
     except ValueError:
         return None
     return BatchLine(m.group("kind"), ts, m.group("ranks").strip(), fields)
+
+
+def routine_line(line: str) -> bool:
+    """A line a serving server prints while all is well, that can change no diagnosis of its log: a batch
+    line whose draft is used (accept len above 1.05, or none), vLLM's throughput and SpecDecoding lines, an
+    HTTP access line.  (Decode lines at 1.00 are not: every decode line at 1.00 is a diagnosis.)"""
+    if "batch" in line:
+        batch = parse_batch_line(line)
+        if batch is not None:
+            accept = batch.number("accept len")
+            return accept is None or accept > DRAFT_NOT_USED_AT
+    if "throughput:" in line and parse_throughput(line) is not None:
+        return True
+    if " metrics: " in line and (spec := parse_spec(line)) is not None:
+        return spec.mean_acceptance_length is None or spec.mean_acceptance_length > DRAFT_NOT_USED_AT
+    return ACCESS_LINE.search(line) is not None
 
 
 @dataclass
@@ -136,6 +153,7 @@ class LiveFigures:
     spec_decode: dict | None = None  # vLLM's last SpecDecoding line: acceptance per position, drafted/accepted
     engine: str = "sglang"  # "vllm" once a vLLM line or series is seen (it has no /server_info to ask)
     _vllm_counters: tuple | None = None  # (vLLM's series, when) as /metrics was last read
+    start_seen: bool = False  # the server's start was read in its log: its silence since then means something
 
     def reset(self) -> None:
         """A new server (a relaunch in the same log, a new pid): the old one's figures are not its."""
@@ -163,6 +181,7 @@ class LiveFigures:
                     self.reset()
                 if vllm_start:
                     self.engine = "vllm"
+                self.start_seen = True
                 continue
             if _RETRACT.search(line):
                 self.retractions += 1
@@ -306,16 +325,19 @@ class LiveFigures:
         now = self.clock() if now is None else now
         if ok:
             self.info_ok_at = now
+            self.sources.add("server_info")
         else:
             self.info_failed_at = now
 
     def feed_server_info(self, info: dict) -> None:
+        """/server_info's lifetime acceptance.  SGLang counts the bonus token, so a real figure is at least 1;
+        before its first speculative step some versions say 0 (a division guarded to 0) and others leave the
+        key out: either way there is no figure yet."""
         states = info.get("internal_states") if isinstance(info, dict) else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
             value = states[0].get("avg_spec_accept_length")
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                self.lifetime_accept = float(value)
-                self.sources.add("server_info")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                self.lifetime_accept = float(value) if value >= 1.0 else None
 
     # --- what it adds up to --------------------------------------------------------------------
 
@@ -336,6 +358,13 @@ class LiveFigures:
         now = self.clock() if now is None else now
         last = self.history[-1] if self.history else None
         if last is None or self.last_decode_at is None:
+            if self.last_prefill is not None:
+                return "serving", "a prefill batch ran; no decode line yet"
+            info_ok = self.info_ok_at is not None and (self.info_failed_at is None or self.info_ok_at > self.info_failed_at)
+            if self.start_seen and info_ok:
+                # SGLang logs every prefill and decode batch: none since it started is no request, and its
+                # scheduler answers (/server_info goes through it)
+                return "idle", "no request since it started (no prefill or decode line in its log) and /server_info answers"
             return "unknown", "no decode line or metrics yet"
         if not last.running:
             return "idle", "the last window had no request running"

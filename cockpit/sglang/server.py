@@ -158,17 +158,22 @@ class ServerWatcher:
         self.follower = LogFollower(transport, log)
         self.lines: list[str] = []
         self.keep_lines = keep_lines
-        self._report: LogReport | None = None  # the diagnosis of self.lines, made again only when lines came
+        self._dropped = 0  # lines read and no longer kept: the kept ones keep the numbers they were read with
+        self._report: LogReport | None = None  # the diagnosis of self.lines, made again only when it can change
         self.live = LiveServer(transport, None, f"http://127.0.0.1:{port}")  # the log's lines are fed from here
         self.ask_every_s = 5.0
         self._asked = float("-inf")
 
     async def poll(self) -> ServerStatus:
+        from cockpit.sglang.live import routine_line
+
         new: list[str] = []
         with contextlib.suppress(TransportError, OSError):
             new = await self.follower.poll()
         self.lines.extend(new)
-        del self.lines[:-self.keep_lines]
+        if len(self.lines) > self.keep_lines:
+            self._dropped += len(self.lines) - self.keep_lines
+            del self.lines[:-self.keep_lines]
         self.live.figures.feed(new)
         health = await probe_health(self.transport, self.port)
         alive = health == "ready" or await process_alive(self.transport, self.pid)
@@ -187,8 +192,13 @@ class ServerWatcher:
             state = await self.group.poll()
             group = state.to_json()
             alive = alive and state.state != "failed"  # one dead rank: the group is failed, never half-up
-        if new or self._report is None:
-            self._report = diagnose_lines(self.lines)  # ~70 ms for 2000 lines: not every second for the same lines
+        if self._report is None or not all(map(routine_line, new)) or (
+                new and any(d.kind == "draft_weights_not_loaded" for d in self._report.diagnoses)):
+            # ~70 ms for 2000 lines: made again when a line came that can change it, not for each second's
+            # decode line of a server serving well (that was most of the cockpit's CPU with a server up)
+            self._report = diagnose_lines(self.lines, first_line=self._dropped + 1)
+        else:
+            self._report.lines = len(self.lines)
         return ServerStatus(health, alive, self._report, new, self.live.figures.to_json(history=60), group)
 
 

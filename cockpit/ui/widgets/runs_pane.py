@@ -104,6 +104,11 @@ def run_block(status: RunStatus, width: int) -> Group:
     return Group(*lines)
 
 
+def _lines(block) -> tuple:
+    """A block's lines as comparable values (rich Text compares by its text and styles)."""
+    return tuple(block.renderables) if isinstance(block, Group) else (block,)
+
+
 class RunsPane(Static, can_focus=True):
     DEFAULT_CSS = """
     RunsPane {
@@ -124,11 +129,13 @@ class RunsPane(Static, can_focus=True):
         self.border_title = "training runs"
         self.statuses: dict[str, RunStatus] = {}
         self.names = names
+        self._shown: tuple | None = None  # the lines drawn now, to draw again only what changed
 
     def on_mount(self) -> None:
         self._draw()
 
     def on_resize(self, event) -> None:
+        self._shown = None
         self._draw()
 
     def show(self, statuses: list[RunStatus]) -> None:
@@ -144,4 +151,8 @@ class RunsPane(Static, can_focus=True):
         for name in self.names:
             status = self.statuses.get(name)
             blocks.append(run_block(status, width) if status is not None else Text(f"{name}  reading…", style="dim"))
+        shown = tuple(_lines(b) for b in blocks)
+        if shown == self._shown:
+            return  # a poll a second mostly changes nothing: no new layout for the same lines
+        self._shown = shown
         self.update(Group(*blocks) if blocks else Text("no [runs.NAME] in the config", style="dim"))

@@ -101,6 +101,13 @@ def live_text(figures: dict) -> Text:
     state = (figures.get("activity") or {}).get("state") or "serving"
     text.append(f"{state} ", style="bold" if state != "hung" else "bold red")
     age = figures.get("figures_age_s")
+    if all(figures.get(k) is None for k in ("throughput_tok_s", "running", "queued")) and accept.get("window") is None:
+        # no window of its own yet (a server just started, or relaunched by a sweep): say why, not a row of dashes
+        why = (figures.get("activity") or {}).get("why") or ""
+        text.append(why, style="dim")
+        if accept.get("lifetime") is not None:
+            text.append(f" · accept (lifetime) {accept['lifetime']:.2f}")
+        return text
     if state in ("quiet", "idle") and age is not None and age >= 2:
         text.append(f"(figures of {age:.0f} s ago) ", style="dim")
     text.append(f"{fmt(figures['throughput_tok_s'], '{:.0f}')} tok/s · {fmt(figures['running'], '{}')} running · "
@@ -151,6 +158,7 @@ class ServerLogPane(Vertical):
         self.status: ServerStatus | None = None
         self.target = ""
         self.flagged: set[int] = set()
+        self._shown: dict[str, Text] = {}  # what each of the pane's lines shows now
 
     def compose(self):
         yield Static(status_line(None, ""), id="server-status")
@@ -165,6 +173,7 @@ class ServerLogPane(Vertical):
         self.status = None
         self.border_title = f"server log · {target}"
         self.query_one(BoundedRichLog).clear()
+        self._shown.clear()
         self.query_one("#server-status", Static).update(status_line(None, target))
         self.query_one("#server-diagnoses", Static).update("")
         self.query_one("#server-live", Static).update("")
@@ -184,14 +193,19 @@ class ServerLogPane(Vertical):
                 style = "bold green"
             lines_log.write(Text(line, style=style))
         self.flagged = bad_lines
-        self.query_one("#server-status", Static).update(status_line(status, self.target))
+        self._update("#server-status", status_line(status, self.target))
         found = diagnosis_text(status.report.diagnoses)
         if status.group:
             found = group_text(status.group) + (Text("\n") + found if found.plain else Text())
-        self.query_one("#server-diagnoses", Static).update(found)
-        live = self.query_one("#server-live", Static)
-        live.update(live_text(status.figures))
-        live.display = bool(status.figures.get("sources"))
+        self._update("#server-diagnoses", found)
+        self._update("#server-live", live_text(status.figures))
+        self.query_one("#server-live", Static).display = bool(status.figures.get("sources"))
+
+    def _update(self, selector: str, text: Text) -> None:
+        """A line of the pane drawn again only when what it says changed (a poll a second mostly changes nothing)."""
+        if self._shown.get(selector) != text:
+            self._shown[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def show_failed_launch(self, result, started: bool) -> None:
         """A launch that was refused or whose server died: its diagnoses, read back from the step's evidence."""
