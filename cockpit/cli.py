@@ -40,17 +40,29 @@ def ask(question: str, yes: bool, refusal: str) -> bool:
     return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
-def confirmer(yes: bool, refusal: str):
-    """An async confirm callback for the engine: prints the plan, then asks (or takes --yes)."""
+def confirmer(yes: bool, refusal: str, confirmed: list[str] | None = None):
+    """An async confirm callback for the engine: prints the plan, then asks (or takes --yes).  Taken by --yes,
+    the plan is part of what the command did: printed (stdout), or kept in `confirmed` for a --json result;
+    asked, it is the question's (stderr, beside the prompt)."""
 
     async def confirm(text: str) -> bool:
-        print(text, file=sys.stderr)
         if yes:
-            print("(confirmed by --yes)", file=sys.stderr)
+            if confirmed is not None:
+                confirmed.append(text)
+            else:
+                print(f"{text}\n(confirmed by --yes)", flush=True)
             return True
+        print(text, file=sys.stderr)
         return await asyncio.to_thread(ask, "Go ahead?", False, refusal)
 
     return confirm
+
+
+def show_plan(plan: str, yes: bool, json_out: bool = False) -> None:
+    """What a destructive command will do, before it asks (stderr) or, with --yes, as what it did (stdout;
+    with --json, the result says it)."""
+    if not (yes and json_out):
+        print(plan, file=sys.stdout if yes else sys.stderr, flush=True)
 
 
 def echo_commands(log, enabled: bool) -> None:
@@ -273,7 +285,7 @@ def cmd_plan(args) -> int:
             from cockpit.paths import atomic_write
 
             atomic_write(Path(args.out), text)
-            print(f"wrote {args.out}", file=sys.stderr)
+            print(f"wrote {args.out}")
         else:
             print(text, end="")
         return EXIT_OK
@@ -281,7 +293,8 @@ def cmd_plan(args) -> int:
         runbook.reset(args.step)
         print(f"reset {'step ' + args.step if args.step else 'every step'} of runbook {runbook.spec.name}")
         return EXIT_OK
-    confirm = confirmer(getattr(args, "yes", False), "this step needs confirmation")
+    confirmed: list[str] | None = [] if getattr(args, "json", False) else None
+    confirm = confirmer(getattr(args, "yes", False), "this step needs confirmation", confirmed)
     if args.plan_command == "stop":
         print(with_context(ctx, lambda c: runbook.stop_server(args.step, confirm)))
         return EXIT_OK
@@ -313,7 +326,7 @@ def cmd_plan(args) -> int:
             print(f"refused: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
     lines = [f"{name}: {result.state.value}: {result.message}" for name, result in ran]
-    emit(args, {"ran": [{"step": name, **result.to_json()} for name, result in ran]},
+    emit(args, {"ran": [{"step": name, **result.to_json()} for name, result in ran], "confirmed_by_yes": confirmed or []},
          "\n".join(lines) or "every step has passed; `cockpit plan reset` starts over")
     return EXIT_OK if all(r.state is StepState.PASSED for _, r in ran) else EXIT_PROBLEM
 
@@ -411,7 +424,7 @@ def cmd_drafter(args) -> int:
 
         plan, run = converter(args.src, args.dst, args.dtype, args.rule, args.overwrite)
         if plan is not None:  # in place: asks first
-            print(plan, file=sys.stderr)
+            show_plan(plan, args.yes, args.json)
             if not ask("Convert in place?", args.yes, "this rewrites the draft's config and headers"):
                 return EXIT_PROBLEM
         result = run()
@@ -439,7 +452,7 @@ def cmd_fix_keys(args) -> int:
         emit(args, plan.to_json(), "would rename:\n" + describe(plan))
         return EXIT_OK
     if plan.changed or plan.index_renames:
-        print(f"will rename{where}:\n" + describe(plan), file=sys.stderr)
+        show_plan(f"will rename{where}:\n" + describe(plan), args.yes, args.json)
         if not ask("Rewrite?", args.yes, "this rewrites checkpoint files"):
             print("Nothing was changed.")
             return EXIT_PROBLEM
@@ -483,16 +496,15 @@ def cmd_bench_report(args) -> int:
     from cockpit.bench.sweep import stored_report
     from cockpit.paths import atomic_write
 
-    config = getattr(args, "config", None)
-    if config:
-        # a demo's config: its runs live in its own folder (the demo isolates its data there), so read them there
-        folder = Path(config).expanduser().resolve().parent
-        if (folder / "data").is_dir() and (folder / "demo.toml").exists():
-            os.environ["XDG_DATA_HOME"] = str(folder / "data")
+    if getattr(args, "config", None):
+        from cockpit import paths
+        from cockpit.config import load_config
+
+        paths.use_storage(load_config(args.config).storage_dir)  # the runs of that config's [storage] (a demo's own)
     text = stored_report(args.runs, args.sweep, args.format or ("json" if args.json else "text"), args.last, args.against)
     if args.out:
         atomic_write(Path(args.out).expanduser(), text.rstrip("\n") + "\n")
-        print(f"wrote {args.out}", file=sys.stderr)
+        print(f"wrote {args.out}")
     else:
         print(text)
     return EXIT_OK
@@ -511,8 +523,9 @@ def cmd_bench_sweep(args) -> int:
         eta = f", {left}" if left else ""
         print(f"[{state['done']}/{state['total']}{eta}] {state['text']}", file=sys.stderr, flush=True)
 
-    result = with_context(ctx, lambda c: run_sweep(runbook, sweep, confirmer(args.yes, "the sweep relaunches the server"), progress,
-                                                   after=args.after))
+    shown = sys.stderr.isatty()  # progress for a person watching; a script gets the result
+    result = with_context(ctx, lambda c: run_sweep(runbook, sweep, confirmer(args.yes, "the sweep relaunches the server", [] if args.json else None),
+                                                   progress if shown else None, after=args.after))
     print(result.render("json" if args.json else "text"))
     return EXIT_OK if not result.failures else EXIT_PROBLEM
 
@@ -622,22 +635,24 @@ def cmd_demo(args) -> int:
     import tempfile
 
     from cockpit.context import Context
-    from cockpit.demo.world import afresh, build, isolate
+    from cockpit.demo.world import afresh, build
     from cockpit.ui.app import CockpitApp
     from cockpit.ui.themes import check_theme_name
 
     check_theme_name(getattr(args, "theme", None))  # before a world is built for nothing
     root = Path(args.dir).expanduser() if args.dir else Path(tempfile.mkdtemp(prefix="cockpit-demo-"))
     if afresh(root):
-        print(f"cockpit DEMO: the earlier demo's files in {root} were removed: the story starts again", file=sys.stderr)
-    print(f"cockpit DEMO: building the demo world in {root} ...", file=sys.stderr)
-    isolate(root)  # the demo's runbook state, benchmark runs and caches live in its own world, never in the user's
+        print(f"cockpit DEMO: the earlier demo's files in {root} were removed: the story starts again")
+    print(f"cockpit DEMO: building the demo world in {root} ...")
     world = build(root, args.engine)
+    reads = f"cockpit --config {shlex.quote(str(root / 'demo.toml'))}"
+    print(f"cockpit DEMO: from another shell, `{reads} plan show` (or server, runs, bench report) reads the state this demo shows",
+          flush=True)
     try:
         CockpitApp(Context.of(world.config), demo=True, **ui_options(args)).run()
     finally:
         world.close()
-    print(f"cockpit DEMO ended; its files are in {root} (config: {root / 'demo.toml'})", file=sys.stderr)
+    print(f"cockpit DEMO ended; its files are in {root}; its state: `{reads} plan show`")
     return EXIT_OK
 
 

@@ -122,6 +122,15 @@ class PrometheusSettings:
 
 
 @dataclass(frozen=True)
+class StorageSettings:
+    """[storage]: where the cockpit keeps what it writes for this config (runbook state and audit log,
+    benchmark runs, the alert log, caches).  Default: the XDG folders.  A relative dir is relative to the
+    config file, so a config and its state can travel together (the demo's does)."""
+
+    dir: str | None = setting(None)
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path | None
     hosts: tuple[HostConfig, ...]
@@ -129,9 +138,20 @@ class Config:
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     ui: UiSettings = field(default_factory=UiSettings)
     prometheus: PrometheusSettings | None = None
+    storage: StorageSettings = field(default_factory=StorageSettings)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     text: str = field(default="", compare=False, repr=False)
     implicit: bool = False  # no config file: this machine only
+
+    @property
+    def storage_dir(self) -> Path | None:
+        """[storage] dir as a path (relative to the config's folder), or None for the XDG folders."""
+        if self.storage.dir is None:
+            return None
+        folder = Path(self.storage.dir).expanduser()
+        if not folder.is_absolute() and self.path is not None:
+            folder = self.path.expanduser().resolve().parent / folder
+        return folder
 
     def host(self, name: str) -> HostConfig:
         for host in self.hosts:
@@ -315,7 +335,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         line = int(match.group(1)) if match else None
         raise ConfigError(path, f"not valid TOML: {message}", line=line) from None
     check = Checker(path, text)
-    check.unknown_tables(raw, {"hosts", "ssh", "telemetry", "runbook", "bench", "ui", "keymap", "runs", "alerts", "prometheus"})
+    check.unknown_tables(raw, {"hosts", "ssh", "telemetry", "runbook", "bench", "ui", "keymap", "runs", "alerts", "prometheus", "storage"})
 
     ssh_raw = raw.get("ssh", {})
     if not isinstance(ssh_raw, dict):
@@ -346,6 +366,12 @@ def parse_config(text: str, path: str = "<config>") -> Config:
             raise check.fail(("keymap",), binding_id, "must be a key or comma-separated keys, e.g. \"r,ctrl+r\"")
     ui = check.read_settings(("ui",), ui_raw, UiSettings, keymap=tuple(keymap_raw.items()))
 
+    storage_raw = raw.get("storage", {})
+    if not isinstance(storage_raw, dict):
+        raise check.fail((), "storage", "must be a table: [storage] with dir")
+    check.unknown_keys(("storage",), storage_raw, setting_keys(StorageSettings))
+    storage = check.read_settings(("storage",), storage_raw, StorageSettings)
+
     hosts_raw = raw.get("hosts", {})
     if not isinstance(hosts_raw, dict):
         raise check.fail((), "hosts", "must be a table of hosts: [hosts.NAME]")
@@ -360,7 +386,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
     if watched and prometheus is None:
         raise check.fail(("hosts", watched[0]), "telemetry", "telemetry = \"prometheus\" needs a [prometheus] table with its url")
     return Config(path=Path(path) if path != "<config>" else None, hosts=hosts, ssh=ssh, telemetry=telemetry, ui=ui,
-                  prometheus=prometheus, raw=raw, text=text)
+                  prometheus=prometheus, storage=storage, raw=raw, text=text)
 
 
 def _parse_prometheus(check: Checker, raw: dict[str, Any]) -> PrometheusSettings | None:

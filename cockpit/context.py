@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cockpit import paths
 from cockpit.alerts import AlertSettings, parse_alerts
 from cockpit.bench.steps import BENCH_KINDS
 from cockpit.bench.sweep import SweepSpec, parse_sweep
@@ -95,6 +96,7 @@ class Context:
                  store: StateStore | None = None, hosts: list[str] | None = None):
         self.checked = checked
         self.config = checked.config
+        paths.use_storage(self.config.storage_dir)  # one state per config, whichever shell reads it
         watched = self.config if not hosts else replace(self.config, hosts=tuple(self.config.host(n) for n in hosts))
         self.hub = hub or TelemetryHub(watched)
         self.pool = self.hub.pool

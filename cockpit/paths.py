@@ -1,4 +1,5 @@
-"""XDG base directories and atomic file writes (shared by every package)."""
+"""Where the cockpit keeps what it writes (XDG base directories, or a config's [storage] dir) and atomic
+file writes (shared by every package)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,43 @@ from pathlib import Path
 
 APP = "cockpit"
 
+# A config's [storage] dir: the runbook state, benchmark runs, alert log and caches of every command that
+# reads that config live under it, whichever shell (TUI or CLI) and whatever XDG variables it runs with.
+# Set once per process by the composition root (context.py); None: the XDG folders.
+_STORAGE: list[Path | None] = [None]
 
-def _xdg(var: str, default: str) -> Path:
+
+def use_storage(root: Path | None) -> None:
+    _STORAGE[0] = None if root is None else Path(root)
+
+
+def storage_root() -> Path | None:
+    return _STORAGE[0]
+
+
+def _xdg(var: str, default: str, sub: str) -> Path:
+    if _STORAGE[0] is not None:
+        return _STORAGE[0] / sub
     value = os.environ.get(var)
     base = Path(value) if value and os.path.isabs(value) else Path.home() / default
     return base / APP
 
 
 def config_dir() -> Path:
-    return _xdg("XDG_CONFIG_HOME", ".config")
+    value = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(value) if value and os.path.isabs(value) else Path.home() / ".config") / APP
 
 
 def state_dir() -> Path:
-    return _xdg("XDG_STATE_HOME", ".local/state")
+    return _xdg("XDG_STATE_HOME", ".local/state", "state")
 
 
 def data_dir() -> Path:
-    return _xdg("XDG_DATA_HOME", ".local/share")
+    return _xdg("XDG_DATA_HOME", ".local/share", "data")
+
+
+def cache_dir() -> Path:
+    return _xdg("XDG_CACHE_HOME", ".cache", "cache")
 
 
 def default_config_path() -> Path:

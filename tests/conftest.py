@@ -18,9 +18,13 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 @pytest.fixture(autouse=True)
 def _isolated_xdg(tmp_path_factory, monkeypatch):
     """Never read or write the user's real config, state or data."""
+    from cockpit import paths
+
     base = tmp_path_factory.mktemp("xdg")
-    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data")):
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
+                     ("XDG_CACHE_HOME", "cache")):
         monkeypatch.setenv(var, str(base / sub))
+    paths.use_storage(None)  # a config's [storage] (the demo's) set by an earlier test's context is not this test's
     monkeypatch.setenv("COCKPIT_NO_NVML", "1")
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
 

@@ -20,6 +20,34 @@ from harness.standin_sglang import start_standin_sglang
 MESSAGES = [[{"role": "user", "content": "hello"}]]
 
 
+def run_with_terminal_stderr(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """`argv` with its stderr on a pseudo-terminal (a person watching), its stdout captured."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, text=True)
+    os.close(slave)
+    said = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            said.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    out, _ = proc.communicate(timeout=timeout)
+    reader.join(5)
+    os.close(master)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, said.decode(errors="replace"))
+
+
 @pytest.fixture
 def standin_server():
     """Start the stand-in server (a separate process, like a real one) with a scenario."""
@@ -171,8 +199,8 @@ max_tokens = 24
 repeats = 1
 after = "stop"
 """)
-    proc = subprocess.run([sys.executable, "-m", "cockpit", "bench", "sweep", "--yes", "--json", "--config", str(config)],
-                          capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    proc = run_with_terminal_stderr([sys.executable, "-m", "cockpit", "bench", "sweep", "--yes", "--json", "--config", str(config)],
+                                    timeout=240)  # progress is for a person at a terminal
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     rows = {r["config"]: r for r in data["rows"]}

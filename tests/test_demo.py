@@ -164,3 +164,35 @@ async def test_the_vllm_demo_launches_fixes_and_shows_vllms_figures(tmp_path):
             await load
     finally:
         world.close()
+
+
+async def test_the_cli_reads_the_state_the_demo_shows_whatever_its_xdg_folders(tmp_path):
+    """Issue 36 item 3: with the demo's checklist advanced, `cockpit --config <demo>/demo.toml plan show` said step 1
+    pending until XDG_STATE_HOME pointed into the demo's folder.  The config says where its state lives
+    ([storage] dir), so every shell given the config reads the one state; the demo says which command reads it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from cockpit.context import Context
+
+    async def yes(_text: str) -> bool:
+        return True
+
+    world = build(tmp_path / "demo")
+    ctx = Context.of(world.config)
+    try:
+        ctx.hub.start()
+        result = await ctx.runbook.run_step("training-done", yes)
+        assert result.state is StepState.PASSED, result.message
+    finally:
+        await ctx.close()
+        world.close()
+    elsewhere = {**os.environ, **{var: str(tmp_path / "elsewhere" / var) for var in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")}}
+    shown = subprocess.run([sys.executable, "-m", "cockpit", "--config", str(world.root / "demo.toml"), "plan", "show", "--json"],
+                           capture_output=True, text=True, timeout=60, env=elsewhere)
+    assert shown.returncode == 0, shown.stderr
+    plan = json.loads(shown.stdout)
+    assert plan["steps"][0]["name"] == "training-done" and plan["steps"][0]["state"] == "passed", plan["steps"][0]
+    assert plan["state_file"].startswith(str(world.root)) and not (tmp_path / "elsewhere").exists()

@@ -182,12 +182,13 @@ def test_kill_shows_every_gpu_of_a_process_and_keeps_to_its_users_processes(tmp_
         config = tmp_path / "k.toml"
         config.write_text(steps)
         proc = cli("plan", "run", "--yes", "--json", "--config", str(config))
-        assert proc.returncode == 0, proc.stderr
-        assert "0:61234 1:61234 2:61234 3:61234" in proc.stderr and "244936" in proc.stderr
-        header = next(line for line in proc.stderr.splitlines() if "COMMAND" in line)
-        row = next(line for line in proc.stderr.splitlines() if "0:61234 1:61234" in line)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        [plan] = json.loads(proc.stdout)["confirmed_by_yes"]  # what --yes confirmed, in the result
+        assert "0:61234 1:61234 2:61234 3:61234" in plan and "244936" in plan
+        header = next(line for line in plan.splitlines() if "COMMAND" in line)
+        row = next(line for line in plan.splitlines() if "0:61234 1:61234" in line)
         assert row.index("/bin/sh") == header.index("COMMAND")  # the GPUs' column holds 4 GPUs: the command stays in its column
-        assert f"left alone: pid {theirs.pid} of user {nobody}" in proc.stderr
+        assert f"left alone: pid {theirs.pid} of user {nobody}" in plan
         mine.wait(timeout=10)
         assert theirs.poll() is None  # never reached
         [ran] = json.loads(proc.stdout)["ran"]
@@ -195,7 +196,8 @@ def test_kill_shows_every_gpu_of_a_process_and_keeps_to_its_users_processes(tmp_
         config.write_text(steps + "any_user = true\n")
         cli("plan", "reset", "--config", str(config))
         proc = cli("plan", "run", "--yes", "--config", str(config))
-        assert proc.returncode == 0 and "(ANY user's processes)" in proc.stderr and "<- another user" in proc.stderr
+        assert proc.returncode == 0 and "(ANY user's processes)" in proc.stdout and "<- another user" in proc.stdout
+        assert "(confirmed by --yes)" in proc.stdout and proc.stderr == ""
         theirs.wait(timeout=10)
     finally:
         for p in (mine, theirs):

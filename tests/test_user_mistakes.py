@@ -209,11 +209,11 @@ def test_bench_report_with_no_runs_says_how_to_get_one_and_takes_a_demo_config(t
                          env={**os.environ, "XDG_DATA_HOME": str(env_home)})
     assert out.returncode == 2 and "cockpit bench run --endpoint" in out.stderr and "demo.toml" in out.stderr
     demo = tmp_path / "demo"
-    (demo / "data" / "cockpit" / "bench").mkdir(parents=True)
-    (demo / "demo.toml").write_text("")
+    (demo / "data" / "bench").mkdir(parents=True)
+    (demo / "demo.toml").write_text('[storage]\ndir = "."\n')  # as the demo writes it
     out = subprocess.run([sys.executable, "-m", "cockpit", "bench", "report", "-c", str(demo / "demo.toml")], capture_output=True,
                          text=True, timeout=60, env={**os.environ, "XDG_DATA_HOME": str(env_home)})
-    assert "unrecognized arguments" not in out.stderr and str(demo / "data" / "cockpit" / "bench") in out.stderr
+    assert "unrecognized arguments" not in out.stderr and str(demo / "data" / "bench") in out.stderr
 
 
 def test_no_gpu_and_no_server_say_what_to_do(tmp_path):

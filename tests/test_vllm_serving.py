@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from cockpit.context import Context
-from cockpit.demo.world import build, isolate
+from cockpit.demo.world import build
 from cockpit.diagnosis import Diagnosis
 from cockpit.runbook.model import StepState
 
@@ -29,7 +29,6 @@ async def test_a_vllm_launch_is_refused_fixed_ready_and_swept(tmp_path, monkeypa
 
     for var in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         monkeypatch.setenv(var, str(tmp_path / var))
-    isolate(tmp_path / "demo")
     world = build(tmp_path / "demo", "vllm")
     ctx = Context.of(world.config)
     runbook = ctx.runbook

@@ -394,7 +394,7 @@ def stored_report(runs: list[str], sweep_id: str | None, fmt: str, last: int = 1
     paths = runs or [str(p) for p in store.list_runs()[-last:]]
     if not paths:
         raise CockpitError(f"no stored benchmark runs in {store.runs_dir()}: make one with `cockpit bench run --endpoint HOST:PORT` "
-                           "or `cockpit bench sweep`; the demo keeps its own in its folder (DIR/data/cockpit/bench): "
+                           "or `cockpit bench sweep`; the demo keeps its own in its folder (DIR/data/bench): "
                            "`cockpit bench report -c DIR/demo.toml`")
     rows = store.compare([store.load_run(p) for p in paths])
     if fmt == "json":

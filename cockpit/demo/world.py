@@ -103,13 +103,6 @@ def write_draft(folder: Path) -> None:
         "tie_word_embeddings": False}, indent=2))
 
 
-def isolate(root: Path) -> None:
-    """The demo's runbook state, benchmark runs and caches go under its own folder, never into the
-    user's (so `bench report` shows only the user's runs).  For the demo's process only."""
-    for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
-        os.environ[var] = str((root / sub).resolve())
-
-
 def serving_python(root: Path, python: str) -> str:
     """An interpreter for the demo's serving host: `python -m sglang.launch_server` and `python -m
     vllm.entrypoints.cli.main serve` run the STAND-INs (demo/server.py, demo/vllm_server.py) in it."""
@@ -194,6 +187,11 @@ def build(root: Path, engine: str = "sglang") -> DemoWorld:
         server_words = "the SGLang server replays SGLang 0.5.23"
     text = f"""# cockpit DEMO: the deployment of the story, on this machine. Hosts replay nvidia-smi output recorded
 # on a real H200; {server_words}. Nothing leaves loopback.
+
+# the demo's runbook state, benchmark runs, alert log and caches live in this folder, never in your own
+# (every command given this config reads them: cockpit --config demo.toml plan show)
+[storage]
+dir = "."
 
 [telemetry]
 interval_ms = 1000

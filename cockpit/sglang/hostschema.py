@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 from dataclasses import dataclass
 
+from cockpit import paths
 from cockpit.errors import CockpitError
-from cockpit.paths import APP, atomic_write
+from cockpit.paths import atomic_write
 from cockpit.sglang.diagnose import Diagnosis, diagnose_lines, render_diagnoses
 from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
 from cockpit.sglang.schema import FlagSchema, load_schema, parse_argparse_text
@@ -19,9 +19,7 @@ VERSION_ARGV = ["-c", "import sglang; print(sglang.__version__)"]
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    return root / APP / "sglang-schema"
+    return paths.cache_dir() / "sglang-schema"
 
 
 async def host_schema(transport, python: str = "python3", refresh: bool = False) -> FlagSchema:
