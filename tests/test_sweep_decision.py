@@ -204,3 +204,18 @@ def test_kill_shows_every_gpu_of_a_process_and_keeps_to_its_users_processes(tmp_
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_each_measured_acceptance_says_its_concurrency():
+    """Issue 36 item 4: the chart said d16 2.56 (concurrency 8) and the table d16 2.44 (the median of 1 and 8),
+    neither saying so.  The measure is kept per concurrency, and every table and chart names it."""
+    from cockpit.bench.decision import predicted_vs_measured
+    from cockpit.bench.report import render_acceptance
+
+    rows = [{"config": "depth 16", "steps": 16, "topk": 1, "concurrency": c, "accept_length": a}
+            for c, a in ((1, 2.33), (1, 2.35), (8, 2.56), (8, 2.56))]
+    [row] = predicted_vs_measured(rows, [0.7, 0.6])
+    assert row["measured_at_concurrency"] == {"1": 2.34, "8": 2.56}
+    text = render_acceptance([row])
+    assert "measured c1" in text and "measured c8" in text and "2.34" in text and "2.56" in text
+    assert "2.45" not in text  # the median of both, which is neither, is not shown as "measured"

@@ -148,12 +148,18 @@ def predicted_vs_measured(rows: list[dict[str, Any]], accuracies: list[float] | 
     for label in dict.fromkeys(r["config"] for r in rows if r["steps"] is not None):
         mine = [r for r in rows if r["config"] == label]
         measured = [r["accept_length"] for r in mine if r["accept_length"] is not None]
+        at: dict[str, float] = {}  # the measure at each concurrency: acceptance moves with the batch
+        for concurrency in sorted({r.get("concurrency") or 0 for r in mine}):
+            values = [r["accept_length"] for r in mine if (r.get("concurrency") or 0) == concurrency and r["accept_length"] is not None]
+            if values:
+                at[str(concurrency)] = round(statistics.median(values), 3)
         steps, topk = mine[0]["steps"], mine[0]["topk"]
         guess = estimate(accuracies, steps) if accuracies and topk == 1 else None
         out.append({"config": label, "steps": steps, "topk": topk,
                     "estimate_with_bonus": round(guess.with_bonus, 3) if guess else None,
                     "estimate_without_bonus": round(guess.without_bonus, 3) if guess else None,
                     "positions_known": guess.depth if guess else None,
-                    "measured": round(statistics.median(measured), 3) if measured else None,
+                    "measured": round(statistics.median(measured), 3) if measured else None,  # over every concurrency
+                    "measured_at_concurrency": at,
                     "formula_with_bonus": FORMULA_WITH, "formula_without_bonus": FORMULA_WITHOUT})
     return out

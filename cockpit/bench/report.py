@@ -71,16 +71,28 @@ def render_decisions(decisions: list, recommended=None) -> str:
     return "\n".join(lines)
 
 
+def measured_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The concurrencies the acceptance was measured at, in order: one column each (acceptance moves with
+    the batch, so one number for several would be none of them)."""
+    return sorted({c for r in rows for c in (r.get("measured_at_concurrency") or {})}, key=int)
+
+
+def measured_at(row: dict[str, Any], concurrency: str) -> float | None:
+    return (row.get("measured_at_concurrency") or {}).get(concurrency)
+
+
 def render_acceptance(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
-    lines = ["Acceptance length: the drafter's estimate at each depth (greedy topk-1 chain) next to what SGLang measured",
-             f"{'config':<44} {'estimate +bonus':>15} {'estimate':>9} {'measured':>9}"]
+    columns = measured_columns(rows)
+    lines = ["Acceptance length: the drafter's estimate at each depth (greedy topk-1 chain) next to the median measured "
+             "at each concurrency",
+             f"{'config':<44} {'estimate +bonus':>15} {'estimate':>9}" + "".join(f" {'measured c' + c:>13}" for c in columns)]
     for r in rows:
-        lines.append(f"{r['config'][:44]:<44} {num(r['estimate_with_bonus'], '{:.2f}'):>15} {num(r['estimate_without_bonus'], '{:.2f}'):>9} "
-                     f"{num(r['measured'], '{:.2f}'):>9}")
+        lines.append(f"{r['config'][:44]:<44} {num(r['estimate_with_bonus'], '{:.2f}'):>15} {num(r['estimate_without_bonus'], '{:.2f}'):>9}"
+                     + "".join(f" {num(measured_at(r, c), '{:.2f}'):>13}" for c in columns))
     if rows:
-        lines.append(f"estimate +bonus = {rows[0]['formula_with_bonus']} (what SGLang's accept len counts); "
+        lines.append(f"estimate +bonus = {rows[0]['formula_with_bonus']} (what the engine's accept length counts); "
                      f"estimate = {rows[0]['formula_without_bonus']} (SpecForge's simulated_acc_len)")
     return "\n".join(lines)
 
@@ -133,13 +145,15 @@ def sweep_markdown(report: dict[str, Any], decisions: list, recommended) -> str:
     if recommended is not None:
         out += ["", f"**Recommended for serving** (concurrency {recommended.concurrency}): {recommended.best['config']}."]
     if report.get("acceptance"):
+        columns = measured_columns(report["acceptance"])
         out += ["", "## Predicted vs measured acceptance", "",
                 f"Estimate of a greedy topk-1 chain truncated at each depth: with the bonus token `{FORMULA_WITH}` "
-                f"(what SGLang's accept len counts), without it `{FORMULA_WITHOUT}`.", "",
-                "| config | estimate (+bonus) | estimate | measured |", "|---|---:|---:|---:|"]
+                f"(what the engine's accept length counts), without it `{FORMULA_WITHOUT}`; measured: the median at each concurrency.", "",
+                "| config | estimate (+bonus) | estimate |" + "".join(f" measured at c{c} |" for c in columns),
+                "|---|---:|---:|" + "---:|" * len(columns)]
         for a in report["acceptance"]:
-            out.append(f"| {a['config']} | {num(a['estimate_with_bonus'], '{:.2f}')} | {num(a['estimate_without_bonus'], '{:.2f}')} | "
-                       f"{num(a['measured'], '{:.2f}')} |")
+            out.append(f"| {a['config']} | {num(a['estimate_with_bonus'], '{:.2f}')} | {num(a['estimate_without_bonus'], '{:.2f}')} |"
+                       + "".join(f" {num(measured_at(a, c), '{:.2f}')} |" for c in columns))
     out += ["", "## Charts", "", "```", text_bars(rows), "```", ""]
     return "\n".join(out)
 

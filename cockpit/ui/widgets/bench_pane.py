@@ -114,7 +114,7 @@ class BenchPane(Vertical, can_focus=True):
         from rich.console import Group
         from rich.table import Table
 
-        from cockpit.bench.report import render_decisions
+        from cockpit.bench.report import measured_at, measured_columns, render_decisions
         from cockpit.bench.sweep import SweepResult
         from cockpit.format import num
 
@@ -124,17 +124,19 @@ class BenchPane(Vertical, can_focus=True):
         data = result.to_json()
         parts = [Text(render_decisions(result.decisions(), result.recommendation()), style="bold")]
         if data["acceptance"]:
-            table = Table(title="acceptance length: the drafter's estimate (topk-1 chain) and SGLang's measure",
+            columns = measured_columns(data["acceptance"])
+            table = Table(title="acceptance length: the drafter's estimate (topk-1 chain) and the median measured at each concurrency",
                           title_justify="left", box=None, padding=(0, 1), title_style="")
-            for column in ("config", "estimate +bonus", "estimate", "measured"):
+            for column in ("config", "estimate +bonus", "estimate", *(f"measured c{c}" for c in columns)):
                 table.add_column(column, justify="left" if column == "config" else "right")
             for row in data["acceptance"]:
                 name = DepthConfig.chain(row["steps"]).short if row["topk"] == 1 else row["config"]
                 table.add_row(name, num(row["estimate_with_bonus"], "{:.2f}"), num(row["estimate_without_bonus"], "{:.2f}"),
-                              num(row["measured"], "{:.2f}"))
+                              *(num(measured_at(row, c), "{:.2f}") for c in columns))
             parts += [Text(""), table]
         parts.append(Text("\nd16 = depth 16: 16 steps of a topk-1 chain, 17 draft tokens; +bonus counts the verified token "
-                          "(SGLang's accept length).  `cockpit bench report --format md` writes it all.", style="dim"))
+                          "(the engine's accept length); c8 = concurrency 8.  `cockpit bench report --format md` writes it all.",
+                          style="dim"))
         return Group(*parts)
 
     def action_scroll(self, rows: int) -> None:
@@ -173,10 +175,11 @@ class BenchPane(Vertical, can_focus=True):
 
                 predicted = [(estimate(accuracies, groups[l][0].get("steps")).with_bonus if groups[l][0].get("steps") else 1.0)
                              for l in labels]
-                chart.grouped_bars("acceptance length: measured vs estimated (+bonus, topk-1 chain)", [names[l] for l in labels],
-                                   {"measured": measured, "estimated": predicted})
+                chart.grouped_bars(f"acceptance length at concurrency {top_concurrency}: measured (median) vs estimated "
+                                   "(+bonus, topk-1 chain)", [names[l] for l in labels], {"measured": measured, "estimated": predicted})
             else:
-                chart.bars("acceptance length (tokens per verify step)", [names[l] for l in labels], measured)
+                chart.bars(f"acceptance length at concurrency {top_concurrency} (tokens per verify step, median)",
+                           [names[l] for l in labels], measured)
         elif name == "latency":
             series = {}
             for key in ("ttft_ms", "itl_ms"):
