@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cockpit.cli_args import build_parser
 from cockpit.errors import CockpitError
+from cockpit.format import shell_words
 from cockpit.runtime import settle_heap
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE = 0, 1, 2
@@ -247,7 +248,7 @@ def plan_fix(runbook, step: str, yes: bool) -> int:
         print(f"no fix to apply: {step}'s last run offers none" + (f" ({result.state.value}: {result.message})" if result else
                                                                     " (it has not run)"))
         return EXIT_PROBLEM
-    print(f"{step}: {fix.message}\nfix: {' '.join(fix.replacement)}")
+    print(f"{step}: {fix.message}\nfix: {shell_words(fix.replacement)}")
     if not yes:
         if not sys.stdin.isatty():
             raise CockpitError("plan fix changes the step's command line: pass --yes to apply it without asking")
@@ -255,7 +256,7 @@ def plan_fix(runbook, step: str, yes: bool) -> int:
             print("nothing changed")
             return EXIT_PROBLEM
     fixed = apply_diagnosis_fix(runbook, step, fix)
-    print(f"{step} will run: {' '.join(fixed)}\nrun it: cockpit plan run {step}   (cockpit plan reset {step} forgets the fix)")
+    print(f"{step} will run: {shell_words(fixed)}\nrun it: cockpit plan run {step}   (cockpit plan reset {step} forgets the fix)")
     return EXIT_OK
 
 

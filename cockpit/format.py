@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 
 
@@ -60,3 +61,9 @@ def time_left(eta_s: float | None, done: int | None = None, total: int | None = 
     if eta_s is None or eta_s < 1 or (done is not None and total is not None and done >= total):
         return ""
     return f"about {duration(eta_s)} left"
+
+
+def shell_words(words) -> str:
+    """Command-line words as one line a shell reads back as the same words (quoted where needed): every
+    command line and fix the cockpit prints can be pasted as it is."""
+    return shlex.join(str(w) for w in words)

@@ -99,7 +99,28 @@ async def test_messages_take_room_instead_of_covering_in_a_small_terminal(tmp_pa
         assert app.query_one(ChecklistPane).region.bottom <= bar.region.y  # the pane gave room: nothing covered
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
-        assert not bar.display  # a large terminal shows toasts
+        # a large terminal too (issue 36 item 5: a toast covered a pane's text): the panes end above the bar
+        assert bar.display and bar.region.y + bar.region.height <= app.size.height - 1
+        assert app.query_one("#main").region.bottom <= bar.region.y
+        assert not any(t.display for t in app.query("Toast"))
+
+
+async def test_a_resize_keeps_the_pane_in_use_in_view_and_in_focus(tmp_path):
+    """Issue 36 item 5: the command log in focus at 80x24 was gone at 160x48 with nothing in focus, and back
+    at 80x24 the hosts showed.  Whatever the size, the pane in use stays shown and focused."""
+    from cockpit.ui.widgets.command_log import CommandLogPane
+
+    app = fixed_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("l")
+        await pilot.pause()
+        log = app.query_one(CommandLogPane)
+        assert app.layout_state.view == "log" and log in (app.focused, *(app.focused.ancestors if app.focused else ()))
+        for size in ((160, 48), (80, 24), (120, 40), (160, 48)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause(0.2)
+            assert not log.has_class("hidden") and log.region.height > 2, size
+            assert app.focused is not None and (app.focused is log or log in app.focused.ancestors), (size, app.focused)
 
 
 async def test_keys_elsewhere_say_where_they_work(tmp_path):

@@ -255,3 +255,19 @@ def test_ctrl_c_at_start_up_is_quiet(tmp_path, delay):
     out, err = proc.communicate(timeout=30)
     assert b"Traceback" not in err, err.decode()
     assert proc.returncode in (130, 0, -2), (proc.returncode, err.decode())  # 0: --watch stopped by it; -2: before Python started
+
+
+def test_every_fix_the_cockpit_prints_pastes_as_it_runs():
+    """Issue 36 item 6: `fix: --speculative-config {"method": "eagle3", ...}` had no quoting, right under a
+    correctly quoted error line.  The fix, in the pane and in parse-log's text, reads back as the same words."""
+    import shlex
+
+    from cockpit.diagnosis import Diagnosis
+    from cockpit.sglang.diagnose import LogReport, render_log_report
+    from cockpit.ui.widgets.server_log import diagnosis_text
+
+    words = ("--speculative-config", '{"method": "eagle3", "model": "/ckpt/my draft", "num_speculative_tokens": 16}')
+    fix = Diagnosis("old_speculative_flags", "vLLM 0.10.2 has none of these", "--speculative-model", "/ckpt", (), 3, words)
+    for shown in (diagnosis_text([fix]).plain, render_log_report(LogReport(diagnoses=[fix], lines=3))):
+        line = next(l for l in shown.splitlines() if l.strip().startswith("fix: "))
+        assert tuple(shlex.split(line.strip()[len("fix: "):])) == words, line

@@ -16,7 +16,7 @@ from cockpit.hosts.procs import (NEVER_KILL, LaunchedProcess, ProcessRow, acting
                                  process_alive, start_detached, stop_process)
 from cockpit.hosts.transport import Transport, TransportError, quote_argv
 from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, dirty_reasons, judge
-from cockpit.format import age, plural
+from cockpit.format import age, plural, shell_words
 from cockpit.runbook.kind import Param, RunContext, StepKind, command_line
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
@@ -122,7 +122,7 @@ class Command(StepKind):
     }
 
     def title(self, spec: StepSpec) -> str:
-        return spec.title or f"run {' '.join(spec.params['argv'])[:50]} on {spec.host}"
+        return spec.title or f"run {shell_words(spec.params['argv'])[:50]} on {spec.host}"
 
     def why(self, spec: StepSpec) -> str:
         return spec.params.get("why") or f"passes on exit status {spec.params.get('expect_exit', 0)}"

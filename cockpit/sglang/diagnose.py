@@ -18,7 +18,7 @@ from cockpit.hosts.procs import LAUNCH_MARKER  # written by the cockpit before a
 from cockpit.sglang.schema import FlagSchema, parse_argparse_text, reference_schema
 from cockpit.sglang.suggest import most_likely, numeric_guess, rank_values, suggest, type_words
 from cockpit.diagnosis import Diagnosis
-from cockpit.format import plural
+from cockpit.format import plural, shell_words
 
 TAIL_BYTES = 8 * 1024 * 1024  # a log is read from its end: never more than this
 MAX_LINE = 64 * 1024
@@ -490,7 +490,7 @@ def render_diagnoses(diagnoses: list[Diagnosis]) -> str:
         where = f"line {d.line}: " if d.line else ""
         lines.append(f"{marks.get(d.severity, d.severity)}: {where}[{d.kind}] {d.message}")
         if d.replacement:
-            lines.append(f"    fix: {' '.join(d.replacement)}")
+            lines.append(f"    fix: {shell_words(d.replacement)}")
             continue
         for suggestion in d.suggestions[:3]:
             if suggestion and suggestion not in d.message:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cockpit.format import plural
+from cockpit.format import plural, shell_words
 from cockpit.hosts.procs import LaunchedProcess
 from cockpit.hosts.transport import quote_argv
 from cockpit.runbook.builtin import Launch
@@ -359,7 +359,7 @@ def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:
     else:
         from cockpit.sglang.lint import apply_fix
     fixed = apply_fix(argv, diagnosis)  # the engine's own: vLLM's folds every old speculative flag into one JSON
-    runbook.set_override(step, fixed, f"applied fix for {diagnosis.kind} {diagnosis.flag}: {' '.join(diagnosis.replacement or ())}")
+    runbook.set_override(step, fixed, f"applied fix for {diagnosis.kind} {diagnosis.flag}: {shell_words(diagnosis.replacement or ())}")
     return fixed
 
 

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 
 from cockpit.sglang.schema import FlagSchema
+from cockpit.format import shell_words
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def _num_speculative_tokens(value: str | None, schema: FlagSchema | None) -> Sug
         return Suggestion("--speculative-num-steps K --speculative-eagle-topk 1 --speculative-num-draft-tokens K+1", None,
                           "vLLM's num_speculative_tokens K is a chain of K steps in SGLang")
     words = _depth_flags(k)
-    return Suggestion(" ".join(words), words, f"vLLM's {k} speculative tokens = {k} steps of a topk-1 chain, {k + 1} draft tokens")
+    return Suggestion(shell_words(words), words, f"vLLM's {k} speculative tokens = {k} steps of a topk-1 chain, {k + 1} draft tokens")
 
 
 def _speculative_config(value: str | None, schema: FlagSchema | None) -> Suggestion:
@@ -63,13 +64,13 @@ def _speculative_config(value: str | None, schema: FlagSchema | None) -> Suggest
     if not words:
         return Suggestion("--speculative-algorithm EAGLE3 --speculative-draft-model-path PATH --speculative-num-steps K "
                           "--speculative-eagle-topk 1 --speculative-num-draft-tokens K+1", None, "SGLang takes separate flags")
-    return Suggestion(" ".join(words), tuple(words), "vLLM's --speculative-config as SGLang flags")
+    return Suggestion(shell_words(words), tuple(words), "vLLM's --speculative-config as SGLang flags")
 
 
 def _rename(new: str, note: str = ""):
     def build(value: str | None, schema: FlagSchema | None) -> Suggestion:
         words = (new,) + ((value,) if value is not None else ())
-        return Suggestion(" ".join(words), words, note)
+        return Suggestion(shell_words(words), words, note)
 
     return build
 
@@ -165,7 +166,7 @@ def suggest(flag: str, value: str | None, schema: FlagSchema | None) -> list[Sug
         out.append(KNOWN[flag](value, schema))
     elif normalised != flag and (schema is None or schema.get(normalised)):
         words = (normalised,) + ((value,) if value is not None else ())
-        out.append(Suggestion(" ".join(words), words, "SGLang does not turn '_' into '-' in flag names"))
+        out.append(Suggestion(shell_words(words), words, "SGLang does not turn '_' into '-' in flag names"))
     for name in similar_flags(flag, schema, limit=8):
         if len(out) >= 3:
             break
@@ -175,7 +176,7 @@ def suggest(flag: str, value: str | None, schema: FlagSchema | None) -> list[Sug
         if target is None or not target.accepts(value):
             continue
         words = (name,) + ((value,) if value is not None else ())
-        out.append(Suggestion(" ".join(words), words))
+        out.append(Suggestion(shell_words(words), words))
     return out
 
 

@@ -55,7 +55,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
     .-compact #main #checklist { width: 1fr; height: 1fr; }
     .-compact ServerLogPane, .-compact BenchPane, .-compact CommandLogPane { height: 1fr; }
     .-compact RunsPane { height: 1fr; max-height: 100%; }
-    .-compact Toast { display: none; }
+    Toast { display: none; }  /* messages go to the bar above the footer (ui/layout.py MessageBar) */
     #empty { padding: 1 2; }
     .hidden { display: none; }
     """

@@ -80,6 +80,20 @@ class Layout:
     def is_compact(width: int, height: int) -> bool:
         return width < COMPACT_WIDTH or height < COMPACT_HEIGHT
 
+    def resized(self, compact: bool, focused: str | None) -> str | None:
+        """The terminal crossed the line between small and large: the pane in use stays in view, and in
+        focus.  `focused`: the view the focus is in now.  Returns the view to focus (None: nothing changed)."""
+        if compact == self.compact:
+            return None
+        self.compact = compact
+        if compact:
+            self.view = focused or "hosts"
+            return self.view
+        view = focused or self.view  # the pane a small terminal showed opens in the large one
+        if view in BOTTOM:
+            self._open(view)
+        return view
+
     def press(self, view: str, focused: str | None = None) -> str:
         """A view's key shows its pane and returns it to focus (as k9s does); the same key on the pane
         already in focus hides it (in a small terminal: back to the hosts).  `focused`: the view the
@@ -172,8 +186,8 @@ class TabLine(Static):
 
 
 class MessageBar(Static):
-    """A small terminal's toasts: the latest messages in lines of their own above the footer, so that
-    they take room from the pane instead of covering it (a large terminal shows toasts)."""
+    """The cockpit's messages (Textual's toasts, which covered a pane's text): the latest in lines of their own
+    above the footer, so that they take room from the panes instead of covering them."""
 
     DEFAULT_CSS = """
     MessageBar {
@@ -183,6 +197,7 @@ class MessageBar(Static):
         padding: 0 1;
     }
     """
+    LINES = 2  # messages shown at once (the newest last)
     STYLES = {"error": "bold red", "warning": "yellow", "information": ""}
 
     def __init__(self, **kwargs):
@@ -190,7 +205,7 @@ class MessageBar(Static):
         self.messages: list[tuple[float, str, str, str]] = []  # (until, severity, title, message)
 
     def add(self, message: str, title: str, severity: str, timeout: float, now: float) -> None:
-        self.messages = [m for m in self.messages if m[0] > now][-1:] + [(now + timeout, severity, title, message)]
+        self.messages = [m for m in self.messages if m[0] > now][-(self.LINES - 1):] + [(now + timeout, severity, title, message)]
         self.show_now(now)
 
     def show_now(self, now: float) -> None:
@@ -199,7 +214,15 @@ class MessageBar(Static):
         for _, severity, title, message in self.messages:
             if text:
                 text.append("\n")
-            text.append(f"{title}: " if title else "", style="bold")
-            text.append(message, style=self.STYLES.get(severity, ""))
+            line = Text(no_wrap=True, overflow="ellipsis")
+            line.append(f"{title}: " if title else "", style="bold")
+            line.append(" ".join(message.split()), style=self.STYLES.get(severity, ""))
+            line.truncate(max(20, self.size.width - 2) if self.size.width else 400, overflow="ellipsis")
+            text.append_text(line)
         self.update(text)
         self.display = bool(self.messages)
+
+    @property
+    def rows(self) -> int:
+        """The rows the bar takes now (the layout gives the panes the rest)."""
+        return len(self.messages)

@@ -227,6 +227,35 @@ def host_title(snapshot: HostSnapshot, label: str, now: float, ascii_only: bool 
     return title
 
 
+def gpu_ranges(indices: list[int]) -> str:
+    """GPU indices as ranges: [0, 1, 2, 3, 5] -> 'GPU0-3,5'."""
+    parts, run = [], []
+    for index in sorted(set(indices)):
+        if run and index == run[-1] + 1:
+            run.append(index)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [index]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return "GPU" + ",".join(parts)
+
+
+def process_groups(processes) -> list[tuple[str, object, int]]:
+    """One line per process and memory, whatever the number of GPUs it holds it on (a server with
+    tensor parallelism 8 is one line, not eight): (its GPUs, the process, how many GPUs)."""
+    groups: dict[tuple, list] = {}
+    for proc in processes:
+        groups.setdefault((proc.pid, proc.name, proc.used_memory_mib), []).append(proc)
+    out = []
+    for members in groups.values():
+        known = [p.gpu_index for p in members if p.gpu_index is not None]
+        where = gpu_ranges(known) if known else "GPU?"
+        out.append((where, members[0], len(members)))
+    return out
+
+
 def host_body(snapshot: HostSnapshot, histories: dict[int, GpuHistory], width: int, ascii_only: bool = False,
               rows: bool = True):
     """The pane's text: the error, a line per GPU, the compute processes.  With rows=False the GPU
@@ -246,9 +275,10 @@ def host_body(snapshot: HostSnapshot, histories: dict[int, GpuHistory], width: i
         head.rstrip()
         return head if rows else (head, tail)
     if snapshot.processes:
-        for proc in snapshot.processes:
-            where = f"GPU{proc.gpu_index}" if proc.gpu_index is not None else "GPU?"
-            tail.append(f"  {where:<5} pid {proc.pid:<8} {_num(proc.used_memory_mib, '{} MiB'):>10}  {(proc.name or '?')[:40]}\n", style="yellow")
+        for where, proc, count in process_groups(snapshot.processes):
+            memory = _num(proc.used_memory_mib, '{} MiB')
+            memory = f"{count} x {memory}" if count > 1 else memory
+            tail.append(f"  {where:<7} pid {proc.pid:<8} {memory:>10}  {(proc.name or '?')[:40]}\n", style="yellow")
     elif snapshot.source == "prometheus":
         tail.append("  processes: unknown here (DCGM exports none; a GPU gate asks the host over SSH)\n", style="dim")
     elif snapshot.state.reached:

@@ -10,6 +10,7 @@ from cockpit.ui.messages import RunsPolled, ServerPolled
 from cockpit.ui.widgets.bench_pane import BenchPane
 from cockpit.ui.widgets.runs_pane import RunsPane
 from cockpit.ui.widgets.server_log import ServerLogPane
+from cockpit.format import shell_words
 
 
 class ServingActions:
@@ -143,7 +144,7 @@ class ServingActions:
         except CockpitError as exc:
             self.notify(str(exc), severity="warning")
             return
-        self.notify(f"{spec.name} will run: {' '.join(fixed[-8:])}", title="fix applied")
+        self.notify(f"{spec.name} will run: {shell_words(fixed[-8:])}", title="fix applied")
         self.action_run_step(spec.name)
 
     def action_toggle_bench(self, _terminal: str = "") -> None:

@@ -23,11 +23,14 @@ class ViewActions:
 
     def on_resize(self, event) -> None:  # (runs before App's own handler: self.size is still the old size)
         compact = Layout.is_compact(event.size.width, event.size.height)
-        if compact and not self.layout_state.compact and self._laid_out:
-            self.layout_state.view = self._view_of_focus() or "hosts"  # the pane in use stays in view
-        self.layout_state.compact = compact
+        if self._laid_out:
+            target = self.layout_state.resized(compact, self._view_of_focus())  # the pane in use stays in view
+        else:
+            self.layout_state.compact, target = compact, None
         self.query_one("#main").set_class(event.size.width < 130, "-narrow")
         self.apply_layout(event.size.height)
+        if target is not None and self.screen is self.screen_stack[0]:
+            self.call_after_refresh(self._focus_view, target)  # and keeps the focus (a pane hidden by the layout loses it)
 
     def _panes(self) -> dict[str, object]:
         found = {"hosts": self.hosts_view}
@@ -43,7 +46,8 @@ class ViewActions:
         sharing what the hosts and the checklist leave).  `height`: the terminal's, when it is resizing."""
         state, panes = self.layout_state, self._panes()
         self.set_class(state.compact, "-compact")
-        rows = (height or self.size.height) - 2  # less the title and the footer
+        bar = self.query_one(MessageBar)
+        rows = (height or self.size.height) - 2 - bar.rows  # less the title, the footer and the messages
         heights, tabbed = ({}, []) if state.compact else state.shares(rows)
         for view, pane in panes.items():
             if view in ("hosts", "checklist"):
@@ -61,8 +65,7 @@ class ViewActions:
         tabs.show_tabs(next(iter(heights), None), [v for v in tabbed if v in panes])
         self.query_one("#main").display = state.shown("hosts") or state.shown("checklist")
         self.query_one(ViewBar).display = state.compact
-        bar = self.query_one(MessageBar)
-        bar.display = state.compact and bool(bar.messages)
+        bar.display = bool(bar.messages)
         self._show_views(panes)
         self.sub_title = self._subtitle()
         footer = self.query(Footer)
@@ -110,16 +113,34 @@ class ViewActions:
         return (not shown) if twin else shown
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None, **kwargs) -> None:
-        """A toast in a large terminal; in a small one the message bar (a toast would cover the one pane)."""
+        """A message in the bar above the footer, whatever the terminal's size: it takes rows from the panes
+        instead of covering their text, as Textual's toasts did (Textual still records it: its toasts are hidden)."""
         super().notify(message, title=title, severity=severity, timeout=timeout, **kwargs)
         bars = self.query(MessageBar)
-        if bars and self.layout_state.compact:
+        if bars:
             import time
 
             bar = bars.first()
+            before = bar.rows
             bar.add(message, title, severity, timeout or self.NOTIFICATION_TIMEOUT, time.time())
-            self.set_timer((timeout or self.NOTIFICATION_TIMEOUT) + 0.05,
-                           lambda: bar.show_now(time.time()) if self.layout_state.compact else None)
+            if bar.rows != before and self._laid_out:
+                self.apply_layout()
+
+            def expire() -> None:
+                shown = bar.rows
+                bar.show_now(time.time())
+                if bar.rows != shown:
+                    self.apply_layout()
+
+            self.set_timer((timeout or self.NOTIFICATION_TIMEOUT) + 0.05, expire)
+
+    def clear_notifications(self) -> None:
+        super().clear_notifications()
+        bars = self.query(MessageBar)
+        if bars and bars.first().messages:
+            bars.first().messages = []
+            bars.first().show_now(0.0)
+            self.apply_layout()
 
     def _subtitle(self) -> str:
         if self.demo:

@@ -53,9 +53,15 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
         line.truncate(width, overflow="ellipsis")
         text.append_text(line)
         text.append("\n")
-        text.append(f"     {view.title}\n", style="dim" if number != selected else "")
-        for warning in view.warnings:
-            text.append(f"     warning: {warning}\n", style="yellow")
+        if number == selected or view.state is not StepState.PASSED or view.warnings:
+            # what a step is, for the step in hand and those still to pass: a passed step is its one line, so that
+            # eight steps and the evidence of the selected one fit beside two hosts
+            for words, style in ((view.title, "dim" if number != selected else ""),
+                                 *((f"warning: {w}", "yellow") for w in view.warnings)):
+                said = Text(f"     {words}", style=style, no_wrap=True, overflow="ellipsis")
+                said.truncate(width, overflow="ellipsis")
+                text.append_text(said)
+                text.append("\n")
     if not views:
         text.append("No runbook in the config: add [[runbook.steps]] (`cockpit init --example` prints an annotated config).\n", style="dim")
         return text

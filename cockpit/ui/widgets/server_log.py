@@ -10,6 +10,7 @@ from textual.widgets import Static
 from cockpit.sglang.diagnose import MILESTONES, Diagnosis
 from cockpit.sglang.server import ServerStatus
 from cockpit.ui.widgets.bounded_log import BoundedRichLog
+from cockpit.format import shell_words
 
 STEPS = [name for name, _ in MILESTONES]
 
@@ -72,7 +73,7 @@ def diagnosis_text(diagnoses: list[Diagnosis]) -> Text:
         mark, style = marks.get(d.severity, ("✘", "bold red"))
         text.append(f"{mark} [{d.kind}] {where}{d.message}\n", style=style)
         if d.replacement:
-            text.append(f"   fix: {' '.join(d.replacement)}\n", style="bold green")
+            text.append(f"   fix: {shell_words(d.replacement)}\n", style="bold green")
             text.append("   press f to apply it to the launch step and relaunch\n", style="green")
     return text.rstrip() or text
 
