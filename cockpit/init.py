@@ -92,11 +92,26 @@ def depth_list(text: str):
     return [int(p) for p in parts], None
 
 
-def questionnaire(ask: Ask = _ask_stdin) -> dict:
-    """The answers, each checked as it is given; nothing is written until every answer is good."""
-    answers: dict = {"hosts": []}
+def local_gpus() -> bool:
+    """Whether this machine has an NVIDIA GPU the cockpit could watch (its driver's devices or nvidia-smi)."""
+    import glob
+    import shutil
+
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or shutil.which("nvidia-smi") is not None
+
+
+def questionnaire(ask: Ask = _ask_stdin, here_has_gpus: bool | None = None) -> dict:
+    """The answers, each checked as it is given; nothing is written until every answer is good.  This machine
+    is one of the hosts only where it has GPUs (a jump box's would be a driver error for ever)."""
+    here = local_gpus() if here_has_gpus is None else here_has_gpus
+    answers: dict = {"hosts": [], "here": here}
     print("A few questions; Enter keeps the default in brackets.", file=sys.stderr)
-    count = ask_until(ask, "How many GPU hosts (0 = only this machine)", "1", whole(0, 64))
+    if here:
+        count = ask_until(ask, "How many GPU hosts (0 = only this machine)", "1", whole(0, 64))
+    else:
+        print("This machine has no NVIDIA GPU (no nvidia-smi, no /dev/nvidia*): the config names the GPU hosts it reaches "
+              "over SSH.", file=sys.stderr)
+        count = ask_until(ask, "How many GPU hosts", "1", whole(1, 64))
     taken = {"here"}
     for number in range(count):
         name = ask_until(ask, f"Host {number + 1}: a short name", "gpu-server" if number == 0 else f"host{number + 1}",
@@ -122,7 +137,10 @@ def questionnaire(ask: Ask = _ask_stdin) -> dict:
 def render_config(answers: dict) -> str:
     lines = ["# cockpit config, written by `cockpit init`. Reference: README.md; `cockpit init --example` prints an annotated one.", ""]
     lines += ["[telemetry]", "interval_ms = 1000          # one nvidia-smi line per GPU per second, over one SSH connection", ""]
-    lines += ["[hosts.here]", "local = true                # this machine", ""]
+    if answers.get("here", True):
+        lines += ["[hosts.here]", "local = true                # this machine", ""]
+    else:
+        lines += ["# This machine had no NVIDIA GPU when this was written (a jump box): it is not a host here.", ""]
     for host in answers["hosts"]:
         lines.append(f"[hosts.{host['name']}]")
         lines.append(f"address = {_toml_string(host['address'])}   # an IP, a DNS name or an ~/.ssh/config alias")

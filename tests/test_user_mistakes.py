@@ -271,3 +271,17 @@ def test_every_fix_the_cockpit_prints_pastes_as_it_runs():
     for shown in (diagnosis_text([fix]).plain, render_log_report(LogReport(diagnoses=[fix], lines=3))):
         line = next(l for l in shown.splitlines() if l.strip().startswith("fix: "))
         assert tuple(shlex.split(line.strip()[len("fix: "):])) == words, line
+
+
+def test_init_on_a_jump_box_without_gpus_does_not_name_it_a_gpu_host(tmp_path):
+    """Issue 36 item 7: `cockpit init` on a GPU-less jump box added `[hosts.here] local = true`, so `status --once`
+    said `here: driver_error` for ever and could never exit 0.  Only a machine with GPUs is one of the hosts."""
+    from cockpit.config import parse_config
+    from cockpit.init import questionnaire, render_config
+
+    given = iter(["0", "1", "gpu-server", "10.0.0.7", "", "", "serving", "/m", "/d", "8", "16"])
+    answers = questionnaire(lambda question, default: next(given), here_has_gpus=False)  # 0 hosts is refused: there is no "here"
+    text = render_config(answers)
+    assert "[hosts.here]" not in text and [h.name for h in parse_config(text).hosts] == ["gpu-server"]
+    with_gpus = render_config(questionnaire(lambda q, d: d if "hosts" not in q else "0", here_has_gpus=True))
+    assert [h.name for h in parse_config(with_gpus).hosts] == ["here"]
