@@ -700,6 +700,9 @@ def main(argv: Sequence[str] | None = None, interrupts_from_now: bool = False) -
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        print("cockpit: error: out of memory (a limit such as ulimit -v is lower than this command needs)", file=sys.stderr)
+        return 2
     except ModuleNotFoundError as exc:
         print(f"cockpit: error: the module '{exc.name}' is missing from this installation; reinstall the cockpit "
               "(pip install .) in this environment", file=sys.stderr)

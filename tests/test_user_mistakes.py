@@ -285,3 +285,49 @@ def test_init_on_a_jump_box_without_gpus_does_not_name_it_a_gpu_host(tmp_path):
     assert "[hosts.here]" not in text and [h.name for h in parse_config(text).hosts] == ["gpu-server"]
     with_gpus = render_config(questionnaire(lambda q, d: d if "hosts" not in q else "0", here_has_gpus=True))
     assert [h.name for h in parse_config(with_gpus).hosts] == ["here"]
+
+
+def test_parse_log_on_endless_or_binary_input_is_bounded_answers_ctrl_c_and_says_binary(tmp_path):
+    """Issue 36 item 8: `parse-log --all - < /dev/zero` reached 9 GB, ignored Ctrl-C, and under a 4 GB limit ended
+    in a MemoryError traceback; 200 random bytes were `no crash found`, rc 0.  Binary input exits 2 at its first
+    bytes; endless text without a newline is read in bounded memory (here under a 1 GiB address-space limit)
+    until Ctrl-C, which ends it with 130."""
+    import random
+    import resource
+    import signal
+    import time
+
+    from cockpit.sglang.diagnose import looks_binary
+
+    for args in (["parse-log", "--all", "-"], ["parse-log", "-"]):
+        with open("/dev/zero", "rb") as zero:
+            started = time.monotonic()
+            done = subprocess.run([sys.executable, "-m", "cockpit", *args], stdin=zero, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "binary" in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+        assert time.monotonic() - started < 30
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(random.Random(36).randbytes(200).replace(b"\x00", b"\x01"))  # no NUL to give it away
+    for args in (["parse-log", str(noise)], ["parse-log", "--all", str(noise)]):
+        done = _cockpit(*args)
+        assert done.returncode == 2 and "binary file" in done.stderr, (args, done.stdout, done.stderr)
+    coloured = "\x1b[32m[2026-12-04 18:00:00] INFO\x1b[0m The server is fired up and ready to roll!\r\n" * 20
+    assert not looks_binary(coloured.encode()) and not looks_binary("Gerät bereit: café\n".encode("latin-1") * 3)
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    feeder = subprocess.Popen([sys.executable, "-c", "import sys\nwhile True: sys.stdout.buffer.write(b'a' * 65536)"],
+                              stdout=subprocess.PIPE)
+    reader = subprocess.Popen([sys.executable, "-m", "cockpit", "parse-log", "--all", "-"], stdin=feeder.stdout,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limited)
+    feeder.stdout.close()
+    try:
+        time.sleep(6)  # about a gigabyte of one line has gone through it by now
+        assert reader.poll() is None, reader.stderr.read()
+        reader.send_signal(signal.SIGINT)
+        _, err = reader.communicate(timeout=20)
+        assert reader.returncode == 130 and "Traceback" not in err and "MemoryError" not in err, err
+    finally:
+        feeder.kill()
+        reader.kill()
+        feeder.wait()

@@ -230,7 +230,7 @@ def read_log_tail(path: str | Path, limit: int = TAIL_BYTES) -> tuple[list[str],
     except OSError as exc:
         raise CockpitError(f"{path}: {exc.strerror or exc}") from None
     _check_text(data if start == 0 else b"", str(path))
-    if b"\x00" in data[:65536]:
+    if looks_binary(data[:65536]):
         raise CockpitError(f"{path}: binary file, not a server log")
     truncated = start > 0
     if truncated:
@@ -238,6 +238,60 @@ def read_log_tail(path: str | Path, limit: int = TAIL_BYTES) -> tuple[list[str],
         data = data[cut + 1:] if cut >= 0 else b""
     lines = [line[:MAX_LINE] for line in data.decode("utf-8", "replace").splitlines()]
     return lines, 1, truncated
+
+
+_TEXT_CONTROLS = frozenset("\t\n\r\f\v\b\x07\x1b")
+
+
+def looks_binary(sample: bytes) -> bool:
+    """Whether bytes are not a log's text: a NUL, or more than 30 % of what they decode to is not text
+    (bytes that are not UTF-8, control characters other than a terminal's).  A log with colour, a tmux
+    capture's odd byte or a stray Latin-1 letter stays text; 200 random bytes do not."""
+    if not sample:
+        return False
+    if b"\x00" in sample:
+        return True
+    text = sample.decode("utf-8", "replace")
+    bad = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in _TEXT_CONTROLS) or "\x7f" <= ch < "\xa0")
+    return bad * 10 > 3 * len(text)
+
+
+READ_CHUNK = 1 << 20
+
+
+def bounded_lines(handle, max_line: int = MAX_LINE, first=None):
+    """The lines of a byte stream (without their newline), each cut at `max_line` bytes (the rest of a
+    longer line is skipped, never held): memory stays bounded on any input, endless or with no newline at
+    all (`< /dev/zero`), and Ctrl-C is heard between reads.  `first(chunk)`: called with the first bytes
+    read, before any line (to refuse a binary or compressed stream at once)."""
+    read = getattr(handle, "read1", None) or handle.read  # what is there now: a pipe is read as it comes
+    pending = bytearray()
+    skipping = False
+    seen = False
+    while True:
+        chunk = read(READ_CHUNK)
+        if not chunk:
+            break
+        if not seen:
+            seen = True
+            if first is not None:
+                first(chunk)
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            stop = len(chunk) if end < 0 else end
+            if not skipping:
+                room = max_line - len(pending)
+                pending += chunk[start:start + max(0, min(room, stop - start))]
+                skipping = stop - start > room
+            if end < 0:
+                break
+            yield bytes(pending)
+            pending.clear()
+            skipping = False
+            start = end + 1
+    if pending:
+        yield bytes(pending)
 
 
 def _check_text(head: bytes, name: str) -> None:
@@ -255,18 +309,23 @@ def read_stream_tail(limit: int = TAIL_BYTES) -> tuple[list[str], int, bool, int
 
     chunks: deque = deque()
     held = total = 0
+    stream = sys.stdin.buffer
+    read = getattr(stream, "read1", None) or stream.read  # a Python loop: Ctrl-C is heard between reads
     while True:
-        chunk = sys.stdin.buffer.read(1 << 20)
+        chunk = read(READ_CHUNK)
         if not chunk:
             break
+        if not total:  # refused at its first bytes: an endless binary stream ends here, not never
+            _check_text(chunk, "standard input")
+            if looks_binary(chunk[:65536]):
+                raise CockpitError("standard input: binary data, not a server log")
         chunks.append(chunk)
         held += len(chunk)
         total += len(chunk)
         while held - len(chunks[0]) >= limit:
             held -= len(chunks.popleft())
     data = b"".join(chunks)
-    _check_text(data if total <= limit else b"", "standard input")
-    if b"\x00" in data[:65536]:
+    if looks_binary(data[:65536]):
         raise CockpitError("standard input: binary data, not a server log")
     truncated = total > limit
     if truncated:
@@ -513,6 +572,7 @@ _WORTH_KEEPING = re.compile("|".join([r": error: ", r"^usage: ", r"Traceback \(m
 CONTEXT_LINES = 8
 KEEP_AT_MOST = 200_000
 KEEP_DECODE = 400
+KEEP_BYTES = 64 * 1024 * 1024  # the kept lines of the last run, at most (their text)
 
 
 def _open_log(path: str | Path):
@@ -538,21 +598,31 @@ def read_log_all(path: str | Path) -> tuple[list[str], list[int], int]:
 
     handle, name = _open_log(path)
     kept: deque = deque(maxlen=KEEP_AT_MOST)
+    kept_bytes = 0  # what `kept` holds: bounded in bytes too (200,000 lines of 64 KiB would be 12 GiB)
     decodes: deque = deque(maxlen=KEEP_DECODE)  # a serving run's decode lines: its last ones
     before: deque = deque(maxlen=CONTEXT_LINES)
     after = 0
     in_usage = False
     number = 0
-    checked_binary = False
     shapes: dict[bytes, int] = {}
+
+    def refuse_binary(head: bytes) -> None:
+        _check_text(head, name)
+        if looks_binary(head[:65536]):
+            raise CockpitError(f"{name}: binary file, not a server log")
+
+    def keep(item: tuple[int, str]) -> None:
+        nonlocal kept_bytes
+        if len(kept) == kept.maxlen:
+            kept_bytes -= len(kept[0][1])
+        kept.append(item)
+        kept_bytes += len(item[1])
+        while kept_bytes > KEEP_BYTES and len(kept) > 1:
+            kept_bytes -= len(kept.popleft()[1])
+
     try:
-        for raw in handle:
+        for raw in bounded_lines(handle, MAX_LINE, refuse_binary):
             number += 1
-            if not checked_binary:
-                _check_text(raw, name)
-                if b"\x00" in raw[:65536]:
-                    raise CockpitError(f"{name}: binary file, not a server log")
-                checked_binary = True
             if b"Decode batch" in raw:  # the bulk of a serving log: no other diagnosis reads these
                 decodes.append((number, raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")))
                 continue
@@ -567,16 +637,18 @@ def read_log_all(path: str | Path) -> tuple[list[str], list[int], int]:
             text = raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
             if verdict == 2:
                 kept.clear()
+                kept_bytes = 0
                 decodes.clear()
                 before.clear()
             in_usage = text.startswith("usage: ") or (in_usage and text[:1] in (" ", "\t", "["))
             if in_usage or verdict:
-                kept.extend(before)
+                for item in before:
+                    keep(item)
                 before.clear()
-                kept.append((number, text))
+                keep((number, text))
                 after = CONTEXT_LINES
             elif after:
-                kept.append((number, text))
+                keep((number, text))
                 after -= 1
             else:
                 before.append((number, text))
