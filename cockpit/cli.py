@@ -150,9 +150,15 @@ def cmd_status(args) -> int:
     async def watch(c) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        stopped_by: list[int] = []
+
+        def stop_on(sig: int) -> None:
+            stopped_by.append(sig)
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             try:
-                loop.add_signal_handler(sig, stop.set)
+                loop.add_signal_handler(sig, stop_on, sig)
             except (NotImplementedError, RuntimeError):
                 pass
         c.hub.start()
@@ -170,7 +176,8 @@ def cmd_status(args) -> int:
                 sys.stdout.flush()
             except BrokenPipeError:
                 break  # the reader went away (| head, a dropped terminal): stop quietly
-        return EXIT_OK
+        # stopped by a signal: the shell's convention, 128 + its number (Ctrl-C: 130), so a script can tell
+        return 128 + stopped_by[0] if stopped_by else EXIT_OK
 
     return with_context(ctx, watch)
 
@@ -638,6 +645,7 @@ def cmd_demo(args) -> int:
     from cockpit.context import Context
     from cockpit.demo.world import afresh, build
     from cockpit.ui.app import CockpitApp
+    from cockpit.ui.terminal import drawn_on_the_terminal
     from cockpit.ui.themes import check_theme_name
 
     check_theme_name(getattr(args, "theme", None))  # before a world is built for nothing
@@ -650,7 +658,8 @@ def cmd_demo(args) -> int:
     print(f"cockpit DEMO: from another shell, `{reads} plan show` (or server, runs, bench report) reads the state this demo shows",
           flush=True)
     try:
-        CockpitApp(Context.of(world.config), demo=True, **ui_options(args)).run()
+        with drawn_on_the_terminal():
+            CockpitApp(Context.of(world.config), demo=True, **ui_options(args)).run()
     finally:
         world.close()
     print(f"cockpit DEMO ended; its files are in {root}; its state: `{reads} plan show`")
@@ -664,12 +673,14 @@ def ui_options(args) -> dict:
 
 def cmd_ui(args) -> int:
     from cockpit.ui.app import CockpitApp
+    from cockpit.ui.terminal import drawn_on_the_terminal
     from cockpit.ui.themes import check_theme_name
 
     ctx = context(args)
     check_theme_name(getattr(args, "theme", None))
     app = CockpitApp(ctx, read_only=getattr(args, "read_only", False), **ui_options(args))
-    app.run()
+    with drawn_on_the_terminal():
+        app.run()
     return app.return_code or EXIT_OK
 
 

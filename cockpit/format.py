@@ -67,3 +67,11 @@ def shell_words(words) -> str:
     """Command-line words as one line a shell reads back as the same words (quoted where needed): every
     command line and fix the cockpit prints can be pasted as it is."""
     return shlex.join(str(w) for w in words)
+
+
+def size(count: float) -> str:
+    """Bytes as a person reads them, the same in every pane and command: 812 B, 96.0 KiB, 104.9 MiB, 3.27 GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}" if unit == "GiB" else f"{count / scale:.1f} {unit}"
+    return f"{int(count)} B"

@@ -60,6 +60,11 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             # the stale trainer with its memory on each of the 4 GPUs; only the demo's own process is matched
             assert "0:61234 1:61234 2:61234 3:61234" in plan and "244936" in plan and str(world.root) in plan
             await run_next(app, pilot, "kill-server-leftovers", confirm=True)
+            # the killed stale processes are the demo's children: reaped, not <defunct> all session (issue 36 item 9)
+            import psutil
+
+            await eventually(lambda: not [c for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE],
+                             what="no <defunct> child")
             await run_next(app, pilot, "server-gpus-clean")
             await run_next(app, pilot, "draft-ready", confirm=True)
             assert app.runbook.result("draft-ready").evidence["fixed"] == 10
@@ -77,6 +82,8 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             # the launched server's memory on every GPU of its tensor parallelism, and its process
             await eventually(lambda: [g.memory_used_mib for g in app.panes["gpu-server"].snapshot.gpus] == [126518] * 8,
                              what="the server's memory on the 8 GPUs")
+            # an idle server's GPUs replay the idle H200, not the busy one (issue 36 item 9: 100 % at 694 W, idle)
+            assert all((g.utilization_pct or 0) < 50 for g in app.panes["gpu-server"].snapshot.gpus)
             server_pid = app.runbook.launched("launch").pid
             await eventually(lambda: {p.pid for p in app.panes["gpu-server"].snapshot.processes} == {server_pid},
                              what="the server's process on the GPUs")
@@ -156,7 +163,10 @@ async def test_the_vllm_demo_launches_fixes_and_shows_vllms_figures(tmp_path):
             server = app.runbook.launched("launch")
             assert "--speculative-config" in server.argv and "--num-speculative-tokens" not in server.argv
             workload = Workload(load_prompts(None, None), 24, 4, 64, 0.0)
+            assert all((g.utilization_pct or 0) < 50 for g in app.panes["gpu-server"].snapshot.gpus)  # idle: the idle replay
             load = asyncio.ensure_future(run_closed_loop(f"http://127.0.0.1:{server.port}", "openai", workload))
+            await eventually(lambda: any((g.utilization_pct or 0) > 50 for g in app.panes["gpu-server"].snapshot.gpus),
+                             timeout=15, what="busy GPUs while requests run")
             await eventually(lambda: pane.status is not None and (pane.status.figures.get("accept_length") or {}).get("window"),
                              timeout=30, what="vLLM's figures in the server pane")
             figures = pane.status.figures

@@ -281,3 +281,15 @@ path = "{local}"
         assert any(r["event"] == "fix_keys" for r in runbook.store.audit_records())
     finally:
         await hub.stop()
+
+
+def test_a_drafts_size_reads_the_same_in_the_checklist_and_the_cli(tmp_path):
+    """Issue 36 item 9: the demo's draft was `0 MiB` in the TUI and `0.1 MiB` in the CLI: one formatter for both."""
+    from cockpit.drafter.inspect import inspect_draft, render_report
+    from cockpit.format import size
+
+    folder = write_draft(tmp_path / "d", "midlayer")
+    report = inspect_draft(folder)
+    said = size(report.total_bytes)
+    assert said != "0 MiB" and said in render_report(report, None, False, "sglang")
+    assert [size(n) for n in (812, 98304, 110_000_000, 3.5 * 2**30)] == ["812 B", "96.0 KiB", "104.9 MiB", "3.50 GiB"]

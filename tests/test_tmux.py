@@ -86,3 +86,18 @@ def test_tui_killed_mid_step_shows_it_interrupted_and_resumes(tmp_path, session)
     wait_screen(session, "passed")
     report(FaultRow("SIGKILL of the TUI during a step", 1, "restarted TUI answers", 0, [recovery],
                     note="recovery: restart until the step shows as interrupted; then it runs again and passes"))
+
+
+def test_the_tui_draws_on_the_terminal_when_stderr_goes_to_a_file(tmp_path, session):
+    """Issue 36 item 9: `cockpit demo 2>err.log` gave a blank screen (Textual draws on stderr, which went to the
+    file).  The screen is drawn on the terminal; the file gets no screen."""
+    err = tmp_path / "err.log"
+    command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES", "TERM=tmux-256color", f"XDG_STATE_HOME={tmp_path / 'state'}",
+                        sys.executable, "-m", "cockpit", "demo", "--dir", str(tmp_path / "demo"), f"2>{err}"])
+    new_session(session, 160, 48, f"sh -c '{command}'")
+    shown = wait_screen(session, "0/8 passed", timeout=60)
+    assert "cockpit DEMO" in shown
+    tmux("send-keys", "-t", session, "q")
+    time.sleep(2)
+    said = err.read_text(errors="replace") if err.exists() else ""
+    assert "\x1b[" not in said and "GPU 7" not in said, said[:500]

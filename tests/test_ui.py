@@ -271,6 +271,11 @@ async def test_zoom_a_host_then_a_gpu(sshd):
         assert "GPU 5  NVIDIA H200" in text and "30000 / 143771 MiB" in text and "pid 4242" in text and "power history" in text
         await pilot.press("5")  # again: back to every GPU
         assert app.panes["a"].zoomed_gpu is None
+        await pilot.pause()
+        # the zoomed host fills the rows the other left, with its GPUs' histories (issue 36 item 9: 30 empty rows)
+        hosts = app.hosts_view
+        assert app.panes["a"].outer_size.height >= hosts.size.height - len(app.panes["a"].snapshot.gpus)
+        assert "power" in pane_text(app, "a").split("GPU 1")[0]
         await pilot.press("3", "z")  # leaving the host zoom clears the GPU zoom
         assert app.zoomed is None and app.panes["a"].zoomed_gpu is None
 
@@ -361,6 +366,8 @@ async def test_the_palette_offers_no_fix_when_there_is_none(tmp_path):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Apply the suggested fix" not in titles
         assert "Toggle server log" in titles and "Toggle benchmark charts" in titles  # the others stay
+        # issue 36 item 9: Textual's own Keys and Maximize beside the cockpit's help and zoom: left out
+        assert not {"Keys", "Maximize", "Minimize"} & set(titles) and "Quit" in titles
 
 
 async def test_the_app_provides_what_each_mixin_protocol_says():

@@ -135,6 +135,7 @@ class DemoServer:
             draft = steps + 1  # as SGLang does for a chain
         self.model = SpecModel(steps, topk, draft, seed=steps * 1000 + topk)
         self.active = 0
+        self.gpus_busy = lambda _flag: None  # the GPUs' replay follows the requests (register_gpus)
         self.steps = self.tokens = self.window_tokens = self.window_steps = 0
         self.window_started = time.monotonic()
         self.total_tokens = self.total_verifies = 0  # since start: /server_info's lifetime acceptance, /metrics counters
@@ -220,10 +221,14 @@ class DemoServer:
 
         start = time.perf_counter()
         self.active += 1
+        if self.active == 1:
+            self.gpus_busy(True)
         try:
             await self._stream(max_tokens, speculative, start, writer, send)
         finally:
             self.active -= 1
+            if not self.active:
+                self.gpus_busy(False)
 
     async def _stream(self, max_tokens: int, speculative: bool, start: float, writer, send) -> None:
         await asyncio.sleep(0.04)  # prefill
@@ -250,17 +255,23 @@ class DemoServer:
         writer.write(b"0\r\n\r\n")
 
 
-def register_gpus(tp: int) -> None:
-    """Tell the demo's nvidia-smi this process holds memory on GPUs 0..tp-1 (gone with the process)."""
+def register_gpus(tp: int, name: str = "sglang::scheduler"):
+    """Tell the demo's nvidia-smi this process holds memory on GPUs 0..tp-1 (gone with the process).  Returns
+    busy(flag): the GPUs replay the recorded busy H200 while requests run, its idle one otherwise (an idle
+    server drew 694 W at 100 % in the demo)."""
     live = os.environ.get("COCKPIT_DEMO_LIVE_DIR")
     if not live:
-        return
+        return lambda _flag: None
     os.makedirs(live, exist_ok=True)
     path = os.path.join(live, f"{os.getpid()}.json")
-    with open(path + ".tmp", "w") as handle:
-        json.dump({"pid": os.getpid(), "gpus": list(range(tp)), "used_memory": MEMORY_PER_GPU_MIB, "name": "sglang::scheduler",
-                   "busy": True}, handle)
-    os.replace(path + ".tmp", path)
+
+    def busy(flag: bool) -> None:
+        with open(path + ".tmp", "w") as handle:
+            json.dump({"pid": os.getpid(), "gpus": list(range(tp)), "used_memory": MEMORY_PER_GPU_MIB, "name": name,
+                       "busy": flag}, handle)
+        os.replace(path + ".tmp", path)
+
+    busy(False)
 
     def forget(*_args) -> None:
         with contextlib.suppress(OSError):
@@ -269,6 +280,7 @@ def register_gpus(tp: int) -> None:
 
     signal.signal(signal.SIGTERM, forget)
     atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    return busy
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,13 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     tp = max(1, _int(values.get("--tp-size"), 1))
     stamp("Load weight begin. avail mem=139.10 GB")
     time.sleep(0.8)
-    register_gpus(tp)
+    gpus_busy = register_gpus(tp)
     stamp(f"Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=121.60 GB, mem usage={140 / tp:.2f} GB.")
     stamp("KV Cache is allocated. #tokens: 1048576, KV size: 100.00 GB")
     stamp("Capture cuda graph begin. This can take up to several minutes. avail mem=21.60 GB")
     time.sleep(0.6)
     stamp("Capture cuda graph end. Time elapsed: 0.60 s. mem usage=1.20 GB. avail mem=20.40 GB.")
     server = DemoServer(values)
+    server.gpus_busy = gpus_busy
 
     async def run() -> None:
         asyncio.ensure_future(watch_parent())

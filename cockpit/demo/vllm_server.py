@@ -41,6 +41,7 @@ class StandInVllm:
         steps = _int((config or {}).get("num_speculative_tokens")) if config else 0
         self.model = SpecModel(steps, 1, steps + 1 if steps else 0, seed=steps * 1000 + 7)
         self.active = 0
+        self.gpus_busy = lambda _flag: None  # the GPUs' replay follows the requests (demo/server.py register_gpus)
         self.prompt_tokens = self.generated = self.drafts = self.draft_tokens = self.accepted = 0
         self.per_position = [0] * steps
         self.window = {"generated": 0, "prompt": 0, "drafts": 0, "accepted": 0, "per_position": [0] * steps}
@@ -122,6 +123,8 @@ class StandInVllm:
         send = event_stream(writer)
 
         self.active += 1
+        if self.active == 1:
+            self.gpus_busy(True)
         self.prompt_tokens += 24
         self.window["prompt"] += 24
         produced = 0
@@ -144,6 +147,8 @@ class StandInVllm:
             writer.write(b"0\r\n\r\n")
         finally:
             self.active -= 1
+            if not self.active:
+                self.gpus_busy(False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,11 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     if config:
         log("Loading drafter model...", where="gpu_model_runner.py:2180")
     time.sleep(0.8)
-    register_gpus(tp)
+    gpus_busy = register_gpus(tp, "VLLM::EngineCore")
     log("Loading weights took 0.80 seconds", where="default_loader.py:267")
     log("GPU KV cache size: 1,048,576 tokens", where="kv_cache_utils.py:864")
     log("init engine (profile, create kv cache, warmup model) took 0.60 seconds", where="core.py:214")
     server = StandInVllm(model, config)
+    server.gpus_busy = gpus_busy
     interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
 
     async def run() -> None:

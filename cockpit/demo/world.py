@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,6 +158,10 @@ def build(root: Path, engine: str = "sglang") -> DemoWorld:
     trainer_stale = subprocess.Popen([python, str(root / "train_eagle3.py"), "--demo"], start_new_session=True)
     server_stale = subprocess.Popen([python, str(root / "old_sglang_server.py"), "--demo"], start_new_session=True)
     processes += [trainer_stale, server_stale]
+    for proc in (trainer_stale, server_stale):
+        # the demo is their parent (they end with it): when a kill step ends them, they are reaped at once,
+        # not left as <defunct> entries all session (a waitpid of their own pid: no other child is touched)
+        threading.Thread(target=proc.wait, name=f"reap {proc.pid}", daemon=True).start()
     live = root / "gpu-server-processes"  # a server the demo launches registers its GPU memory here
     scenarios = {
         "trainer": {"gpus": 4, "processes": [{"pid": trainer_stale.pid, "gpu": g, "used_memory": 61234, "name": "python3", "busy": True}

@@ -18,7 +18,7 @@ from typing import Any
 
 from cockpit.drafter.files import JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, HeaderError, read_header
-from cockpit.format import plural
+from cockpit.format import plural, size
 
 RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")  # SGLang's
 VLLM_RANGES = ("vLLM <=0.8.4", "vLLM 0.8.5-0.9", "vLLM 0.10.2-0.33", "vLLM >=0.34.0")
@@ -284,7 +284,7 @@ def _check_shapes(report: DraftReport) -> None:
 
 
 def render_report(report: DraftReport, version: str | None = None, keys: bool = False, engine: str = "sglang") -> str:
-    lines = [f"{report.path}: {plural(len(report.tensors), 'tensor')} in {plural(len(report.files), 'file')}, {report.total_bytes / 2**20:.1f} MiB",
+    lines = [f"{report.path}: {plural(len(report.tensors), 'tensor')} in {plural(len(report.files), 'file')}, {size(report.total_bytes)}",
              f"layout: {report.layout}"]
     if keys:
         for name, info in sorted(report.tensors.items()):

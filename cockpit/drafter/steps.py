@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from cockpit.drafter.fixkeys import DEFAULT_RULES
+from cockpit.format import size
 from cockpit.runbook.kind import Param, RunContext, StepKind
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
@@ -145,7 +146,7 @@ class DrafterCheck(StepKind):
         if report.ready(version, engine):
             extra = f"; renamed {evidence['fixed']} keys" if evidence.get("fixed") else ""
             return StepResult(StepState.PASSED, started, _now(), f"draft ready ({len(report.tensors)} tensors, "
-                              f"{report.total_bytes / 2**20:.0f} MiB){extra}", evidence)
+                              f"{size(report.total_bytes)}){extra}", evidence)
         first = next(p for ps in report.verdicts(version, engine).values() for p in ps)
         return StepResult(StepState.FAILED, started, _now(), first.message + (f" (fix: {first.fix})" if first.fix else ""), evidence)
 

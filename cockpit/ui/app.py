@@ -44,6 +44,9 @@ from cockpit.ui.widgets.runs_pane import RunsPane
 from cockpit.ui.widgets.server_log import ServerLogPane
 
 
+TEXTUAL_COMMANDS_LEFT_OUT = frozenset({"Keys", "Maximize", "Minimize"})
+
+
 class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[int]):
     TITLE = "cockpit"
     CSS = """
@@ -141,8 +144,10 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         return shown
 
     def get_system_commands(self, screen):
-        """ctrl+p: every action of the cockpit, by name (actions that change things are left out in read-only mode)."""
-        yield from super().get_system_commands(screen)
+        """ctrl+p: every action of the cockpit, by name (actions that change things are left out in read-only mode).
+        Textual's own Keys panel and Maximize are left out: the cockpit's help (?) lists every key, and its layout
+        and zoom (z) decide what fills the screen."""
+        yield from (c for c in super().get_system_commands(screen) if c.title not in TEXTUAL_COMMANDS_LEFT_OUT)
         for action in actions.palette(self.read_only):
             if action.when == "fix" and not self.check_action(action.action, ()):
                 continue  # no fix offered: the palette does not offer one either

@@ -298,6 +298,30 @@ def host_body(snapshot: HostSnapshot, histories: dict[int, GpuHistory], width: i
     return body
 
 
+HISTORY_KINDS = (("power", "cyan"), ("memory", "green"), ("util", "yellow"))
+
+
+def gpu_history_lines(gpu: GpuSample, history: GpuHistory | None, width: int, kinds: int, ascii_only: bool = False) -> list[Text]:
+    """A zoomed host's GPU: up to `kinds` lines of its history at the pane's width (power, memory,
+    utilisation), so the host fills the rows the other hosts left."""
+    lines = []
+    span = max(10, width - 12)
+    for name, style in HISTORY_KINDS[:kinds]:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"   {name:<8} ", style="dim")
+        if history is None:
+            line.append("no history yet", style="dim")
+        elif name == "power":
+            line.append(ring_sparkline(history.power_w, span, gpu.power_limit_w, ascii_only), style=style)
+        elif name == "memory":
+            line.append(sparkline(history.memory_used_mib.values(), span, top=float(gpu.memory_total_mib or 0) or None,
+                                  ascii_only=ascii_only), style=style)
+        else:
+            line.append(sparkline(history.utilization_pct.values(), span, top=100.0, ascii_only=ascii_only), style=style)
+        lines.append(line)
+    return lines
+
+
 def gpu_detail(gpu: GpuSample, history: GpuHistory | None, width: int, processes=(), ascii_only: bool = False) -> Text:
     """One GPU zoomed: every field nvidia-smi gave, and its history at full width."""
     text = Text(no_wrap=True, overflow="ellipsis")

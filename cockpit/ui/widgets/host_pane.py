@@ -16,7 +16,8 @@ from cockpit.telemetry.history import HostHistory
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui.line_filters import FilteredStyles
 from cockpit.ui.textual_internals import plain
-from cockpit.ui.render import gpu_detail, gpu_row, gpu_row_segments, host_body, host_title, title_moving_parts
+from cockpit.ui.render import (HISTORY_KINDS, gpu_detail, gpu_history_lines, gpu_row, gpu_row_segments, host_body, host_title,
+                               title_moving_parts)
 
 
 class HostPane(Widget, can_focus=True):
@@ -64,6 +65,7 @@ class HostPane(Widget, can_focus=True):
         self._strips: list[Strip | None] = []
         self.lines_repainted = 0
         self.zoomed_gpu: int | None = None  # one GPU shown in detail (keys 0-9 while the host is zoomed)
+        self.zoom_rows = 0  # zoomed (the other hosts hidden): the rows it fills, each GPU's history under its row
         self._title_key: tuple | None = None
         self._state_shown: HostState | None = None
         self._rendered_width = 0
@@ -200,6 +202,12 @@ class HostPane(Widget, can_focus=True):
         self.zoomed_gpu = index
         self._refresh_body(force=True)
 
+    def fill(self, rows: int) -> None:
+        """Zoomed, the host fills `rows` (its border included) with its GPUs' histories; 0: its own rows."""
+        if rows != self.zoom_rows:
+            self.zoom_rows = rows
+            self._refresh_body(force=True)
+
     def tick(self) -> None:
         """Once a second: the age in the title moves even when no sample arrives."""
         self._refresh_title()
@@ -227,10 +235,14 @@ class HostPane(Widget, can_focus=True):
             self._base_style = self.rich_style  # the widget's own colours under the line's, as Textual's Log does
         base = self._base_style
         lines: list[tuple[Segment, ...] | Text] = list(head_lines)
+        spare = self.zoom_rows - 2 - len(head_lines) - len(snap.gpus) - len(tail_lines)
+        kinds = min(len(HISTORY_KINDS), spare // len(snap.gpus)) if snap.gpus and spare > 0 else 0
         for gpu in snap.gpus:
             history = histories.get(gpu.index)
             row = gpu_row_segments(gpu, history, width, self.ascii_only, dim, base)
             lines.append(row if row is not None else gpu_row(gpu, history, width, self.ascii_only, dim))
+            if kinds:
+                lines += gpu_history_lines(gpu, history, width, kinds, self.ascii_only)
         lines += tail_lines
         return lines or [Text("")]
 

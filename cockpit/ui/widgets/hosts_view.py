@@ -75,10 +75,16 @@ class HostsView(VerticalScroll):
         search.focus()
         return search
 
+    def on_resize(self) -> None:
+        if self.zoomed is not None and self.zoomed in self.panes:
+            self.panes[self.zoomed].fill(self.size.height)
+
     def toggle_zoom(self, pane: HostPane | None) -> str | None:
-        """Zoom the given pane (only it shows), or unzoom; a reason when there is nothing to zoom."""
+        """Zoom the given pane (only it shows, filling the rows with its GPUs' histories), or unzoom; a
+        reason when there is nothing to zoom."""
         if self.zoomed is not None:
             self.panes[self.zoomed].zoom_gpu(None)
+            self.panes[self.zoomed].fill(0)
             self.zoomed = None
             if self.fleet is not None:  # back to the fleet's lines
                 for other in self.panes.values():
@@ -96,6 +102,7 @@ class HostsView(VerticalScroll):
         self.zoomed = pane.host.name
         for other in self.panes.values():
             other.display = other is pane
+        pane.fill(self.size.height)
         return None
 
     def zoom_gpu(self, index: int) -> str | None:
