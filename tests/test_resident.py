@@ -62,3 +62,44 @@ async def test_asking_for_the_keys_again_rebuilds_the_footer_only_when_they_chan
         await pilot.resize_terminal(80, 24)  # the view keys leave the footer in a small terminal: one rebuild at least
         await pilot.pause(0.3)
         assert len(rebuilt) > before
+
+
+def test_a_long_training_log_keeps_what_it_reads_bounded():
+    """A million-step run printing its accuracies per step (SpecForge's E3 `Eval - Step` lines), or a log full of
+    tracebacks: what the reader keeps of them stays bounded (every step's dict used to stay)."""
+    from cockpit.runs.parse import MAX_FLAGS, MAX_PENDING, TrainingLog
+
+    log = TrainingLog()
+    for step in range(0, 20_000, 1):
+        log.feed([f"Eval - Step {step} [{step + 1}/2], position {i},  Acc: 0.{70 - i}" for i in range(3)], now=float(step))
+    assert len(log._pending_epoch) <= MAX_PENDING and log.per_position["train"] == [0.70, 0.69, 0.68]
+    for n in range(500):
+        log.feed(["Traceback (most recent call last):", f'  File "train.py", line {n}, in <module>', f"ValueError: bad batch {n}"])
+    assert 0 < len(log.flags) <= MAX_FLAGS
+
+
+def test_the_command_log_forgets_the_oldest_of_the_commands_it_saw_succeed():
+    """Each pid's `ps -o stat= -p PID` and each kill is a command of its own: over days of relaunches the set of
+    commands seen to succeed (their repeats are counted, not shown) stays at its bound."""
+    from cockpit.hosts.commandlog import CommandLog
+    from cockpit.ui.widgets.command_log import SEEN_AT_MOST, CommandLogPane
+
+    pane = CommandLogPane()
+    pane.write = lambda *a, **k: None  # not mounted: what it would show is not this test's
+    log = CommandLog()
+    for pid in range(3 * SEEN_AT_MOST):
+        record = log.start("gpu-server", f"ps -o stat= -p {pid}")
+        pane.add(log.finish(record, 0))
+    assert len(pane._seen_ok) == SEEN_AT_MOST and len(log.records()) <= 500
+
+
+def test_the_server_figures_and_lines_stay_bounded(tmp_path):
+    """A server serving for a week: its windows of figures and the lines kept for its diagnosis are bounded."""
+    from cockpit.sglang.live import LiveFigures
+
+    figures = LiveFigures(clock=lambda: 1_000_000.0)
+    line = ("[2026-12-04 18:00:00 TP0] Decode batch, #running-req: 8, #token: 2100, token usage: 0.04, accept len: 2.80, "
+            "cuda graph: True, gen throughput (token/s): 812.40, #queue-req: 0")
+    for _ in range(20):
+        figures.feed([line] * 1000)
+    assert len(figures.history) == figures.history.maxlen and len(figures.flags) <= 4

@@ -45,6 +45,10 @@ FLAT_AFTER_DICTS = 3  # E4 log records in a row with loss and acc exactly 0
 STALL_AFTER_S = 600.0
 
 
+MAX_SAVED = 1000  # checkpoint saves remembered from the log
+MAX_PENDING = 64  # epochs (or steps) whose accuracies by position are being gathered
+MAX_FLAGS = 32  # flags kept per run
+
 @dataclass(frozen=True)
 class Flag:
     kind: str  # flat_zero, nan, stalled, oom, nccl_timeout, traceback, killed_rank, crashed, missing, ...
@@ -134,7 +138,7 @@ class TrainingLog:
     history: deque = field(default_factory=lambda: deque(maxlen=2000))
     flags: list = field(default_factory=list)
     notes: list = field(default_factory=list)
-    saved: list = field(default_factory=list)  # checkpoint dirs the log says were written
+    saved: deque = field(default_factory=lambda: deque(maxlen=MAX_SAVED))  # checkpoint dirs the log says were written (the last ones)
     finished: str | None = None  # why the run is known to have finished
     phase: str = ""  # "training", "evaluating"
     last_progress_at: float | None = None
@@ -254,7 +258,8 @@ class TrainingLog:
         if not any(f.kind == kind and f.line == line.strip() for f in self.flags):
             if kind in ("crashed",) and any(f.kind in CRASH_KINDS for f in self.flags):
                 return True  # torchrun's summary of a crash already named
-            self.flags.append(Flag(kind, line.strip()[:500], message))
+            if len(self.flags) < MAX_FLAGS:  # the first ones say what happened; a flood of them adds nothing
+                self.flags.append(Flag(kind, line.strip()[:500], message))
         return True
 
     def _bar(self, line: str, now: float, record: bool) -> None:
@@ -389,7 +394,7 @@ class TrainingLog:
         if not math.isfinite(value):
             self._check_values(text, {"Acc": value})
             return
-        accs = self._pending_epoch.setdefault((src, epoch), {})
+        accs = self._pending(src, epoch)
         accs[int(m.group("i"))] = value
         self._set_positions(src, [accs[i] for i in sorted(accs)], f"epoch {epoch}/{of}")
         train, evaluated = self._pending_epoch.get(("train", epoch)), self._pending_epoch.get(("eval", epoch))
@@ -407,10 +412,17 @@ class TrainingLog:
         if value is None or not math.isfinite(value):
             return
         step = int(m.group("step"))
-        key = ("train", f"step {step}")
-        accs = self._pending_epoch.setdefault(key, {})
+        accs = self._pending("train", f"step {step}")
         accs[int(m.group("i"))] = value
         self._set_positions("train", [accs[i] for i in sorted(accs)], f"step {step}")
+
+    def _pending(self, src: str, when) -> dict:
+        """The accuracies by position of one epoch (or step) being read: only the latest few are kept (a
+        run of a million steps printing them per step must not hold them all)."""
+        accs = self._pending_epoch.setdefault((src, when), {})
+        while len(self._pending_epoch) > MAX_PENDING:
+            del self._pending_epoch[next(iter(self._pending_epoch))]
+        return accs
 
     def _set_positions(self, src: str, values: list[float], when: str) -> None:
         self.per_position[src] = values

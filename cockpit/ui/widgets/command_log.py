@@ -29,6 +29,8 @@ def format_record(record: CommandRecord) -> Text:
     return line
 
 
+SEEN_AT_MOST = 2000  # commands remembered as succeeded (their repeats are counted, not shown)
+
 class CommandLogPane(BoundedRichLog):
     DEFAULT_CSS = """
     CommandLogPane {
@@ -46,7 +48,7 @@ class CommandLogPane(BoundedRichLog):
         self.border_title = "command log"
         self.shown = 0
         self.repeats_hidden = 0
-        self._seen_ok: set[tuple[str, str]] = set()
+        self._seen_ok: dict[tuple[str, str], None] = {}  # commands that succeeded, oldest first (bounded)
 
     def add(self, record: CommandRecord) -> None:
         """Show a command: streams when they start and end, runs when they end.  A command that
@@ -60,8 +62,10 @@ class CommandLogPane(BoundedRichLog):
                 self.repeats_hidden += 1
                 self.border_title = f"command log · not repeated: {plural(self.repeats_hidden, 'more success', 'more successes')} of commands above"
                 return
-            self._seen_ok.add(key)
+            self._seen_ok[key] = None
+            if len(self._seen_ok) > SEEN_AT_MOST:  # each pid's `ps -p PID`, each kill: forget the oldest
+                del self._seen_ok[next(iter(self._seen_ok))]
         elif record.exit_status not in (0, None) or record.error:
-            self._seen_ok.discard(key)
+            self._seen_ok.pop(key, None)
         self.shown += 1
         self.write(format_record(record))
