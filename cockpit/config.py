@@ -90,6 +90,7 @@ class TelemetrySettings:
     processes_max_age_s: float = setting(30.0, minimum=0.5)  # and at least this often when nothing moved
     history: int = setting(300, minimum=2)
     stale_after_s: float | None = setting(None, minimum=0.5)  # default: max(3 intervals, 5 s)
+    server_poll_s: float = setting(1.0, minimum=0.1)  # the served server (its log, health, figures) is looked at this often
 
     @property
     def stale_after(self) -> float:

@@ -90,7 +90,8 @@ class ServingActions:
             self.notify(result.message, title=f"{spec.name} failed", severity="error", timeout=10)
             return
         watcher = server_watcher(launched_server(self.runbook, spec.name), self.hub.pool.get, self.config)
-        self.run_worker(watch_server(watcher, lambda status: self.post_message(ServerPolled(str(key), status))),
+        self.run_worker(watch_server(watcher, lambda status: self.post_message(ServerPolled(str(key), status)),
+                                     self.config.telemetry.server_poll_s),
                         name="server watch", group="server-watch", exclusive=True, exit_on_error=False)
 
     def on_server_polled(self, message: ServerPolled) -> None:
