@@ -628,3 +628,32 @@ def test_batches_beside_optimizer_steps_are_explained(tmp_path):
     [note] = [n for n in status.notes if "optimizer steps" in n]
     assert note == ("100 optimizer steps (2 epochs x 50); the progress counts batches (800): 8 to an optimizer step "
                     "(gradient accumulation)"), note
+
+
+async def test_a_specforge_train_checkpoint_caught_mid_save_says_so(tmp_path):
+    """Issue 37 item 4: a `*-stepN` checkpoint of `specforge train` (E4) caught mid-save read `incomplete: no
+    model.safetensors yet`, though that era's checkpoints never hold one (rank 0's training_state.pt is written
+    last); `drafter inspect` on it said nothing of a save in progress."""
+    from cockpit.config import HostConfig
+    from cockpit.errors import CockpitError
+    from cockpit.hosts.commandlog import CommandLog
+    from cockpit.hosts.local import LocalTransport
+    from cockpit.drafter.inspect import inspect_draft
+    from cockpit.runs.checkpoints import scan
+
+    out = tmp_path / "outputs"
+    saving = out / "specforge-run-step800"
+    saving.mkdir(parents=True)
+    (saving / "training_state_rank0.pt").write_bytes(b"rank 0")
+    (saving / "training_state_rank1.pt").write_bytes(b"rank 1")
+    transport = LocalTransport(HostConfig(name="here", local=True), CommandLog())
+    [checkpoint] = await scan(transport, str(out))
+    assert not checkpoint.complete and "save in progress: training_state.pt not there yet" in checkpoint.why
+    assert "model.safetensors" not in checkpoint.verdict("0.5.2")
+    with pytest.raises(CockpitError, match="save is still in progress.*training_state.pt is not there yet"):
+        inspect_draft(saving)
+    (saving / "training_state.pt").write_bytes(b"rank 0's state")
+    [checkpoint] = await scan(transport, str(out))
+    assert checkpoint.complete and checkpoint.needs_export
+    with pytest.raises(CockpitError, match="specforge export --to sglang"):
+        inspect_draft(saving)

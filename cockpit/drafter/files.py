@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from cockpit.errors import CockpitError
+from cockpit.format import shell_words
 
 INDEX_NAME = "model.safetensors.index.json"
 JOURNAL_SUFFIX = ".cockpit-journal"  # beside a file whose header fix-keys is rewriting
@@ -30,9 +31,35 @@ def weight_files(path: Path) -> list[Path]:
         return [path / n for n in names]
     files = sorted(path.glob("*.safetensors"))
     if not files:
+        state = specforge_state(path)
+        if state is not None:
+            raise CockpitError(f"{path}: {state}")
         torch_files = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
         if torch_files:
             raise CockpitError(f"{path}: holds PyTorch weights ({', '.join(torch_files[:3])}), not safetensors: SGLang's EAGLE-3 "
                                f"loader wants safetensors; convert with `cockpit drafter convert {path} OUT_DIR`")
         raise CockpitError(f"{path}: no .safetensors weights in this directory")
     return files
+
+
+STATE_FILE = "training_state.pt"  # SpecForge's `specforge train` (E4) checkpoint: rank 0's state, written last and atomically
+
+
+def specforge_state(path: Path, names: set[str] | None = None) -> str | None:
+    """What a SpecForge E4 checkpoint directory (`RUN-stepN/`) is, in words, or None for another kind.  That era's
+    checkpoints hold training state and never safetensors: servable weights come from `specforge export`.  Rank
+    0's `training_state.pt` is written last, atomically (`*.tmp`, then a rename): without it the save is still
+    being written (or was cut short)."""
+    names = names if names is not None else {p.name for p in path.iterdir()} if path.is_dir() else set()
+    ranks = sorted(n for n in names if n.startswith("training_state_rank") and n.endswith(".pt"))
+    temps = sorted(n for n in names if n.startswith("training_state") and n.endswith(".tmp"))
+    if STATE_FILE not in names and not ranks and not temps:
+        return None
+    export = "`" + shell_words(["specforge", "export", "--to", "sglang", "--checkpoint", str(path), "--draft-config", "CONFIG.json",
+                                "--output-dir", "OUT"]) + "`"
+    if STATE_FILE not in names:
+        being = f" ({temps[0]} being written)" if temps else f" ({', '.join(ranks[:2])} there)" if ranks else ""
+        return (f"a SpecForge training checkpoint whose save is still in progress, or was cut short: {STATE_FILE} is not "
+                f"there yet{being}; it is written last.  This kind of checkpoint never holds safetensors: once saved, {export} "
+                "makes the servable draft")
+    return f"a SpecForge training checkpoint (training state, no safetensors): {export} makes the servable draft"

@@ -101,6 +101,13 @@ async def inspect_checkpoint(transport: Transport, path: str, name: str, order: 
             checkpoint.complete, checkpoint.needs_export = True, True
             checkpoint.layout = "SpecForge training state (midlayer.* inside training_state.pt; no safetensors)"
             return checkpoint
+        if _STEP.match(name) or any(n.startswith("training_state") for n in names):
+            # SpecForge E4 (`RUN-stepN/`): training state only, rank 0's written last and atomically
+            checkpoint.needs_export = True
+            ranks = [n for n in names if n.startswith("training_state_rank")]
+            checkpoint.why = ("a save in progress: training_state.pt not there yet" + (f" ({len(ranks)} rank files are)" if ranks else "")
+                              + "; this era's checkpoints hold no safetensors")
+            return checkpoint
         checkpoint.why = "no model.safetensors yet" if "config.json" not in names else "config.json but no weights yet"
         return checkpoint
     if "config.json" not in names:
