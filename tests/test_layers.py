@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent / "cockpit"
 # Lowest first.  A module may import its own layer's modules and any below it.
 LAYERS = [
     {"errors", "paths", "aio", "resources", "events", "format", "config", "crashtexts", "runtime", "intake", "diagnosis", "__init__"},
-    {"hosts", "alerts"},
+    {"hosts", "alerts", "where"},
     {"telemetry"},
     {"runbook"},
     {"sglang", "drafter", "vllm"},

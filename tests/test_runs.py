@@ -301,11 +301,20 @@ def test_cockpit_runs_json_keys_and_honest_exit_codes(tmp_path):
     e4.write_bytes((TRAINING / "E4-report-none" / "train.log").read_bytes())
     crashed = tmp_path / "crashed.log"
     crashed.write_bytes((TRAINING / "failed-startup" / "E1.train.log").read_bytes())
+    final = tmp_path / "outputs" / "tiny-llama-eagle3-offline" / "tiny-llama-eagle3-offline-step800"  # as the real run left it
+    final.mkdir(parents=True)
+    (final / "training_state.pt").write_bytes(b"state")
     config = tmp_path / "c.toml"
-    config.write_text(f'[hosts.here]\nlocal = true\n\n[runs.good]\nhost = "here"\nlog = "{e4}"\ndepth = 3\n\n'
-                      f'[runs.bad]\nhost = "here"\nlog = "{crashed}"\n\n[runs.gone]\nhost = "here"\nlog = "{tmp_path}/nope.log"\n')
+    config.write_text(f'[hosts.here]\nlocal = true\n\n[runs.good]\nhost = "here"\nlog = "{e4}"\ndepth = 3\noutput_dir = "{tmp_path}/outputs"\n\n'
+                      f'[runs.bad]\nhost = "here"\nlog = "{crashed}"\n\n[runs.gone]\nhost = "here"\nlog = "{tmp_path}/nope.log"\n\n'
+                      f'[runs.unconfirmed]\nhost = "here"\nlog = "{e4}"\n')
     good = run_cli("runs", "good", "--json", "-c", str(config))
     assert good.returncode == 0, good.stderr
+    # issue 37: finished rests on evidence of completion: its last step's checkpoint complete.  Without it, the
+    # same log (its last step, lr 0.0) and no trainer is `ended`: finished or not cannot be told
+    unconfirmed = run_cli("runs", "unconfirmed", "--json", "-c", str(config))
+    [run] = json.loads(unconfirmed.stdout)["runs"]
+    assert unconfirmed.returncode == 1 and run["state"] == "ended" and "no complete final checkpoint" in run["evidence"], run
     [run] = json.loads(good.stdout)["runs"]
     assert {"name", "state", "step", "total", "eta_s", "loss", "acc", "per_position_acc", "estimated_accept_length",
             "latest_checkpoint", "flags"} <= set(run)
@@ -403,7 +412,7 @@ def test_sigkill_is_died_at_the_next_poll_and_a_run_is_finished_only_once_its_tr
     cut = next(i for i, line in enumerate(lines) if line.startswith("step 100:")) + 1
     path = tmp_path / "train.log"
     path.write_text("\n".join(lines[:cut]) + "\n")
-    spec = RunSpec("r", "here", log=str(path), total_steps=800)
+    spec = RunSpec("r", "here", log=str(path), total_steps=800, output_dir=str(tmp_path / "outputs"))
 
     async def go():
         watcher = RunWatcher(spec, local())
@@ -420,23 +429,31 @@ def test_sigkill_is_died_at_the_next_poll_and_a_run_is_finished_only_once_its_tr
         trainer = LogWriter(path)
         status, _ = await watcher.poll(catch_up=True)
         assert status.state == "running" and status.phase == "finishing" and "lr 0.0" in status.evidence
+        final = tmp_path / "outputs" / "specforge-run-step800"  # its last save, as E4 writes it (training state only)
+        final.mkdir(parents=True)
+        (final / "training_state.pt").write_bytes(b"rank 0's state")
         trainer.kill(15)
         status, events = await watcher.poll()
-        assert status.state == "finished" and [e.kind for e in events] == ["finished"]
+        assert status.state == "finished" and [e.kind for e in events] == ["finished", "checkpoint"] and "specforge-run-step800" in status.evidence
 
     asyncio.run(go())
 
 
-def test_a_last_100_percent_bar_is_finished_once_the_trainer_exits_with_epochs_from_its_command_line(tmp_path):
-    """The scripts/train_eagle3.py era: nested bars, exit 0, the last line the last epoch's 100 % bar.
-    The number of epochs comes from the trainer's own command line, read while it ran."""
+@pytest.mark.parametrize("saved", [True, False], ids=["final-checkpoint", "no-checkpoint"])
+def test_a_last_100_percent_bar_is_finished_once_the_trainer_exits_with_its_final_checkpoint(tmp_path, saved):
+    """The scripts/train_eagle3.py era: nested bars, exit 0, the last line the last epoch's 100 % bar, the final
+    checkpoint written after it (issue 37 item 2: it read DIED).  The number of epochs comes from the trainer's
+    own command line, read while it ran.  Finished rests on evidence of completion: without the final checkpoint,
+    the trainer gone after its last bar is `ended` (finished or not cannot be told), never died."""
     path = tmp_path / "train.log"
     path.write_text("Training Epoch 0: 100%|██████████| 200/200 [00:20<00:00, 10.00it/s, loss=2.0, acc=0.3]\n"
                     "Training Epoch 1:  50%|█████     | 100/200 [00:10<00:10, 10.00it/s, loss=1.9, acc=0.3]\n")
     argv = [sys.executable, "-c", "import time; time.sleep(600)", "scripts/train_eagle3.py", "--num-epochs", "2"]
+    out = tmp_path / "outputs"
+    out.mkdir()
 
     async def go():
-        watcher = RunWatcher(RunSpec("r", "here", log=str(path)), local())
+        watcher = RunWatcher(RunSpec("r", "here", log=str(path), output_dir=str(out)), local())
         trainer = LogWriter(path, argv)
         status, _ = await watcher.poll()
         assert status.state == "running" and status.total == 400 and status.totals["num_epochs"] == 2
@@ -444,9 +461,15 @@ def test_a_last_100_percent_bar_is_finished_once_the_trainer_exits_with_epochs_f
             handle.write("Training Epoch 1: 100%|██████████| 200/200 [00:20<00:00, 10.00it/s, loss=1.8, acc=0.3]\n")
         status, _ = await watcher.poll()
         assert status.state == "running"  # its last bar, but the trainer still runs
+        if saved:
+            write_checkpoint(out / "epoch_1", "E1", "outputs__tiny-llama-eagle3__epoch_1")
         trainer.kill(15)
         status, events = await watcher.poll()
-        assert status.state == "finished" and "400/400" in status.finished and [e.kind for e in events] == ["finished"]
+        if saved:
+            assert status.state == "finished" and "400/400" in status.finished and "epoch_1" in status.finished
+            assert [e.kind for e in events] == ["finished", "checkpoint"]
+        else:
+            assert status.state == "ended" and "no complete final checkpoint" in status.evidence and [e.kind for e in events] == ["ended"]
 
     asyncio.run(go())
 

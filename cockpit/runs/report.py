@@ -67,8 +67,8 @@ def render_run(status: RunStatus) -> str:
 
 
 def exit_code(statuses: list[RunStatus]) -> int:
-    """0 healthy, 1 something flagged, 2 a run could not be read."""
-    if any(s.read_error for s in statuses) or any(s.state == "unknown" and s.process and s.process["state"] == "unknown"
-                                                   for s in statuses):
+    """0 healthy, 1 something flagged (or a run ended without evidence that it finished), 2 a run could not be read
+    or whether its trainer lives could not be told."""
+    if any(s.read_error for s in statuses) or any(s.state == "unknown" for s in statuses):
         return 2
-    return 1 if any(s.flagged for s in statuses) else 0
+    return 1 if any(s.flagged or s.state == "ended" for s in statuses) else 0

@@ -7,8 +7,9 @@ import re
 from dataclasses import dataclass
 
 from cockpit.config import Checker, Config, version_problem
+from cockpit.where.placement import PLACEMENT_KEYS, Placement, parse_placement
 
-RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "poll_s", "pid_file", "process"}
+RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "poll_s", "pid_file", "process"} | PLACEMENT_KEYS
 
 
 @dataclass(frozen=True)
@@ -24,11 +25,13 @@ class RunSpec:
     poll_s: float = 2.0  # the log and the process are looked at this often: a death is seen within it
     pid_file: str | None = None  # the trainer's pid, written by whoever started it (else: the log's writers)
     process: str | None = None  # a regular expression over its command line (else: the log's writers)
+    placement: Placement | None = None  # a Slurm job, a container or a pod (where/): its manager is asked too
 
     def to_json(self) -> dict:
         return {"name": self.name, "host": self.host, "log": self.log, "output_dir": self.output_dir, "depth": self.depth,
                 "stall_after_s": self.stall_after_s, "total_steps": self.total_steps, "sglang": self.sglang,
-                "pid_file": self.pid_file, "process": self.process}
+                "pid_file": self.pid_file, "process": self.process,
+                "where": self.placement.to_json() if self.placement else {"kind": "process"}}
 
 
 def parse_runs(config: Config) -> dict[str, RunSpec]:
@@ -52,9 +55,11 @@ def parse_runs(config: Config) -> dict[str, RunSpec]:
             raise check.fail(table, "host", f"host '{host}' has no address (Prometheus only): a run's log is read over SSH")
         log = check.get(table, data, "log", str, None)
         output_dir = check.get(table, data, "output_dir", str, None)
-        if log is None and output_dir is None:
+        placement = parse_placement(check, table, data)
+        if log is None and output_dir is None and placement is None:
             raise check.fail(table, None, f"run '{name}' needs 'log' (the trainer's console log) and/or 'output_dir' "
-                             "(its checkpoints and runs/ TensorBoard events)")
+                             "(its checkpoints and runs/ TensorBoard events), or where it runs (slurm_job, container, pod: "
+                             "its log is read from its manager)")
         for key, value in (("log", log), ("output_dir", output_dir)):
             if value is not None and not value.startswith("/"):
                 raise check.fail(table, key, f"'{value}' must be an absolute path on {host} (it is read over SFTP: start it with /)")
@@ -77,6 +82,6 @@ def parse_runs(config: Config) -> dict[str, RunSpec]:
             total_steps=check.get(table, data, "total_steps", int, None, minimum=1),
             sglang=sglang,
             poll_s=check.get(table, data, "poll_s", float, 2.0, minimum=0.2),
-            pid_file=pid_file, process=process or None,
+            pid_file=pid_file, process=process or None, placement=placement,
         )
     return runs

@@ -4,11 +4,11 @@ changed since the last poll comes back as events (for alerts and the runbook).""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import posixpath
 import time
 from dataclasses import dataclass, field
-
-import contextlib
 
 from cockpit.drafter.acceptance import estimate
 from cockpit.format import duration
@@ -20,13 +20,16 @@ from cockpit.runs.parse import CRASH_KINDS, Flag, TrainingLog
 from cockpit.runs.spec import RunSpec
 from cockpit.runs.tfevents import EventReader
 from cockpit.runs.totals import Totals, from_command, from_yaml, merged
+from cockpit.where.follow import StreamFollower
+from cockpit.where.placement import adapter_for
+from cockpit.where.state import ManagerState
 
-STATES = ("starting", "running", "stalled", "finished", "crashed", "died", "unknown")
+STATES = ("pending", "starting", "running", "stalled", "finished", "crashed", "died", "ended", "unknown")
 
 
 @dataclass
 class RunEvent:
-    kind: str  # finished, crashed, stalled, died, resolved (a stall that cleared), checkpoint
+    kind: str  # finished, crashed, stalled, died, ended, resolved (a stall that cleared), checkpoint
     run: str
     text: str
 
@@ -63,13 +66,14 @@ class RunStatus:
     eta_scope: str = "run"
     rate_source: str = ""
     totals: dict | None = None  # what the run's own command line / config file state
+    where: dict | None = None  # where it runs (a Slurm job, a container, a pod) and what its manager said
 
     def to_json(self) -> dict:
         return {
             "name": self.name, "host": self.host, "state": self.state, "phase": self.phase, "step": self.step, "total": self.total,
             "eta_s": None if self.eta_s is None else round(self.eta_s, 1),
             "eta_range_s": None if self.eta_range is None else [round(x, 1) for x in self.eta_range], "eta_scope": self.eta_scope,
-            "evidence": self.evidence, "process": self.process, "totals": self.totals, "loss": self.loss, "acc": self.acc, "eval_loss": self.eval_loss,
+            "evidence": self.evidence, "process": self.process, "where": self.where, "totals": self.totals, "loss": self.loss, "acc": self.acc, "eval_loss": self.eval_loss,
             "per_position_acc": [round(a, 4) for a in self.per_position_acc], "per_position_source": self.per_position_source,
             "estimated_accept_length": self.estimate, "latest_checkpoint": self.latest_checkpoint,
             "checkpoints": [{"path": c["path"], "complete": c["complete"], "why": c.get("why") or None} for c in self.checkpoints],
@@ -89,6 +93,14 @@ class RunWatcher:
         self.clock = clock
         self.log = TrainingLog(clock=clock, stall_after_s=spec.stall_after_s, total_hint=spec.total_steps)
         self.follower = LogFollower(transport, spec.log) if spec.log else None
+        self.manager = adapter_for(spec.placement) if spec.placement else None
+        self.manager_state: ManagerState | None = None
+        self.stream: StreamFollower | None = None  # the manager's log stream (a container's, a pod's) when no file is named
+        self._known_pids: tuple[int, ...] = ()  # pids seen writing the log: looked up again when they no longer show
+        self._writer_seen = False
+        self._grew = False  # the log grew in this poll
+        self._grew_at: float | None = None  # when it last grew while watched
+        self._gpus_said = ""  # the host's GPU compute processes, looked at when nothing else can tell
         self._events_file: str | None = None
         self._events = EventReader()
         self._known: dict[str, Checkpoint] = {}
@@ -109,11 +121,42 @@ class RunWatcher:
     def checks_process(self) -> bool:
         return bool(self.spec.log or self.spec.pid_file or self.spec.process)
 
+    async def _poll_manager(self, now: float, catch_up: bool) -> None:
+        """Its manager's word, and the log the manager gives when no file is named (Slurm's StdOut file, a
+        container's or a pod's log stream)."""
+        assert self.manager is not None
+        state = await self.manager.look(self.transport)
+        self.manager_state = state
+        if self.spec.log is None and state.log and self.follower is None:
+            self.follower = LogFollower(self.transport, state.log)  # Slurm's StdOut: a file, followed as one
+        if self.spec.log is None and self.follower is None and state.phase != "unknown":
+            argv = getattr(self.manager, "log_argv", lambda since: None)
+            if argv(None) is not None:
+                if self.stream is None:
+                    self.stream = StreamFollower(self.transport, argv)
+                lines = await self.stream.poll(restart=state.phase in ("running", "pending") or self.stream.started == 0)
+                if catch_up and not lines:
+                    for _ in range(20):  # a one-shot command: wait a moment for what the stream has
+                        await asyncio.sleep(0.1)
+                        lines = await self.stream.poll(restart=False)
+                        if lines or not self.stream.running:
+                            break
+                if lines:
+                    self._grew, self._grew_at = True, now
+                    self.log.feed(lines, now)
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            await self.stream.close()
+
     async def poll(self, catch_up: bool = False) -> tuple[RunStatus, list[RunEvent]]:
         """Read what is new (all of it when `catch_up`: a one-shot command) and say what it means."""
         now = self.clock()
         error = None
+        self._grew = False
         try:
+            if self.manager is not None:
+                await self._poll_manager(now, catch_up)
             if self.follower is not None:
                 await self._poll_log(now, catch_up)
             if self.spec.output_dir:
@@ -125,18 +168,27 @@ class RunWatcher:
             error = f"{self.spec.host}: {exc}"
         if self.checks_process:
             # the same poll that read the log looks for its process: a state is what the host shows now
-            self._live = await probe(self.transport, self.spec.log, self.spec.pid_file, self.spec.process, clock=self.clock)
+            self._live = await probe(self.transport, self.spec.log, self.spec.pid_file, self.spec.process, clock=self.clock,
+                                     known_pids=self._known_pids)
             self._saw(self._live, now)
             if self._totals is None and self._live.procs:
                 await self._read_totals()
+            uncertain = (self._live.state == "unknown" or (self._live.state == "gone" and not self._live.complete)) and not self._grew
+            self._gpus_said = await self._gpu_processes() if uncertain and not (self.manager_state and
+                                                                                self.manager_state.phase == "running") else ""
         status = self._status(now, error)
         events = self._events_since(status)
         self.status = status
         return status, events
 
     async def _poll_log(self, now: float, catch_up: bool) -> None:
+        assert self.follower is not None
+        before = self.follower.offset
         while True:
             update = await self.follower.poll()
+            if update.lines or update.partial or (self.follower.offset != before and update.event not in ("missing", "appeared")):
+                if update.event != "appeared":  # the first read is what was there, not growth seen
+                    self._grew, self._grew_at = True, now
             if update.event in ("truncated", "rotated"):
                 self.log.reset()
                 self.log.notes.append(f"the log was {update.event} at {time.strftime('%H:%M:%S', time.localtime(now))}: read from its start")
@@ -179,6 +231,8 @@ class RunWatcher:
     def _saw(self, live: Liveness, now: float) -> None:
         if live.state == "alive":
             self._seen_alive_at, self._gone_at = now, None
+            if live.how.startswith("processes writing") and live.pids:
+                self._known_pids, self._writer_seen = tuple(dict.fromkeys((*live.pids, *self._known_pids)))[:16], True
             cpu = live.cpu_s
             if cpu is not None:
                 if self._cpu is not None and now > self._cpu[0]:
@@ -200,53 +254,143 @@ class RunWatcher:
         self._totals = totals
         self.log.learn_totals(totals.num_epochs, totals.total_steps)
 
+    def _final_checkpoint(self) -> Checkpoint | None:
+        """The checkpoint that shows the run finished: complete, and of its last epoch (SpecForge's epoch_N with
+        N + 1 epochs), or of its last step (E4's RUN-stepN), or written after its last progress."""
+        newest = latest(self._checkpoints)
+        if newest is None:
+            return None
+        log = self.log
+        epoch, step = newest.order
+        if log.num_epochs and newest.name.startswith("epoch_") and epoch >= log.num_epochs - 1 and step == 0:
+            return newest
+        if log.step is not None and newest.name.rsplit("-step", 1)[-1].isdigit() and step >= log.step:
+            return newest
+        if log.last_progress_at is not None and newest.mtime and newest.mtime >= log.last_progress_at - 1:
+            return newest
+        return None
+
+    def _ended(self, now: float, done: str) -> tuple[str, str]:
+        """The trainer has exited after what looks like its end (`done`): finished with evidence of completion
+        (the log's own completion line, or the final checkpoint complete), else ended: whether it finished or
+        died cannot be told."""
+        log = self.log
+        strong = bool(log.finished) and (log.finished.startswith("the last epoch") or "Training completed" in log.finished)
+        if strong:
+            return "finished", f"the log: {log.finished}; no process writes it any more"
+        final = self._final_checkpoint()
+        if final is not None:
+            log.finished = f"{done} and its final checkpoint {final.name} is complete"
+            return "finished", f"{log.finished}; the trainer has exited"
+        where = ("" if self.spec.output_dir else " (set output_dir to see its checkpoints)")
+        return "ended", (f"{done} and the trainer exited, but no complete final checkpoint confirms it finished{where}: "
+                         "ended, finished or not cannot be told")
+
+    def _manager_words(self) -> str:
+        return f"; {self.manager_state.describe()}" if self.manager_state is not None else ""
+
     def _decide(self, now: float, error: str | None) -> tuple[str, str]:
-        """(state, the evidence it rests on): the log's word and the process seen, together."""
-        log, live = self.log, self._live
+        """(state, the evidence it rests on): the manager's word, the log, and the processes seen, together.
+        Died only where the cockpit could see everything (or the manager says so); finished only with evidence
+        of completion; where it cannot know, unknown or ended, and why."""
+        log, live, mgr = self.log, self._live, self.manager_state
         word = log.state(now)  # what the log alone says: crashed, finished, stalled, running, unknown
+        said = f"; its last line: {log.last_line[:200]}" if log.last_line else ""
         if word == "crashed":
             crash = next((f for f in log.flags if f.kind in CRASH_KINDS), None)
             tail = f"; its processes still run ({live.describe()})" if live and live.state == "alive" else ""
-            return "crashed", (f"the log: {crash.line[:200]}" if crash else "the log shows a crash") + tail
-        if error and word not in ("finished",):
+            return "crashed", (f"the log: {crash.line[:200]}" if crash else "the log shows a crash") + tail + self._manager_words()
+        alive_by = None  # what shows it alive, when something does
+        if mgr is not None:
+            if mgr.phase == "failed":
+                return "died", mgr.describe() + said
+            if mgr.phase == "finished":
+                return "finished", mgr.describe() + (f"; the log: {log.finished}" if log.finished else "")
+            if mgr.phase == "pending":
+                return "pending", mgr.describe()
+            if mgr.phase == "running":
+                alive_by = mgr.describe()
+        if error and word not in ("finished",) and alive_by is None:
             return "unknown", f"cannot read {self.spec.host}: {error}"
-        if live is None:
+        if alive_by is None and live is not None and live.state == "alive":
+            alive_by = live.describe()
+        if alive_by is None and self._grew:
+            alive_by = "the log grew since the last look (its writer lives, whoever it is)"
+        if alive_by is not None:
             if word == "finished":
-                return "finished", f"the log: {log.finished}"
-            if word in ("running", "stalled"):
-                return "unknown", ("whether the trainer still runs cannot be checked: no log, pid_file or process is "
-                                   f"configured for {self.spec.name} (its last progress {self._ago(now)})")
-            return "unknown", ("nothing to watch the trainer by: set log, pid_file or process in [runs." + self.spec.name + "]"
-                               if not self._checkpoints else "checkpoints only: set log, pid_file or process to see the trainer")
-        if live.state == "unknown":
-            if word == "finished":
-                return "finished", f"the log: {log.finished} (its process could not be checked: {live.why})"
-            return "unknown", f"the process cannot be checked ({live.why}); the log's last progress {self._ago(now)}"
-        if live.state == "alive":
-            who = live.describe()
-            if word == "finished":
-                return "running", f"the log says it is done ({log.finished}) but {who} still runs: finishing (final eval or save?)"
+                return "running", f"the log says it is done ({log.finished}) but {alive_by}: finishing (final eval or save?)"
             if log.last_progress_at is None:
-                return "starting", f"{who} runs; no progress line yet"
+                return "starting", f"{alive_by}; no progress line yet"
             if word == "stalled":
                 cpu = {True: "its CPU time still rises (busy in a step, a save or a collective?)",
                        False: "its CPU time is flat (waiting on a hung rank, a collective or I/O?)"}.get(self._cpu_rising, "")
-                return "stalled", f"{who} is alive but the log has not moved for {self._ago(now)[:-4]}" + (f"; {cpu}" if cpu else "")
-            return "running", f"{who} runs; last progress {self._ago(now)}"
-        # gone: nobody holds the log (or the pid file's process ended)
-        when = self._gone_at
+                return "stalled", f"{alive_by} is alive, but the log has not moved for {self._ago(now)[:-4]}" + (f"; {cpu}" if cpu else "")
+            return "running", f"{alive_by}; last progress {self._ago(now)}"
+        gone_by = None  # what shows it gone, all of it seen
+        if mgr is not None and mgr.phase == "gone":
+            gone_by = mgr.why
+        elif live is not None and live.state == "gone" and live.complete:
+            gone_by = f"{live.how} found nothing" + (f": {live.why}" if live.why else "")
+        if gone_by is None:
+            # nothing shows it alive, and nothing could see all of what would: it cannot be told
+            if word == "finished" and log.finished:
+                return "finished", f"the log: {log.finished}" + (f" (its process could not be checked: {live.why})" if live else "")
+            reasons = [r for r in (mgr.describe() if mgr is not None and mgr.phase == "unknown" else "",
+                                   live.describe() if live is not None else "") if r]
+            if live is None and mgr is None:
+                if word in ("running", "stalled"):
+                    return "unknown", ("whether the trainer still runs cannot be checked: no log, pid_file or process is "
+                                       f"configured for {self.spec.name} (its last progress {self._ago(now)})")
+                return "unknown", ("nothing to watch the trainer by: set log, pid_file or process in [runs." + self.spec.name + "]"
+                                   if not self._checkpoints else "checkpoints only: set log, pid_file or process to see the trainer")
+            hint = ("; set pid_file or process (command lines are world-readable), or say where it runs (slurm_job, container, "
+                    "pod)") if mgr is None else ""
+            return "unknown", ("whether the trainer still runs cannot be seen: " + "; ".join(reasons) +
+                               f"; the log's last progress {self._ago(now)}" + self._gpu_note() + hint)
+        if (self._grew_at is not None and not self._writer_seen and live is not None and live.how.startswith("processes writing")
+                and mgr is None):
+            # it grew while watched and nobody ever held it: a trainer that opens its log for each line
+            return "unknown", (f"the log grew {duration(now - self._grew_at)} ago with no process holding it open (a trainer that "
+                               "opens its log for each record?): whether it still runs cannot be told from its descriptors; "
+                               "set pid_file or process")
+        # gone, and the cockpit saw all it needed to
         if word == "finished":
-            return "finished", f"the log: {log.finished}; no process writes it any more"
+            return self._ended(now, f"the log: {log.finished}")
         if log.bar_complete:
-            log.finished = f"the training bar reached its last step ({log.step}/{log.total}) and the trainer has exited"
-            return "finished", log.finished
-        if not log.lines_seen:
-            return "unknown", f"not running: {live.how} found nothing, and the log says nothing yet"
-        if when is None and self.follower is not None and self._log_mtime is not None:
-            when = self._log_mtime
-        said = f"; its last line: {log.last_line[:200]}" if log.last_line else ""
-        at = f" at {time.strftime('%H:%M:%S', time.localtime(when))}" if when else ""
-        return "died", f"the trainer vanished{at} with no last word ({live.how} found nothing){said}"
+            return self._ended(now, f"the training bar reached its last step ({log.step}/{log.total})")
+        if not log.lines_seen and mgr is None:
+            return "unknown", f"not running: {gone_by}, and the log says nothing yet"
+        return "died", self._died_words(now, gone_by) + said
+
+    def _died_words(self, now: float, gone_by: str) -> str:
+        """When it was last seen, when it was found gone, and when the log was last written: three different times."""
+        clock = lambda t: time.strftime("%H:%M:%S", time.localtime(t))  # noqa: E731
+        parts = []
+        if self._seen_alive_at is not None:
+            parts.append(f"last seen running at {clock(self._seen_alive_at)}")
+        parts.append(f"gone at {clock(self._gone_at or now)} ({gone_by})")
+        if self._log_mtime is not None:
+            parts.append(f"the log's last write at {clock(self._log_mtime)}")
+        return "the trainer ended with no last word: " + ", ".join(parts)
+
+    def _gpu_note(self) -> str:
+        return self._gpus_said
+
+    async def _gpu_processes(self) -> str:
+        """What the host's GPUs show when /proc cannot tell (a container's trainer, another user's): their compute
+        processes, which any user may list.  Evidence that something still computes there, not that it is this run."""
+        argv = [self.transport.host.nvidia_smi, "--query-compute-apps=pid,used_memory,process_name", "--format=csv,noheader,nounits"]
+        try:
+            result = await self.transport.run(argv, timeout=30)
+        except (TransportError, OSError):
+            return ""
+        if result.exit_status != 0:
+            return ""
+        rows = [[c.strip() for c in line.split(",", 2)] for line in result.stdout.splitlines() if line.strip()]
+        if not rows:
+            return f"; no compute process on the GPUs of {self.spec.host}"
+        shown = ", ".join(f"pid {r[0]} ({r[1]} MiB{', ' + r[2] if len(r) > 2 and r[2] else ''})" for r in rows[:4])
+        return f"; the GPUs of {self.spec.host} hold compute processes ({shown}{' ...' if len(rows) > 4 else ''}): maybe this run's"
 
     def _ago(self, now: float) -> str:
         if self.log.last_progress_at is None:
@@ -259,6 +403,9 @@ class RunWatcher:
                            watches_checkpoints=bool(self.spec.output_dir))
         status.state, status.evidence = self._decide(now, error)
         status.process = self._live.to_json() if self._live is not None else None
+        if self.spec.placement is not None:
+            status.where = {**self.spec.placement.to_json(),
+                            "manager": self.manager_state.to_json() if self.manager_state is not None else None}
         status.totals = self._totals.to_json() if self._totals is not None else None
         status.phase, status.step, status.total = log.phase, log.step, log.total
         if status.state == "running" and log.finished:
@@ -324,6 +471,8 @@ class RunWatcher:
                 events.append(RunEvent("stalled", name, f"training run {name} stalled: {status.evidence}"))
             elif status.state == "died":
                 events.append(RunEvent("died", name, f"training run {name} died: {status.evidence}"))
+            elif status.state == "ended":
+                events.append(RunEvent("ended", name, f"training run {name} ended: {status.evidence}"))
             if self._last_state == "stalled" and status.state in ("running", "starting"):
                 events.append(RunEvent("resolved", name, f"training run {name} moves again: {status.evidence}"))
         self._last_state = status.state
@@ -373,10 +522,11 @@ def run_alert(event: RunEvent):
     if event.kind == "resolved":
         return Alert("run_stalled", f"run_stalled:{event.run}", f"{event.run}: training moves again", event.text, "info",
                      resolves=True)
-    level = {"crashed": "error", "died": "error", "stalled": "warning"}.get(event.kind, "info")
+    level = {"crashed": "error", "died": "error", "stalled": "warning", "ended": "warning"}.get(event.kind, "info")
     kind = {"finished": "run_finished", "crashed": "run_crashed", "stalled": "run_stalled", "died": "run_died",
-            "checkpoint": "checkpoint"}[event.kind]
+            "ended": "run_ended", "checkpoint": "checkpoint"}[event.kind]
     key = f"{kind}:{event.run}" + (f":{event.text}" if event.kind == "checkpoint" else "")
     title = {"finished": "training finished", "crashed": "training crashed", "stalled": "training stalled",
-             "died": "the trainer died", "checkpoint": "checkpoint ready"}[event.kind]
+             "died": "the trainer died", "ended": "the trainer exited (finished or not cannot be told)",
+             "checkpoint": "checkpoint ready"}[event.kind]
     return Alert(kind, key, f"{event.run}: {title}", event.text, level)
