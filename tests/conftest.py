@@ -65,7 +65,7 @@ MODULE_MARKERS = {"test_prometheus": "prometheus", "test_wheel": "wheel"}
 SLOW_MODULES = {"test_telemetry_faults", "test_crash_faults", "test_fleet_faults", "test_shell_values", "test_tmux", "test_wheel", "test_demo", "test_snapshots",
                 "test_fleet", "test_group", "test_prometheus", "test_bench", "test_sweep_decision", "test_layout", "test_ui",
                 "test_ssh_hosts", "test_alerts", "test_sglang_launch", "test_serving_live", "test_quiet_ui", "test_host_pane_drawing",
-                "test_ux", "test_packaging", "test_dependencies"}
+                "test_ux", "test_packaging", "test_dependencies", "test_where"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -135,11 +135,15 @@ class RunWatcher:
                 if self.stream is None:
                     self.stream = StreamFollower(self.transport, argv)
                 lines = await self.stream.poll(restart=state.phase in ("running", "pending") or self.stream.started == 0)
-                if catch_up and not lines:
-                    for _ in range(20):  # a one-shot command: wait a moment for what the stream has
+                if catch_up or state.terminal or state.phase == "gone":
+                    # a one-shot command, or a workload that ended: its log is read to its end before its end is said
+                    # (the stream of an exited container ends by itself); a few seconds at most
+                    for _ in range(50):
+                        if not self.stream.running and not (catch_up and not lines and self.stream.started == 1):
+                            break
                         await asyncio.sleep(0.1)
-                        lines = await self.stream.poll(restart=False)
-                        if lines or not self.stream.running:
+                        lines += await self.stream.poll(restart=False)
+                        if catch_up and lines and self.stream.running and not state.terminal:
                             break
                 if lines:
                     self._grew, self._grew_at = True, now
@@ -316,6 +320,10 @@ class RunWatcher:
             alive_by = live.describe()
         if alive_by is None and self._grew:
             alive_by = "the log grew since the last look (its writer lives, whoever it is)"
+        hidden = live is not None and (live.state == "unknown" or (live.state == "gone" and not live.complete))
+        if alive_by is None and hidden and self._log_mtime is not None and 0 <= now - self._log_mtime <= max(10.0, 3 * self.spec.poll_s):
+            # its processes cannot all be seen, but its log was written a moment ago: someone writes it
+            alive_by = f"the log was written {now - self._log_mtime:.0f} s ago (its writer lives, whoever it is: {live.why})"
         if alive_by is not None:
             if word == "finished":
                 return "running", f"the log says it is done ({log.finished}) but {alive_by}: finishing (final eval or save?)"

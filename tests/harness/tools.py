@@ -34,11 +34,21 @@ def _prometheus() -> bool:
     return prometheus_available()
 
 
+SLURM_PACKAGES = ["slurmctld", "slurmd", "slurm-client", "slurmdbd", "munge", "mariadb-server"]
+DOCKER_PACKAGES = ["docker.io", "busybox-static"]
+
 TOOLS = {
     # tool: (Debian packages, apt-get options, is it here?)
     "sshd": (["openssh-server", "openssh-client"], [], _sshd),
     "tmux": (["tmux"], [], lambda: shutil.which("tmux") is not None),
     "prometheus": (["prometheus"], ["--no-install-recommends"], _prometheus),
+    # a real Slurm (slurmctld, slurmd, slurmdbd with MariaDB, munge) and a real Docker daemon: started by the tests
+    # that need them (tests/harness/managers.py), as sshd is
+    "slurm": (SLURM_PACKAGES, ["--no-install-recommends"],
+              lambda: all(shutil.which(c) or os.path.exists(f"/usr/sbin/{c}") for c in ("slurmctld", "slurmd", "sbatch", "sacct",
+                                                                                         "slurmdbd", "munged", "mysqld"))),
+    "docker": (DOCKER_PACKAGES, ["--no-install-recommends"],
+               lambda: (shutil.which("dockerd") is not None or os.path.exists("/usr/sbin/dockerd")) and os.path.exists("/bin/busybox")),
 }
 
 

@@ -1,0 +1,275 @@
+"""Real workload managers for the tests: a single-node Slurm 22.05 (slurmctld, slurmd, slurmdbd with MariaDB,
+munge; Debian's packages) and a Docker daemon (Debian's docker.io), started on this machine the way
+../shared/docs/where-work-runs/ found works on this machine kind (no systemd: daemons started by hand; cgroup
+v1, so Slurm's cgroup OOM kills and Docker's OOMKilled are real).  Kubernetes cannot run here: its tests use a
+STAND-IN kubectl (tests/standin/kubectl) replaying pod JSON of the API reference's fields.
+
+`slurm()` and `docker()` reuse managers that already answer; otherwise, where the machine allows (root), they
+start them once per test session, installing the packages through tools.need (else the test is skipped with
+one line; in CI, failed).  An unprivileged user for the "another user's trainer" tests: `unprivileged()`."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.tools import need
+
+MARK = "# written by the cockpit's tests (tests/harness/managers.py)"
+_STARTED: dict[str, object] = {}
+
+
+def _run(*argv: str, timeout: float = 60, check: bool = False, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=check, **kw)
+
+
+def _fail_or_skip(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message} (CI must run every test)")
+    pytest.skip(message)
+
+
+# --- Slurm -------------------------------------------------------------------------------------------
+
+
+class Slurm:
+    def __init__(self) -> None:
+        self.node = socket.gethostname().split(".")[0]
+        self.workdir = Path(tempfile.mkdtemp(prefix="cockpit-slurm-"))
+        os.chmod(self.workdir, 0o1777)  # jobs of other users write here too
+        # the node has a CPU or two: jobs an earlier, interrupted test run left would keep new ones pending
+        for line in _run("squeue", "-h", "-o", "%i %j").stdout.splitlines():
+            job, _, name = line.partition(" ")
+            if name.startswith("cockpit-"):
+                _run("scancel", job)
+
+    def submit(self, wrap: str, *options: str, user: str | None = None) -> str:
+        argv = ["sbatch", "--parsable", "--chdir", str(self.workdir), "-o", str(self.workdir / "%x-%j.out"), *options, "--wrap", wrap]
+        if user:
+            argv = ["runuser", "-u", user, "--", *argv]
+        done = _run(*argv, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.strip().split(";")[0]
+
+    def state(self, job: str) -> str:
+        line = _run("scontrol", "-o", "show", "job", job).stdout
+        for part in line.split():
+            if part.startswith("JobState="):
+                return part.split("=", 1)[1]
+        return ""
+
+    def wait(self, job: str, states: set[str], timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.state(job)
+            if state in states:
+                return state
+            time.sleep(0.3)
+        raise AssertionError(f"job {job} never reached {states} (last: {self.state(job)!r})")
+
+    def node_down(self) -> None:
+        _run("scontrol", "update", f"nodename={self.node}", "state=down", "reason=cockpit-test")
+
+    def node_up(self) -> None:
+        _run("scontrol", "update", f"nodename={self.node}", "state=resume")
+
+
+def _slurm_answers() -> bool:
+    return shutil.which("sinfo") is not None and _run("sinfo", "-h", "-o", "%T", timeout=20).returncode == 0 and \
+        any(s.strip() in ("idle", "mixed", "allocated") for s in _run("sinfo", "-h", "-o", "%T", timeout=20).stdout.splitlines())
+
+
+def _start_slurm() -> None:
+    node = socket.gethostname().split(".")[0]
+    conf = Path("/etc/slurm/slurm.conf")
+    if conf.exists() and MARK not in conf.read_text(errors="replace") and "ClusterName=cockpit" not in conf.read_text(errors="replace"):
+        _fail_or_skip(f"{conf} is another cluster's configuration: the tests do not overwrite it")
+    Path("/run/munge").mkdir(parents=True, exist_ok=True)
+    shutil.chown("/run/munge", "munge", "munge")
+    if _run("pgrep", "-x", "munged").returncode != 0:
+        _run("runuser", "-u", "munge", "--", "/usr/sbin/munged", check=True)
+    _run("/etc/init.d/mariadb", "start", timeout=120)
+    _run("mysql", "-e", "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' "
+         "IDENTIFIED BY 'slurmpw'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';", check=True)
+    Path("/etc/slurm").mkdir(parents=True, exist_ok=True)
+    dbd = Path("/etc/slurm/slurmdbd.conf")
+    dbd.write_text(f"{MARK}\nAuthType=auth/munge\nDbdHost=localhost\nSlurmUser=root\nLogFile=/var/log/slurm/slurmdbd.log\n"
+                   "PidFile=/run/slurmdbd.pid\nStorageType=accounting_storage/mysql\nStorageHost=localhost\nStorageUser=slurm\n"
+                   "StoragePass=slurmpw\nStorageLoc=slurm_acct_db\n")
+    os.chmod(dbd, 0o600)
+    Path("/etc/slurm/cgroup.conf").write_text(f"{MARK}\nCgroupPlugin=autodetect\nConstrainCores=no\nConstrainRAMSpace=yes\n"
+                                              "ConstrainSwapSpace=no\n")
+    conf.write_text(f"""{MARK}
+ClusterName=cockpit
+SlurmctldHost={node}(127.0.0.1)
+SlurmUser=root
+AuthType=auth/munge
+StateSaveLocation=/var/lib/slurm/slurmctld
+SlurmdSpoolDir=/var/lib/slurm/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=200
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+MinJobAge=300
+KillWait=5
+ReturnToService=2
+SchedulerType=sched/backfill
+NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+""")
+    for folder in ("/var/lib/slurm/slurmctld", "/var/lib/slurm/slurmd", "/var/log/slurm"):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    if _run("pgrep", "-x", "slurmdbd").returncode != 0:
+        _run("slurmdbd", check=True)
+    deadline = time.monotonic() + 60
+    while _run("sacctmgr", "-n", "show", "cluster").returncode != 0:
+        if time.monotonic() > deadline:
+            _fail_or_skip("slurmdbd did not answer in 60 s: " + Path("/var/log/slurm/slurmdbd.log").read_text(errors="replace")[-500:])
+        time.sleep(1)
+    for daemon in ("slurmctld", "slurmd"):
+        if _run("pgrep", "-x", daemon).returncode != 0:
+            _run(daemon, check=True)
+    deadline = time.monotonic() + 60
+    while not _slurm_answers():
+        if time.monotonic() > deadline:
+            _fail_or_skip("Slurm's node never became idle: " + _run("sinfo").stdout[-500:])
+        time.sleep(1)
+
+
+def slurm() -> Slurm:
+    if "slurm" not in _STARTED:
+        if not _slurm_answers():
+            need("slurm")
+            if os.geteuid() != 0:
+                _fail_or_skip("a Slurm for the tests is started as root (slurmctld, slurmd, slurmdbd, munge)")
+            _start_slurm()
+        _STARTED["slurm"] = Slurm()
+    return _STARTED["slurm"]  # type: ignore[return-value]
+
+
+# --- Docker ------------------------------------------------------------------------------------------
+
+
+class Docker:
+    BUSYBOX = "local/busybox:test"  # an image made here from busybox-static: no registry is reached
+    HOSTUSR = "local/hostusr:test"  # an empty root run with -v /usr:/usr:ro: this machine's python3 inside
+
+    def run(self, name: str, *argv: str, options: tuple[str, ...] = (), image: str | None = None) -> str:
+        _run("docker", "rm", "-f", name)
+        done = _run("docker", "run", "-d", "--name", name, *options, image or self.BUSYBOX, *argv, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def wait(self, name: str, timeout: float = 60) -> dict:
+        import json
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = json.loads(_run("docker", "inspect", "--format", "{{json .State}}", name).stdout or "{}")
+            if state.get("Status") in ("exited", "dead"):
+                return state
+            time.sleep(0.2)
+        raise AssertionError(f"container {name} did not exit")
+
+    def remove(self, *names: str) -> None:
+        for name in names:
+            _run("docker", "rm", "-f", name)
+
+
+def _docker_answers() -> bool:
+    return shutil.which("docker") is not None and _run("docker", "info", timeout=20).returncode == 0
+
+
+def docker() -> Docker:
+    if "docker" not in _STARTED:
+        if not _docker_answers():
+            need("docker")
+            if os.geteuid() != 0:
+                _fail_or_skip("a Docker daemon for the tests is started as root")
+            log = open(tempfile.mktemp(prefix="cockpit-dockerd-", suffix=".log"), "w")
+            subprocess.Popen(["dockerd"], stdout=log, stderr=log, start_new_session=True)
+            deadline = time.monotonic() + 60
+            while not _docker_answers():
+                if time.monotonic() > deadline:
+                    _fail_or_skip("dockerd did not answer in 60 s")
+                time.sleep(1)
+        images = _run("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+        if Docker.BUSYBOX not in images:
+            root = Path(tempfile.mkdtemp())
+            (root / "bin").mkdir()
+            (root / "tmp").mkdir()
+            shutil.copy("/bin/busybox", root / "bin" / "busybox")
+            for applet in ("sh", "echo", "sleep", "cat", "dd", "date", "true", "false", "seq"):
+                os.symlink("busybox", root / "bin" / applet)
+            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+            _run("docker", "import", "-", Docker.BUSYBOX, stdin=tar.stdout, check=True)
+            tar.wait()
+        if Docker.HOSTUSR not in images:
+            root = Path(tempfile.mkdtemp())
+            for sub in ("usr", "tmp", "etc"):
+                (root / sub).mkdir()
+            for link, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/sbin")):
+                os.symlink(target, root / link)
+            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+            _run("docker", "import", "-", Docker.HOSTUSR, stdin=tar.stdout, check=True)
+            tar.wait()
+        _STARTED["docker"] = Docker()
+    return _STARTED["docker"]  # type: ignore[return-value]
+
+
+# --- another user ------------------------------------------------------------------------------------
+
+
+def unprivileged(name: str = "cockpit-watcher") -> str:
+    """An ordinary account on this machine (made with useradd where it is missing): the cockpit run as a jump
+    box's user, or a trainer of a colleague's."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        if os.geteuid() != 0 or shutil.which("useradd") is None:
+            _fail_or_skip(f"no user {name}, and this test cannot add one (not root)")
+        _run("useradd", "-m", "-s", "/bin/sh", name, check=True)
+    return name
+
+
+def runs_as(user: str, argv: list[str]) -> list[str]:
+    """argv as `user` (runuser, from root)."""
+    return ["runuser", "-u", user, "--", *argv]
+
+
+def python_for(user: str) -> tuple[list[str], dict[str, str]] | None:
+    """How `user` runs this checkout's cockpit: (argv prefix, environment), or None when it cannot.  This test run's
+    interpreter when the user may run it; else the system's Python of the same version with this run's
+    packages on its path (pyenv's interpreters live under /root, which other users cannot enter)."""
+    import site
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["HOME"] = f"/home/{user}" if os.path.isdir(f"/home/{user}") else "/tmp"
+    probe = ["-c", "import cockpit, textual, asyncssh"]
+    if _run(*runs_as(user, [sys.executable, *probe]), timeout=60, cwd="/", env=env).returncode == 0:
+        return [sys.executable], env
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if os.path.exists(system):
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**env, "PYTHONPATH": os.pathsep.join([root, *site.getsitepackages()])}
+        if _run(*runs_as(user, [system, *probe]), timeout=60, cwd="/", env=env).returncode == 0:
+            return [system], env
+    return None

@@ -1,0 +1,419 @@
+"""Truth wherever the work runs (issue 37): a trainer of another user, one that opens its log per line, a Slurm
+job, a Docker container, a Kubernetes pod.  Slurm and Docker are REAL (tests/harness/managers.py starts them,
+as sshd is started); Kubernetes is a STAND-IN kubectl replaying pod JSON (no API server can run here)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cockpit.config import Checker, HostConfig
+from cockpit.errors import ConfigError
+from cockpit.hosts.commandlog import CommandLog
+from cockpit.hosts.local import LocalTransport
+from cockpit.runs.spec import RunSpec
+from cockpit.runs.watch import RunWatcher
+from cockpit.where.placement import Placement, parse_placement
+from harness.managers import docker, python_for, runs_as, slurm, unprivileged
+from harness.sshd import STANDIN_DIR
+
+E4_LINE = "step {n}: {{'loss': {loss}, 'acc': 0.{acc}, 'lr': 0.0001}}"
+
+
+def local(path: str | None = None) -> LocalTransport:
+    transport = LocalTransport(HostConfig(name="here", local=True), CommandLog())
+    return transport
+
+
+async def watch_until(watcher: RunWatcher, states: set[str], timeout: float = 60.0, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    seen = []
+    while True:
+        status, events = await watcher.poll()
+        seen.append(status.state)
+        if status.state in states:
+            return status, seen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never {states}: {seen[-5:]}; {status.evidence}")
+        await asyncio.sleep(every)
+
+
+# --- where, in the config ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"slurm_job": "12 34"}, "is not a Slurm job id"),
+    ({"slurm_job": "eagle3"}, "a job's name goes in slurm_job_name"),
+    ({"slurm_job": "12", "container": "c"}, "both say where it runs"),
+    ({"container": "c", "container_engine": "lxc"}, "must be 'docker' or 'podman'"),
+    ({"container": "-rm"}, "is not a container name"),
+    ({"pod_container": "t"}, "'pod_container' goes with 'pod'"),
+    ({"pod": "ML/eagle"}, "is not a pod namespace"),
+    ({"pod": "ml/"}, "names no pod"),
+])
+def test_where_a_run_lives_is_checked_naming_the_key(table, message):
+    text = "[runs.r]\n" + "".join(f'{k} = "{v}"\n' for k, v in table.items())
+    with pytest.raises(ConfigError, match=message) as caught:
+        parse_placement(Checker("c.toml", text), ("runs", "r"), table)
+    assert caught.value.line is not None
+
+
+def test_placements_parse():
+    check = Checker("c.toml", "")
+    assert parse_placement(check, ("r",), {"slurm_job": "123_4"}) == Placement("slurm", "123_4")
+    assert parse_placement(check, ("r",), {"pod": "ml/eagle3-0", "pod_container": "trainer", "kube_context": "prod"}) == \
+        Placement("pod", "eagle3-0", namespace="ml", container="trainer", context="prod")
+    assert parse_placement(check, ("r",), {"container": "eagle3", "container_engine": "podman"}).label == "podman container eagle3"
+
+
+def test_a_manager_command_missing_on_the_host_is_one_clear_line(tmp_path):
+    """No podman on this host: one line that says so, the run `unknown`, never a traceback or a death."""
+    async def go():
+        watcher = RunWatcher(RunSpec("r", "here", placement=Placement("podman", "eagle3")), local())
+        status, _ = await watcher.poll()
+        return status
+
+    with_path = os.environ["PATH"]
+    os.environ["PATH"] = "/usr/bin:/bin"  # (podman is not installed on the test machines; make sure)
+    try:
+        status = asyncio.run(go())
+    finally:
+        os.environ["PATH"] = with_path
+    assert status.state == "unknown" and "`podman` is not installed on here" in status.evidence, status.evidence
+
+
+# --- another user's trainer, and one that opens its log per line -----------------------------------
+
+
+TRAINER = """
+import sys, time
+log, per_line = sys.argv[1], sys.argv[2] == "per-line"
+handle = None if per_line else open(log, "a")
+for n in range(1, 100000):
+    line = "step %d: {'loss': %.2f, 'acc': 0.3, 'lr': 0.0001}\\n" % (n * 10, 3.0 - n * 0.001)
+    if per_line:
+        with open(log, "a") as each:  # open, append, close for each record, as many hand-written loops do
+            each.write(line)
+    else:
+        handle.write(line); handle.flush()
+    time.sleep(0.3)
+"""
+
+
+@pytest.fixture
+def shared_dir():
+    """A folder every user can read (the trainer's log is read by the cockpit's user)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="cockpit-shared-"))
+    os.chmod(folder, 0o755)
+    yield folder
+    subprocess.run(["rm", "-rf", str(folder)])
+
+
+def start_trainer(folder: Path, per_line: bool = False) -> subprocess.Popen:
+    script = folder / "trainer.py"
+    script.write_text(TRAINER)
+    log = folder / "train.log"
+    log.touch()
+    os.chmod(log, 0o644)
+    out = open(folder / "trainer.out", "w")
+    return subprocess.Popen([sys.executable, str(script), str(log), "per-line" if per_line else "held"], stdout=out, stderr=out,
+                            start_new_session=True)
+
+
+def runs_json(user: str, config: Path, python: tuple[list[str], dict[str, str]]) -> dict:
+    done = subprocess.run(runs_as(user, [*python[0], "-m", "cockpit", "runs", "--json", "-c", str(config)]),
+                          capture_output=True, text=True, timeout=120, cwd="/", env=python[1])
+    assert done.stdout, done.stderr
+    return json.loads(done.stdout)["runs"][0]
+
+
+def test_another_users_trainer_is_never_died_while_its_log_grows(shared_dir):
+    """Issue 37 item 1: the cockpit as an ordinary user, the trainer root's.  It cannot read root's descriptors:
+    `no writer found` proves nothing.  While the log grows, the run runs; once the trainer is gone, whether it
+    died cannot be seen from here: unknown, and why (never DIED)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the trainer is root's, the cockpit another user's")
+    user = unprivileged()
+    python = python_for(user)
+    if python is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{user} cannot run the cockpit of this test run (.ci/run makes its venv readable)")
+        pytest.skip(f"{user} cannot run the cockpit of this test run (its folders are not readable by other users)")
+    trainer = start_trainer(shared_dir)
+    config = shared_dir / "c.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\n\n[runs.r]\nhost = "here"\nlog = "{shared_dir / "train.log"}"\n')
+    os.chmod(config, 0o644)
+    try:
+        time.sleep(1.5)
+        seen = runs_json(user, config, python)
+        assert seen["state"] == "running" and "was written" in seen["evidence"] and "cannot be read by cockpit-watcher" in seen["evidence"]
+        assert seen["process"]["complete"] is False and seen["process"]["hidden"] > 0, seen["process"]
+        # as root, the same run reads the same: its writer found
+        as_root = runs_json("root", config, ([sys.executable], dict(os.environ)))
+        assert as_root["state"] == "running" and as_root["process"]["state"] == "alive"
+    finally:
+        trainer.kill()
+        trainer.wait()
+    time.sleep(11)  # past the moment a freshly written log is taken for a writer that lives (10 s)
+    after = runs_json(user, config, python)
+    assert after["state"] == "unknown" and "cannot be read by cockpit-watcher" in after["evidence"], after
+    assert after["state"] != "died"
+
+
+def test_a_trainer_that_opens_its_log_per_line_is_never_died_while_it_writes(shared_dir):
+    """Issue 37 item 1, as root: a loop that opens, appends and closes its log for each record holds no descriptor
+    between writes.  A log that grew since the last look is never a dead trainer's."""
+    trainer = start_trainer(shared_dir, per_line=True)
+
+    async def go():
+        watcher = RunWatcher(RunSpec("r", "here", log=str(shared_dir / "train.log"), poll_s=0.5), local())
+        states = []
+        for _ in range(10):
+            status, _ = await watcher.poll()
+            states.append(status.state)
+            await asyncio.sleep(0.5)
+        assert "died" not in states and states[-1] == "running", states
+        trainer.kill()
+        trainer.wait()
+        await asyncio.sleep(1.0)
+        status, _ = await watcher.poll()
+        status, _ = await watcher.poll()
+        assert status.state == "unknown" and "opens its log for each record" in status.evidence, status.evidence
+
+    try:
+        asyncio.run(go())
+    finally:
+        trainer.kill()
+
+
+# --- Slurm (real) ------------------------------------------------------------------------------------
+
+
+def job_script(cluster, name: str, body: str) -> str:
+    """A job's program as a file in the cluster's shared folder; the --wrap line that runs it."""
+    path = cluster.workdir / f"{name}.py"
+    path.write_text(body)
+    os.chmod(path, 0o644)
+    return f"python3 {path}"
+
+
+def slurm_run(job: str, placement: Placement | None = None) -> RunWatcher:
+    return RunWatcher(RunSpec(f"job{job}", "here", placement=placement or Placement("slurm", job), poll_s=0.5), local())
+
+
+def test_slurm_jobs_end_as_slurm_says_with_its_reason_and_its_log(tmp_path):
+    """A real Slurm: a job that completes is finished (Slurm's exit 0), one that exits 1, is cancelled or exceeds
+    its --mem (killed by the cgroup, no line in its log) died, with Slurm's state and reason; the log is the job's
+    StdOut, read without being named; the node it ran on is said."""
+    cluster = slurm()
+    progress = "".join(f"print({E4_LINE.format(n=n * 10, loss=3 - n / 10, acc=n)!r}, flush=True); time.sleep(0.3)\n"
+                       for n in range(1, 4))
+    ok = cluster.submit(job_script(cluster, "ok", f"import time\n{progress}"), "-J", "cockpit-ok")
+    fail = cluster.submit(job_script(cluster, "fail", "import sys\nprint('about to fail', flush=True)\nsys.exit(1)\n"), "-J", "cockpit-fail")
+    cancel = cluster.submit(job_script(cluster, "cancel", f"import time\nprint({E4_LINE.format(n=10, loss=3, acc=1)!r}, flush=True)\n"
+                                                          "time.sleep(600)\n"), "-J", "cockpit-cancel")
+    oom = cluster.submit(job_script(cluster, "oom", "x = bytearray(400 * 1024 * 1024)\nx[::4096] = b'x' * len(x[::4096])\n"),
+                         "--mem=50M", "-J", "cockpit-oom")
+
+    async def go():
+        status, _ = await watch_until(slurm_run(ok), {"finished", "died"})
+        assert status.state == "finished" and "COMPLETED" in status.evidence and status.step == 30, status.evidence
+        assert status.where["manager"]["node"] == cluster.node and status.where["manager"]["exit_code"] == "0:0"
+        status, _ = await watch_until(slurm_run(fail), {"finished", "died"})
+        assert status.state == "died" and "FAILED (exit 1:0)" in status.evidence and "exited with code 1" in status.evidence
+        assert "about to fail" in status.evidence  # its last line, from its StdOut
+        watcher = slurm_run(cancel)
+        status, _ = await watch_until(watcher, {"running"})
+        assert "RUNNING" in status.evidence
+        subprocess.run(["scancel", cancel], check=True)
+        status, _ = await watch_until(watcher, {"died"})
+        assert "CANCELLED" in status.evidence and "cancelled" in status.evidence
+        status, _ = await watch_until(slurm_run(oom), {"died", "finished"})
+        assert status.state == "died" and "OUT_OF_MEMORY" in status.evidence and "--mem" in status.evidence, status.evidence
+
+    asyncio.run(go())
+
+
+def test_a_slurm_job_by_name_pending_then_running_and_another_users_job(tmp_path):
+    cluster = slurm()
+    later = cluster.submit("sleep 60", "--begin=now+3600", "-J", "cockpit-later")
+    user = unprivileged("cockpit-trainer")
+    theirs = cluster.submit(job_script(cluster, "theirs", f"import time\nprint({E4_LINE.format(n=10, loss=2.5, acc=1)!r}, flush=True)\n"
+                                                          "time.sleep(60)\n"), "-J", "cockpit-theirs", user=user)
+
+    async def go():
+        status, _ = await watch_until(slurm_run(later), {"pending"})
+        assert "waiting" in status.evidence and "BeginTime" in status.evidence
+        by_name = slurm_run(theirs, Placement("slurm", "cockpit-theirs", by_name=True))
+        status, _ = await watch_until(by_name, {"running"})
+        assert f"Slurm job {theirs}" in status.evidence and status.step == 10
+
+    try:
+        asyncio.run(go())
+    finally:
+        subprocess.run(["scancel", later, theirs])
+
+
+@pytest.mark.slow
+def test_a_slurm_job_over_its_time_limit_and_one_whose_node_fails(tmp_path):
+    """TIMEOUT arrives 64-82 s after the start (Slurm checks limits every 30 s); NODE_FAIL when the node is set
+    DOWN under a --no-requeue job."""
+    cluster = slurm()
+    node = cluster.submit(job_script(cluster, "node", "import time\nprint('on the node', flush=True)\ntime.sleep(600)\n"),
+                          "--no-requeue", "-J", "cockpit-nodefail")
+    late = None
+
+    async def go():
+        nonlocal late
+        watcher = slurm_run(node)
+        await watch_until(watcher, {"starting", "running"})
+        cluster.node_down()
+        try:
+            status, _ = await watch_until(watcher, {"died"}, timeout=60)
+        finally:
+            cluster.node_up()
+        assert "NODE_FAIL" in status.evidence and "its node failed" in status.evidence
+        late = cluster.submit(job_script(cluster, "late", "import time\nprint('long', flush=True)\ntime.sleep(600)\n"), "--time=1",
+                              "-J", "cockpit-timeout")
+        status, _ = await watch_until(slurm_run(late), {"died"}, timeout=150, every=2)
+        assert "TIMEOUT" in status.evidence and "time limit" in status.evidence
+
+    try:
+        asyncio.run(go())
+    finally:
+        subprocess.run(["scancel", node, *([late] if late else [])])
+
+
+# --- Docker (real) -----------------------------------------------------------------------------------
+
+
+def container_run(name: str) -> RunWatcher:
+    return RunWatcher(RunSpec(name, "here", placement=Placement("docker", name), poll_s=0.5), local())
+
+
+def test_docker_containers_end_as_docker_says_and_their_log_is_read_from_docker():
+    engine = docker()
+    names = ["cockpit-c-ok", "cockpit-c-fail", "cockpit-c-kill", "cockpit-c-oom"]
+    steps = "; ".join(f"echo \"{E4_LINE.format(n=n * 10, loss=3 - n / 10, acc=n)}\"; sleep 0.3" for n in range(1, 4))
+    engine.run(names[0], "sh", "-c", steps)
+    engine.run(names[1], "sh", "-c", "echo about to fail >&2; exit 1")  # its stderr: docker logs gives it on stderr
+    engine.run(names[2], "sh", "-c", f"echo \"{E4_LINE.format(n=10, loss=3, acc=1)}\"; sleep 600")
+    engine.run(names[3], "sh", "-c", "echo allocating; sleep 1; exec dd if=/dev/zero of=/dev/null bs=100M count=1",
+               options=("--memory", "20m"))
+
+    async def go():
+        watcher = container_run(names[0])
+        status, _ = await watch_until(watcher, {"finished", "died"})
+        assert status.state == "finished" and "exited" in status.evidence and status.step == 30, (status.evidence, status.step)
+        assert watcher.stream is not None and watcher.stream.started >= 1
+        await watcher.close()
+        status, _ = await watch_until(container_run(names[1]), {"died"})
+        assert "exit 1" in status.evidence and "about to fail" in status.evidence, status.evidence
+        watcher = container_run(names[2])
+        status, _ = await watch_until(watcher, {"running"})
+        assert status.step == 10 and "docker container cockpit-c-kill: running" in status.evidence
+        subprocess.run(["docker", "kill", names[2]], capture_output=True, check=True)
+        status, _ = await watch_until(watcher, {"died"})
+        assert "exit 137" in status.evidence and "SIGKILL" in status.evidence
+        await watcher.close()
+        status, _ = await watch_until(container_run(names[3]), {"died"})
+        assert "OOMKilled" in status.evidence and "memory limit" in status.evidence, status.evidence
+
+    try:
+        asyncio.run(go())
+    finally:
+        engine.remove(*names)
+
+
+def test_a_container_removed_after_its_run_is_gone_not_died_without_evidence(tmp_path):
+    """`docker run --rm`: once it exits, Docker no longer knows it.  Gone, with nothing saying how it ended: the log
+    decides (died without a last word here, as its process ended with all of it seen)."""
+    engine = docker()
+    name = "cockpit-c-rm"
+    engine.run(name, "sh", "-c", f"echo \"{E4_LINE.format(n=10, loss=3, acc=1)}\"; sleep 2", options=("--rm",))
+
+    async def go():
+        watcher = container_run(name)
+        status, _ = await watch_until(watcher, {"running", "starting"})
+        status, _ = await watch_until(watcher, {"died", "ended", "unknown", "finished"}, timeout=30)
+        assert status.state == "died" and "gone from Docker" in status.evidence and "ended with no last word" in status.evidence
+        await watcher.close()
+
+    asyncio.run(go())
+
+
+# --- Kubernetes (a STAND-IN kubectl) ------------------------------------------------------------------
+
+
+def pod_json(name: str, phase: str, state: dict, restarts: int = 0, last: dict | None = None) -> dict:
+    status = {"name": "trainer", "ready": "running" in state, "restartCount": restarts, "state": state,
+              "image": "lmsysorg/sglang:v0.5.2", "containerID": "containerd://" + "a" * 64}
+    if last:
+        status["lastState"] = {"terminated": last}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"nodeName": "gpu-node-7", "containers": [{"name": "trainer"}]},
+            "status": {"phase": phase, "containerStatuses": [status]}}
+
+
+@pytest.fixture
+def kubectl(tmp_path, monkeypatch):
+    folder = tmp_path / "kube"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", f"{STANDIN_DIR}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("KUBECTL_STANDIN_DIR", str(folder))
+    return folder
+
+
+def test_pods_as_their_container_statuses_say(kubectl):
+    """OOMKilled (not restarted: the pod Failed; restarted: running again, the last run's reason said), Completed,
+    Error, a pod deleted after it was seen, and no API server: each as the pod's JSON says (STAND-IN kubectl)."""
+    oom = {"exitCode": 137, "reason": "OOMKilled", "startedAt": "2026-12-06T02:00:00Z", "finishedAt": "2026-12-06T02:10:00Z"}
+    pods = {
+        "oom": pod_json("oom", "Failed", {"terminated": oom}),
+        "restarted": pod_json("restarted", "Running", {"running": {"startedAt": "2026-12-06T02:11:00Z"}}, restarts=1, last=oom),
+        "done": pod_json("done", "Succeeded", {"terminated": {"exitCode": 0, "reason": "Completed"}}),
+        "error": pod_json("error", "Failed", {"terminated": {"exitCode": 1, "reason": "Error"}}),
+        "crashloop": pod_json("crashloop", "Running", {"waiting": {"reason": "CrashLoopBackOff"}}, restarts=3,
+                              last={"exitCode": 1, "reason": "Error"}),
+    }
+    for name, pod in pods.items():
+        (kubectl / f"{name}.json").write_text(json.dumps(pod))
+    (kubectl / "restarted.log").write_text("2026-12-06T02:11:05.000000001Z " + E4_LINE.format(n=40, loss=2.2, acc=4) + "\n")
+
+    def watcher(name: str) -> RunWatcher:
+        return RunWatcher(RunSpec(name, "here", placement=Placement("pod", name, namespace="ml", container="trainer")), local())
+
+    async def go():
+        said = {}
+        for name in pods:
+            w = watcher(name)
+            status, _ = await w.poll(catch_up=True)
+            said[name] = status
+            await w.close()
+        assert said["oom"].state == "died" and "OOMKilled" in said["oom"].evidence and "gpu-node-7" in said["oom"].evidence
+        assert said["restarted"].state == "running" and "restarted 1 time" in said["restarted"].evidence
+        assert "the last run ended OOMKilled" in said["restarted"].evidence and said["restarted"].step == 40
+        assert said["done"].state == "finished" and "Completed" in said["done"].evidence
+        assert said["error"].state == "died" and "Error (exit 1)" in said["error"].evidence
+        assert said["crashloop"].state == "pending" and "CrashLoopBackOff" in said["crashloop"].evidence
+        w = watcher("done")
+        await w.poll()
+        (kubectl / "done.json").unlink()  # deleted after it was seen
+        status, _ = await w.poll()
+        assert status.where["manager"]["phase"] == "gone"
+        (kubectl / "oom.down").write_text("")
+        status, _ = await watcher("oom").poll()
+        assert status.state == "unknown" and "connection to the server" in status.evidence
+        calls = [json.loads(line) for line in (kubectl / "calls.log").read_text().splitlines()]
+        assert ["--namespace", "ml", "get", "pod", "oom", "--output", "json"] in calls  # argv, never a shell string
+
+    asyncio.run(go())
