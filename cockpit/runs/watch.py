@@ -21,7 +21,7 @@ from cockpit.runs.spec import RunSpec
 from cockpit.runs.tfevents import EventReader
 from cockpit.runs.totals import Totals, from_command, from_yaml, merged
 from cockpit.where.follow import StreamFollower
-from cockpit.where.placement import adapter_for
+from cockpit.where.adapters import adapter_for
 from cockpit.where.state import ManagerState
 
 STATES = ("pending", "starting", "running", "stalled", "finished", "crashed", "died", "ended", "unknown")

@@ -13,7 +13,8 @@ asked, the answer is `unknown` with why, never a guess.
 - follow.py:    a manager's log stream followed as a file is (new lines per poll, bounded)
 """
 
-from cockpit.where.placement import Placement, adapter_for, parse_placement
+from cockpit.where.adapters import adapter_for
+from cockpit.where.placement import Placement, parse_placement
 from cockpit.where.state import ManagerState
 
 __all__ = ["ManagerState", "Placement", "adapter_for", "parse_placement"]

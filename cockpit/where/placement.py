@@ -94,19 +94,3 @@ def parse_placement(check: Checker, table: tuple[str, ...], data: dict[str, Any]
     if context is not None and (context.startswith("-") or any(c.isspace() for c in context)):
         raise check.fail(table, "kube_context", f"'{context}' is not a kubectl context name")
     return Placement("pod", name, namespace=namespace or None, container=container, context=context)
-
-
-def adapter_for(placement: Placement):
-    """The manager adapter of a placement: `await adapter.look(transport)` -> ManagerState; `adapter.log_argv(since)`
-    the command that follows its log (None where the manager names a file instead: Slurm)."""
-    if placement.kind == "slurm":
-        from cockpit.where.slurm import SlurmJob
-
-        return SlurmJob(placement)
-    if placement.kind == "pod":
-        from cockpit.where.pod import Pod
-
-        return Pod(placement)
-    from cockpit.where.container import Container
-
-    return Container(placement)
