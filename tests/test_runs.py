@@ -11,6 +11,7 @@ import re
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -529,6 +530,8 @@ def test_pid_file_and_command_pattern_and_an_unknown_process(tmp_path):
             other.kill()
         from cockpit.config import HostConfig
         host = BusyboxHost(HostConfig(name="box", local=True), CommandLog())
+        minute_ago = time.time() - 60  # (a log written a moment ago would say its writer lives, whoever it is)
+        os.utime(path, (minute_ago, minute_ago))
         status, _ = await RunWatcher(RunSpec("r", "box", log=str(path)), host).poll()
         assert status.state == "unknown" and "-samefile" in status.evidence and "pid_file" in status.evidence
 
