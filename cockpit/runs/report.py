@@ -33,9 +33,20 @@ def estimate_text(status: RunStatus) -> str | None:
             f"(greedy topk-1 chain, depth {e['depth']}, from {e['source']} accuracy)")
 
 
+def where_text(status: RunStatus) -> str:
+    """Where a run lives, when a manager runs it: 'Slurm job 123 on vm', 'docker container eagle3', 'pod ml/eagle3-0 on gpu-node-7'."""
+    where = status.where
+    if not where:
+        return ""
+    manager = where.get("manager") or {}
+    node = manager.get("node")
+    return where["label"] + (f" on {node}" if node and node != status.host else "")
+
+
 def render_run(status: RunStatus) -> str:
-    lines = [f"{status.name} on {status.host}: {status.state.upper()}" + (f" ({status.phase})" if status.phase and status.state == "running" else "")
-             + f"  {progress_text(status)}"]
+    where = where_text(status)
+    lines = [f"{status.name} on {status.host}" + (f" ({where})" if where else "") + f": {status.state.upper()}"
+             + (f" ({status.phase})" if status.phase and status.state == "running" else "") + f"  {progress_text(status)}"]
     if status.evidence:
         lines.append(f"  why: {status.evidence}")
     figures = []

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from cockpit.runs.report import eta_text
+from cockpit.runs.report import eta_text, where_text
 from cockpit.runs.watch import RunStatus
 from cockpit.ui import actions
 
@@ -45,7 +45,8 @@ def loss_spark(history: list[tuple]) -> Text:
 def run_block(status: RunStatus, width: int) -> Group:
     head = Text(no_wrap=True, overflow="ellipsis")
     head.append(f"{status.name} ", style="bold")
-    head.append(f"@{status.host}  ", style="dim")
+    where = where_text(status)
+    head.append(f"@{status.host}" + (f" · {where}" if where else "") + "  ", style="dim")
     head.append(f" {status.state.upper()} ", style=STATE_STYLE.get(status.state, ""))
     if status.step is not None:
         head.append(f"  step {status.step}" + (f"/{status.total}" if status.total else ""))
