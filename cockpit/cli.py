@@ -581,7 +581,8 @@ def cmd_server(args) -> int:
             raise CockpitError(f"--url: {exc}") from None
     if args.prometheus is not None and ctx.config.prometheus is None:
         raise CockpitError("--prometheus reads through the config's [prometheus] table: add it (url = ...)")
-    if args.step is not None or (args.log is None and url is None and args.prometheus is None):
+    placement = placement_of_flags(args)
+    if args.step is not None or (args.log is None and url is None and args.prometheus is None and placement is None):
         if ctx.runbook is None:
             why = "no config, so no launched server" if ctx.config.implicit else f"{ctx.config.path} has no runbook"
             raise CockpitError(f"which server? {why}: give --log FILE (its log, read through docker/kubectl/journald prefixes "
@@ -590,18 +591,36 @@ def cmd_server(args) -> int:
         if args.log is not None:
             target.log = named_server(ctx.config, target.host, args.log, None).log
         target.url = url or target.url
+        target.placement = placement or target.placement
     else:
-        target = named_server(ctx.config, args.host, args.log, url)
+        target = named_server(ctx.config, args.host, args.log, url, placement)
     opener = None if args.host or target.step else default_opener
     live, data = with_context(ctx, lambda c: read_server(target, c.pool.get, opener, ctx.config.prometheus, args.prometheus))
     data = {"step": target.step, "host": target.host, "log": target.log, "url": target.url, "prometheus": args.prometheus, **data}
     unreadable = live.unreachable or (live.log_missing and f"{target.log}: no such file on {target.host}")
-    if unreadable and not data["sources"]:
+    manager_said = (data.get("where") or {}).get("manager") or {}
+    if unreadable and not data["sources"] and manager_said.get("phase") in (None, "unknown"):
         data["error"] = unreadable
         emit(args, data, f"cockpit: could not read the server: {unreadable}")
         return EXIT_UNREACHABLE
     emit(args, data, render_live(data))
     return EXIT_PROBLEM if data["flags"] else EXIT_OK
+
+
+def placement_of_flags(args):
+    """--container / --slurm-job / --pod as a placement, checked by the one reader config tables use too."""
+    from cockpit.config import Checker
+    from cockpit.errors import ConfigError
+    from cockpit.where.placement import parse_placement
+
+    flags = {"container": args.container, "container_engine": args.container_engine, "slurm_job": args.slurm_job, "pod": args.pod,
+             "pod_container": args.pod_container}
+    given = {k: v for k, v in flags.items() if v is not None}
+    try:
+        return parse_placement(Checker("the command line", ""), (), given)
+    except ConfigError as exc:
+        flag = "--" + (exc.key or "").replace("_", "-")
+        raise CockpitError(f"{flag}: {exc.detail.replace(repr(exc.key), flag) if exc.key else exc.detail}") from None
 
 
 def cmd_alert(args) -> int:

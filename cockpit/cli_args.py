@@ -179,6 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--url", metavar="URL", help="the server's base URL: /metrics (--enable-metrics) and /server_info")
     server.add_argument("--host", metavar="H", help="the host --log is on, and --url is reached from")
     server.add_argument("--prometheus", metavar="SELECTOR", help="read SGLang's series from [prometheus], e.g. 'instance=\"10.0.0.1:30000\"'")
+    where = server.add_argument_group("where it runs (its manager is asked on --host; its log read from it when --log is not given)")
+    where.add_argument("--container", metavar="NAME", help="a Docker container (or Podman's, with --container-engine podman)")
+    where.add_argument("--container-engine", metavar="ENGINE", help="docker (default) or podman")
+    where.add_argument("--slurm-job", metavar="ID", help="a Slurm job (its StdOut is its log)")
+    where.add_argument("--pod", metavar="[NAMESPACE/]NAME", help="a Kubernetes pod, through kubectl on --host")
+    where.add_argument("--pod-container", metavar="NAME", help="the pod's container (default: its first)")
     alert_sub = sub.add_parser("alert", help="alerts: bell, desktop notification, command, notification URLs ([alerts])").add_subparsers(
         dest="alert_command", metavar="ACTION")
     _command(alert_sub, "test", "send a test alert through every configured channel; exit 0 delivered, 1 a channel failed",

@@ -417,3 +417,53 @@ def test_pods_as_their_container_statuses_say(kubectl):
         assert ["--namespace", "ml", "get", "pod", "oom", "--output", "json"] in calls  # argv, never a shell string
 
     asyncio.run(go())
+
+
+# --- a server in a container (real Docker) -----------------------------------------------------------
+
+
+def test_a_server_in_a_container_is_watched_through_docker(tmp_path):
+    """`cockpit server --container NAME`: its log from `docker logs`, its figures, alive as Docker says; killed, it is
+    not serving and says why (Docker's exit and signal), exit 1.  The server is the demo's STAND-IN SGLang run in a
+    real container (this machine's Python through -v /usr, on the host's network)."""
+    import site
+
+    from harness.sshd import free_port
+
+    engine = docker()
+    root = str(Path(__file__).resolve().parents[1])
+    packages = site.getsitepackages()[0]
+    port = free_port()
+    name = "cockpit-c-server"
+    engine.run(name, "python3", "-m", "cockpit.demo.server", "--model-path", "/m", "--port", str(port), "--speculative-algorithm",
+               "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--enable-metrics",
+               image=engine.HOSTUSR, options=("--network", "host", "-v", "/usr:/usr:ro", "-v", f"{root}:{root}:ro", "-v",
+                                              f"{packages}:{packages}:ro", "-e", f"PYTHONPATH={root}:{packages}"))
+    config = tmp_path / "c.toml"
+    config.write_text('[hosts.here]\nlocal = true\n')
+
+    def server(*more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cockpit", "server", "--container", name, "--url", f"127.0.0.1:{port}", "--json",
+                               "-c", str(config), *more], capture_output=True, text=True, timeout=60)
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            done = server()
+            data = json.loads(done.stdout)
+            if "server_info" in data["sources"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert done.returncode == 0 and data["alive"] is True and data["where"]["manager"]["phase"] == "running", (done.stderr, data)
+        assert data["activity"]["state"] == "idle" and data["where"]["label"] == f"docker container {name}"
+        subprocess.run(["docker", "kill", name], capture_output=True, check=True)
+        engine.wait(name)
+        done = server()
+        data = json.loads(done.stdout)
+        assert done.returncode == 1 and data["alive"] is False
+        assert any("not serving" in f["message"] and "exit 137" in f["message"] for f in data["flags"]), data["flags"]
+        bad = subprocess.run([sys.executable, "-m", "cockpit", "server", "--container", "a b", "-c", str(config)], capture_output=True,
+                             text=True, timeout=60)
+        assert bad.returncode == 2 and "--container: 'a b' is not a container name" in bad.stderr, bad.stderr
+    finally:
+        engine.remove(name)

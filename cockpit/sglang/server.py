@@ -147,7 +147,8 @@ class ServerWatcher:
     """One poll at a time: new log lines, health and liveness of a launched server, diagnosed.
     The log pane runs it in a worker and posts what it returns."""
 
-    def __init__(self, transport: Transport, pid: int, port: int, log: str, keep_lines: int = 2000, group=None, prometheus=None):
+    def __init__(self, transport: Transport, pid: int | None, port: int | None, log: str | None, keep_lines: int = 2000, group=None,
+                 prometheus=None, placement=None):
         from cockpit.sglang.live import LiveServer
 
         self.prometheus = prometheus  # (PrometheusSettings, selector): SGLang's series as Prometheus scraped them
@@ -155,7 +156,15 @@ class ServerWatcher:
         self.transport = transport
         self.pid = pid
         self.port = port
-        self.follower = LogFollower(transport, log)
+        self.follower = LogFollower(transport, log) if log else None
+        self.placement = placement  # where it runs (a container, a Slurm job, a pod): its manager says whether it lives
+        self.manager = None
+        self.manager_state = None
+        self.stream = None  # the manager's log stream, when no log file is named
+        if placement is not None:
+            from cockpit.where.adapters import adapter_for
+
+            self.manager = adapter_for(placement)
         self.lines: list[str] = []
         self.keep_lines = keep_lines
         self._dropped = 0  # lines read and no longer kept: the kept ones keep the numbers they were read with
@@ -168,15 +177,29 @@ class ServerWatcher:
         from cockpit.sglang.live import routine_line
 
         new: list[str] = []
-        with contextlib.suppress(TransportError, OSError):
-            new = await self.follower.poll()
+        if self.manager is not None:
+            self.manager_state = state = await self.manager.look(self.transport)
+            if self.follower is None and state.log:
+                self.follower = LogFollower(self.transport, state.log)  # Slurm's StdOut
+            elif self.follower is None and state.phase != "unknown" and self.manager.log_argv(None) is not None:
+                if self.stream is None:
+                    from cockpit.where.follow import StreamFollower
+
+                    self.stream = StreamFollower(self.transport, self.manager.log_argv)
+                new += await self.stream.poll(restart=state.phase in ("running", "pending"))
+        if self.follower is not None:
+            with contextlib.suppress(TransportError, OSError):
+                new += await self.follower.poll()
         self.lines.extend(new)
         if len(self.lines) > self.keep_lines:
             self._dropped += len(self.lines) - self.keep_lines
             del self.lines[:-self.keep_lines]
         self.live.figures.feed(new)
-        health = await probe_health(self.transport, self.port)
-        alive = health == "ready" or await process_alive(self.transport, self.pid)
+        health = await probe_health(self.transport, self.port) if self.port else "no port"
+        if self.manager_state is not None and self.manager_state.phase != "unknown":
+            alive = self.manager_state.phase in ("running", "pending")  # its manager says (a container's pid is not ours)
+        else:
+            alive = health == "ready" or (self.pid is not None and await process_alive(self.transport, self.pid))
         if health == "ready" and time.monotonic() - self._asked >= self.ask_every_s:
             # /metrics, /server_info (and Prometheus) every few seconds, not every poll: the log's decode
             # lines come every poll already, and /server_info goes through the scheduler
@@ -199,6 +222,11 @@ class ServerWatcher:
             self._report = diagnose_lines(self.lines, first_line=self._dropped + 1)
         else:
             self._report.lines = len(self.lines)
+        mgr = self.manager_state
+        if mgr is not None and mgr.terminal and not any(d.kind == "manager" for d in self._report.diagnoses) and not any(
+                d.severity == "error" for d in self._report.diagnoses):
+            # nothing in its log says why it ended: its manager does (an OOM kill by a cgroup leaves no line)
+            self._report.diagnoses.append(Diagnosis("manager", f"not serving: {mgr.describe()}", severity="error"))
         return ServerStatus(health, alive, self._report, new, self.live.figures.to_json(history=60), group)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from cockpit.errors import CockpitError
 from cockpit.hosts.procs import group_of
+from cockpit.where.placement import Placement
 
 
 @dataclass
@@ -20,6 +21,7 @@ class ServerTarget:
     pid: int | None = None
     port: int | None = None
     members: list = field(default_factory=list)  # a launch group's nodes (rank 0 first); [] for one server
+    placement: Placement | None = None  # where it runs, when a manager runs it (a container, a Slurm job, a pod)
 
 
 def launched_server(runbook, step: str | None = None) -> ServerTarget:
@@ -39,17 +41,19 @@ def launched_server(runbook, step: str | None = None) -> ServerTarget:
                         server.pid, server.port, group_of(runbook.result(step).evidence))
 
 
-def named_server(config, host: str | None, log: str | None, url: str | None) -> ServerTarget:
-    """A server given by hand: a log on a host (the local one when none is named) and/or a URL."""
+def named_server(config, host: str | None, log: str | None, url: str | None, placement: Placement | None = None) -> ServerTarget:
+    """A server given by hand: a log on a host (the local one when none is named) and/or a URL, and/or where it
+    runs (its manager is asked on that host)."""
     host = host or next((h.name for h in config.hosts if h.local), None)
-    if host is None and log is not None:
-        raise CockpitError("--log needs --host: the config has no local host")
+    if host is None and (log is not None or placement is not None):
+        raise CockpitError(f"{'--log' if log else '--' + (placement.kind if placement.kind != 'slurm' else 'slurm-job')} needs --host: "
+                           "the config has no local host")
     if log is not None and not os.path.isabs(log):
         if host and config.host(host).local:
             log = os.path.abspath(log)
         else:
             raise CockpitError(f"--log {log}: give an absolute path on {host}")
-    return ServerTarget(None, host, log, url)
+    return ServerTarget(None, host, log, url, placement=placement)
 
 
 def prometheus_source(config) -> tuple | None:
@@ -68,7 +72,7 @@ def server_watcher(target: ServerTarget, get_transport, config):
 
         group = GroupWatcher(get_transport, target.members)
     return ServerWatcher(get_transport(target.host), target.pid, target.port, target.log, group=group,
-                         prometheus=prometheus_source(config))
+                         prometheus=prometheus_source(config), placement=target.placement)
 
 
 async def read_server(target: ServerTarget, get_transport, opener=None, prometheus=None, selector: str | None = None):
@@ -78,6 +82,12 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
 
     transport = get_transport(target.host) if target.host else None
     live = LiveServer(transport, target.log, target.url, opener=opener)
+    manager = None
+    if target.placement is not None and transport is not None:
+        # its manager's log first: a start line in it begins the figures afresh, before /metrics and /server_info
+        manager, lines = await manager_look(transport, target.placement, target.log is None)
+        live.figures.feed(lines)
+        live.lines.extend(lines)
     figures = await live.poll(catch_up=True)
     if selector is not None:
         from cockpit.telemetry.prometheus import PrometheusError, sglang_values
@@ -110,6 +120,15 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
         if alive is False and not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
             data["flags"].append({"kind": "crashed", "line": "", "message": f"its process (pid {target.pid} on {target.host}) is gone, "
                                   "with no crash in its log (killed: the OOM killer, a scheduler, kill -9?)"})
+    if manager is not None:
+        data["where"] = {**target.placement.to_json(), "manager": manager.to_json()}
+        if manager.phase in ("failed", "finished", "gone"):
+            data["alive"] = False
+            if not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
+                kind = "oom" if "OOM" in manager.state + manager.reason else "crashed"
+                data["flags"].append({"kind": kind, "line": "", "message": f"not serving: {manager.describe()}"})
+        elif manager.phase == "running":
+            data["alive"] = True
     if len(target.members) > 1:
         from cockpit.sglang.grouplaunch import GroupWatcher
 
@@ -118,3 +137,42 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
         if state.state == "failed":
             data["flags"].append({"kind": "group_failed", "line": "", "message": state.cause})
     return live, data
+
+
+async def manager_look(transport, placement: Placement, read_log: bool, wait_s: float = 5.0):
+    """One look through a server's manager: (its state, its log's lines when `read_log`: Slurm's StdOut, or the
+    stream a container's or a pod's manager gives, read until it has given what it has)."""
+    import asyncio
+
+    from cockpit.hosts.follow import LogFollower
+    from cockpit.where.adapters import adapter_for
+    from cockpit.where.follow import StreamFollower
+
+    adapter = adapter_for(placement)
+    state = await adapter.look(transport)
+    lines: list[str] = []
+    if not read_log or state.phase == "unknown":
+        return state, lines
+    if state.log:
+        follower = LogFollower(transport, state.log, tail_bytes=256 * 1024)
+        while True:
+            update = await follower.poll()
+            lines += update.lines
+            if update.size is None or follower.offset >= update.size:
+                return state, lines
+    argv = adapter.log_argv(None)
+    if argv is None:
+        return state, lines
+    stream = StreamFollower(transport, lambda since: [*argv[:-1], "--tail", "4000", argv[-1]] if placement.kind != "pod" else argv)
+    try:
+        lines += await stream.poll()
+        deadline = asyncio.get_running_loop().time() + wait_s
+        quiet = 0
+        while stream.running and asyncio.get_running_loop().time() < deadline and quiet < 5:
+            await asyncio.sleep(0.1)
+            more = await stream.poll(restart=False)
+            quiet = 0 if more else quiet + 1
+            lines += more
+    finally:
+        await stream.close()
+    return state, lines
