@@ -138,3 +138,14 @@ def test_every_declared_setting_is_read_from_its_table_with_its_one_default():
         assert wanted and {k: getattr(read, k) for k in wanted} == wanted, cls.__name__
     defaults = parse_config("")
     assert defaults.telemetry == TelemetrySettings() and defaults.ssh == SshSettings() and defaults.ui == UiSettings()
+
+
+def test_every_engines_version_is_checked_by_one_rule():
+    """Issue 38: vLLM's validator took `0.10.2junk`; SGLang's and vLLM's settings and flags now share one check."""
+    from cockpit.config import version_problem
+    from cockpit.vllm.versions import version_problem as vllm_problem
+
+    for good in ("0.10.2", "0.11.0+cu128", "0.6.6.post1", "0.10.2rc1", "0.4.6.post5", "0.11.1.dev7+g1a2b3c"):
+        assert version_problem(good) is None and vllm_problem(good) is None, good
+    for bad in ("0.10.2junk", "banana", "10", "0.10.2-", "0.10.2+"):
+        assert version_problem(bad) and vllm_problem(bad), bad

@@ -91,10 +91,10 @@ def parse_version(text: str) -> tuple[int, ...] | None:
 
 
 def version_problem(text: str) -> str | None:
-    """Why `text` is not a vLLM version (None: it is one)."""
-    if parse_version(text) is None:
-        return f"'{text}' is not a vLLM version (e.g. 0.10.2; `vllm --version` prints it)"
-    return None
+    """Why `text` is not a vLLM version (None: it is one): the same check as every version the config takes."""
+    from cockpit.config import version_problem as problem
+
+    return problem(text, "a vLLM version", "e.g. 0.10.2; `vllm --version` prints it")
 
 
 def era(version: str | None) -> Era:
