@@ -20,11 +20,13 @@ from cockpit.runs.parse import CRASH_KINDS, Flag, TrainingLog
 from cockpit.runs.spec import RunSpec
 from cockpit.runs.tfevents import EventReader
 from cockpit.runs.totals import Totals, from_command, from_yaml, merged
-from cockpit.where.follow import StreamFollower
 from cockpit.where.adapters import adapter_for
+from cockpit.where.follow import StreamFollower
 from cockpit.where.state import ManagerState
 
 STATES = ("pending", "starting", "running", "stalled", "finished", "crashed", "died", "ended", "unknown")
+ENDED_STATES = ("finished", "crashed", "died", "ended")
+ENDED_POLL_S = 10.0  # a run that ended is read this often, not every poll_s: its restart (its log growing again) is seen then
 
 
 @dataclass
@@ -116,6 +118,7 @@ class RunWatcher:
         self._cpu_rising: bool | None = None
         self._totals: Totals | None = None
         self.status = RunStatus(spec.name, spec.host)
+        self.polled_at = float("-inf")  # when watch_runs last polled it (time.monotonic)
 
     @property
     def checks_process(self) -> bool:
@@ -129,25 +132,21 @@ class RunWatcher:
         self.manager_state = state
         if self.spec.log is None and state.log and self.follower is None:
             self.follower = LogFollower(self.transport, state.log)  # Slurm's StdOut: a file, followed as one
-        if self.spec.log is None and self.follower is None and state.phase != "unknown":
-            argv = getattr(self.manager, "log_argv", lambda since: None)
-            if argv(None) is not None:
-                if self.stream is None:
-                    self.stream = StreamFollower(self.transport, argv)
-                lines = await self.stream.poll(restart=state.phase in ("running", "pending") or self.stream.started == 0)
-                if catch_up or state.terminal or state.phase == "gone":
-                    # a one-shot command, or a workload that ended: its log is read to its end before its end is said
-                    # (the stream of an exited container ends by itself); a few seconds at most
-                    for _ in range(50):
-                        if not self.stream.running and not (catch_up and not lines and self.stream.started == 1):
-                            break
-                        await asyncio.sleep(0.1)
-                        lines += await self.stream.poll(restart=False)
-                        if catch_up and lines and self.stream.running and not state.terminal:
-                            break
-                if lines:
-                    self._grew, self._grew_at = True, now
-                    self.log.feed(lines, now)
+        if self.spec.log is None and self.follower is None and state.phase != "unknown" and self.manager.log_argv(None) is not None:
+            if self.stream is None:
+                self.stream = StreamFollower(self.transport, self.manager.log_argv)
+            lines = await self.stream.poll(restart=state.phase in ("running", "pending") or self.stream.started == 0)
+            if catch_up or state.terminal or state.phase == "gone":
+                # a one-shot command, or a workload that ended: its log is read before its end is said (the stream of
+                # an exited container ends by itself; a running one's gives what it has); a few seconds at most
+                for _ in range(50):
+                    if not self.stream.running or (lines and not state.terminal):
+                        break
+                    await asyncio.sleep(0.1)
+                    lines += await self.stream.poll(restart=False)
+            if lines:
+                self._grew, self._grew_at = True, now
+                self.log.feed(lines, now)
 
     async def close(self) -> None:
         if self.stream is not None:
@@ -190,9 +189,8 @@ class RunWatcher:
         before = self.follower.offset
         while True:
             update = await self.follower.poll()
-            if update.lines or update.partial or (self.follower.offset != before and update.event not in ("missing", "appeared")):
-                if update.event != "appeared":  # the first read is what was there, not growth seen
-                    self._grew, self._grew_at = True, now
+            if update.event not in ("appeared", "missing") and (update.lines or update.partial or self.follower.offset != before):
+                self._grew, self._grew_at = True, now  # (the first read is what was there, not growth seen)
             if update.event in ("truncated", "rotated"):
                 self.log.reset()
                 self.log.notes.append(f"the log was {update.event} at {time.strftime('%H:%M:%S', time.localtime(now))}: read from its start")
@@ -497,15 +495,26 @@ class RunWatcher:
 async def watch_runs(specs, get_transport, publish) -> None:
     """Poll every run (each over its host's own connection) for ever, at the shortest poll_s among
     them, publishing (statuses, new events) after each round."""
-    import asyncio
-
-    from cockpit.runtime import record_internal_error
-
     watchers = [RunWatcher(spec, get_transport(spec.host)) for spec in specs]
     interval = min(spec.poll_s for spec in specs)
+    try:
+        await _watch(watchers, publish, interval)
+    finally:
+        for watcher in watchers:
+            await watcher.close()  # a manager's log stream stops with the watching
+
+
+async def _watch(watchers, publish, interval: float) -> None:
+    from cockpit.runtime import record_internal_error
+
     while True:
         statuses, events = [], []
+        now = time.monotonic()
         for watcher in watchers:
+            if watcher.status.state in ENDED_STATES and now - watcher.polled_at < ENDED_POLL_S:
+                statuses.append(watcher.status)  # an ended run is looked at every ENDED_POLL_S (a restart shows then)
+                continue
+            watcher.polled_at = now
             try:
                 status, new = await watcher.poll()
             except Exception as exc:  # noqa: BLE001 - one run's log must not stop the watching of every run

@@ -144,7 +144,9 @@ class RunsPane(Static, can_focus=True):
         for status in statuses:
             self.statuses[status.name] = status
         states = [s.state for s in self.statuses.values()]
-        self.border_title = "training runs · " + ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
+        title = "training runs · " + ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
+        if title != self.border_title:  # (setting it, even to the same text, draws the pane again)
+            self.border_title = title
         self._draw()
 
     def _draw(self) -> None:
