@@ -88,16 +88,15 @@ def start_trainer(log: Path, every: float = 0.3) -> subprocess.Popen:
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-async def trainer_event(transport, host: str, folder: Path, how: str) -> tuple[float, float]:
-    """(seconds to the state, seconds to the alert's delivery) after SIGKILL or an OOM."""
-    log = folder / f"train-{how}-{host}.log"
-    trainer = start_trainer(log)
+async def watch_run_event(transport, spec: RunSpec, cause, want: str, ready=("running", "starting")) -> tuple[float, float, str]:
+    """Watch a run as the TUI does; once it runs, `cause()` the event (returns its time, time.monotonic), then the
+    seconds to the run's state `want` and to its alert's delivery, and the evidence it gave."""
     records: list = []
     delivered: list = []
     send = alerter()
 
     def publish(statuses, events):
-        records.append((time.monotonic(), statuses[0].state))
+        records.append((time.monotonic(), statuses[0].state, statuses[0].evidence))
         for event in events:
             if event.kind in ("died", "crashed"):
                 async def deliver(alert=run_alert(event)):
@@ -105,21 +104,35 @@ async def trainer_event(transport, host: str, folder: Path, how: str) -> tuple[f
                     delivered.append(time.monotonic())
                 asyncio.ensure_future(deliver())
 
-    spec = RunSpec("r", host, log=str(log))
     task = asyncio.ensure_future(watch_runs([spec], lambda _: transport, publish))
     try:
-        await until(lambda: records and records[-1][1] == "running", 30, "trainer running")
+        await until(lambda: records and records[-1][1] in ready, 60, f"{spec.name} running")
         await asyncio.sleep(random.uniform(0, spec.poll_s))  # anywhere inside a poll interval
-        t0 = time.monotonic()
-        os.kill(trainer.pid, signal.SIGKILL if how == "sigkill" else signal.SIGUSR1)
-        want = "died" if how == "sigkill" else "crashed"
-        seen = await until(lambda: next((t for t, s in records if t > t0 and s == want), None), 60, f"trainer {how}")
+        t0 = await cause()
+        seen = await until(lambda: next(((t, e) for t, s, e in records if t > t0 and s == want), None), 200, f"{spec.name} {want}")
         sent = await until(lambda: delivered and delivered[0], 30, "alert delivered")
-        return seen - t0, sent - t0
+        return seen[0] - t0, sent - t0, seen[1]
     finally:
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
+
+
+async def trainer_event(transport, host: str, folder: Path, how: str) -> tuple[float, float]:
+    """(seconds to the state, seconds to the alert's delivery) after SIGKILL or an OOM."""
+    log = folder / f"train-{how}-{host}.log"
+    trainer = start_trainer(log)
+    spec = RunSpec("r", host, log=str(log))
+
+    async def cause() -> float:
+        t0 = time.monotonic()
+        os.kill(trainer.pid, signal.SIGKILL if how == "sigkill" else signal.SIGUSR1)
+        return t0
+
+    try:
+        state_s, alert_s, _ = await watch_run_event(transport, spec, cause, "died" if how == "sigkill" else "crashed", ready=("running",))
+        return state_s, alert_s
+    finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(trainer.pid, signal.SIGKILL)
         trainer.wait()
@@ -341,36 +354,6 @@ async def idle_scenario(transport, folder: Path, minutes: float) -> tuple[int, l
 # --- through the workload managers (issue 37): a real Slurm and a real Docker ------------------------------
 
 
-async def watch_placement(transport, spec: RunSpec, cause, want: str) -> tuple[float, float, str]:
-    """Watch a run as the TUI does; once it runs, `cause()` the event (returns its time, time.monotonic), then the
-    seconds to the run's state `want` and to its alert's delivery, and the evidence it gave."""
-    records: list = []
-    delivered: list = []
-    send = alerter()
-
-    def publish(statuses, events):
-        records.append((time.monotonic(), statuses[0].state, statuses[0].evidence))
-        for event in events:
-            if event.kind in ("died", "crashed"):
-                async def deliver(alert=run_alert(event)):
-                    await send.send(alert)
-                    delivered.append(time.monotonic())
-                asyncio.ensure_future(deliver())
-
-    task = asyncio.ensure_future(watch_runs([spec], lambda _: transport, publish))
-    try:
-        await until(lambda: records and records[-1][1] in ("running", "starting"), 60, f"{spec.name} running")
-        await asyncio.sleep(random.uniform(0, spec.poll_s))  # anywhere inside a poll interval
-        t0 = await cause()
-        seen = await until(lambda: next(((t, e) for t, s, e in records if t > t0 and s == want), None), 200, f"{spec.name} {want}")
-        sent = await until(lambda: delivered and delivered[0], 30, "alert delivered")
-        return seen[0] - t0, sent - t0, seen[1]
-    finally:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-
-
 async def slurm_event(transport, how: str) -> tuple[float, float]:
     from cockpit.where.placement import Placement
     from harness.managers import slurm
@@ -401,7 +384,7 @@ async def slurm_event(transport, how: str) -> tuple[float, float]:
         return t0
 
     try:
-        state_s, alert_s, _ = await watch_placement(transport, spec, cause, "died")
+        state_s, alert_s, _ = await watch_run_event(transport, spec, cause, "died")
         return state_s, alert_s
     finally:
         subprocess.run(["scancel", job], capture_output=True)
@@ -427,7 +410,7 @@ async def container_event(transport, how: str) -> tuple[float, float]:
         return t0
 
     try:
-        state_s, alert_s, _ = await watch_placement(transport, spec, cause, "died")
+        state_s, alert_s, _ = await watch_run_event(transport, spec, cause, "died")
         return state_s, alert_s
     finally:
         engine.remove(name)

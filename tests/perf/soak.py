@@ -26,18 +26,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import fcntl
 import gc
 import json
-import os
-import pty
-import select
-import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
 import time
 from pathlib import Path
 
@@ -139,52 +132,22 @@ def run_headless(config: Path, minutes: int, minute_s: float, harness: SshdHarne
 # --- the TUI in a pseudo-terminal -------------------------------------------------------------------
 
 def run_ui(config: Path, minutes: int, minute_s: float, harness: SshdHarness) -> list[dict]:
-    import psutil
+    from harness.pty_tui import PtyTui
 
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ["TERM"] = "xterm-256color"
-        os.execvp(sys.executable, [sys.executable, "-m", "cockpit", "--config", str(config)])
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
-    proc = psutil.Process(pid)
-
-    screen = bytearray()
-
-    def drain(seconds: float) -> None:
-        until = time.monotonic() + seconds
-        while time.monotonic() < until:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if ready:
-                try:
-                    screen[:] = (screen + os.read(fd, 65536))[-4000:]
-                except OSError:
-                    return
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            raise RuntimeError("the cockpit exited: " + screen.decode(errors="replace")[-1500:])
-
+    tui = PtyTui(["--config", str(config)])
     rows = []
     try:
-        last = proc.cpu_times()
+        tui.sample()
         for minute in range(1, minutes + 1):
-            drain(minute_s)
-            now = proc.cpu_times()
-            cpu = (now.user - last.user) + (now.system - last.system)
-            last = now
-            row = {"minute": minute, "rss_mib": proc.memory_info().rss / 2**20, "cpu_pct": 100 * cpu / minute_s,
-                   "threads": proc.num_threads(), "fds": proc.num_fds()}
+            tui.drain(minute_s)
+            row = {"minute": minute, **tui.sample()}
             rows.append(row)
             churn(harness, minute)
             outage(harness, minute)
             print(f"  ui minute {minute:>3}: RSS {row['rss_mib']:.1f} MiB, CPU {row['cpu_pct']:.2f} %, "
                   f"{row['threads']} threads, {row['fds']} fds", flush=True)
     finally:
-        os.write(fd, b"q")
-        drain(2)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
+        tui.stop()
     return rows
 
 

@@ -25,20 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import fcntl
 import gc
 import http.client
 import json
-import os
-import pty
 import re
-import select
-import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
 import threading
 import time
 from pathlib import Path
@@ -195,51 +188,21 @@ def run_headless(config: Path, samples: int, every_s: float, label: str) -> list
 
 
 def run_ui(config: Path, samples: int, every_s: float, label: str) -> list[dict]:
-    import psutil
+    from harness.pty_tui import PtyTui
 
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ["TERM"] = "xterm-256color"
-        os.environ.pop("COLUMNS", None)
-        os.environ.pop("LINES", None)
-        os.execvp(sys.executable, [sys.executable, "-m", "cockpit", "--config", str(config)])
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
-    proc = psutil.Process(pid)
-
-    def drain(seconds: float) -> None:
-        until = time.monotonic() + seconds
-        while time.monotonic() < until:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if ready:
-                try:
-                    os.read(fd, 65536)
-                except OSError:
-                    return
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            raise RuntimeError("the cockpit exited")
-
+    tui = PtyTui(["--config", str(config)])
     rows = []
     try:
-        drain(min(10.0, every_s))  # start-up
-        last = proc.cpu_times()
+        tui.drain(min(10.0, every_s))  # start-up
+        tui.sample()
         for sample in range(1, samples + 1):
-            drain(every_s)
-            now = proc.cpu_times()
-            cpu = (now.user - last.user) + (now.system - last.system)
-            last = now
-            row = {"sample": sample, "rss_mib": proc.memory_info().rss / 2**20, "cpu_pct": 100 * cpu / every_s,
-                   "threads": proc.num_threads(), "fds": proc.num_fds()}
+            tui.drain(every_s)
+            row = {"sample": sample, **tui.sample()}
             rows.append(row)
             print(f"  {label} ui {sample:>3}: RSS {row['rss_mib']:.1f} MiB, CPU {row['cpu_pct']:.2f} %, {row['threads']} threads, "
                   f"{row['fds']} fds", flush=True)
     finally:
-        os.write(fd, b"q")
-        drain(2)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
+        tui.stop()
     return rows
 
 
