@@ -206,3 +206,38 @@ async def test_the_cli_reads_the_state_the_demo_shows_whatever_its_xdg_folders(t
     plan = json.loads(shown.stdout)
     assert plan["steps"][0]["name"] == "training-done" and plan["steps"][0]["state"] == "passed", plan["steps"][0]
     assert plan["state_file"].startswith(str(world.root)) and not (tmp_path / "elsewhere").exists()
+
+
+async def test_a_cockpit_started_while_a_server_runs_follows_it(tmp_path):
+    """A server launched before the TUI started (by `plan run`, another cockpit, an earlier session) was followed only
+    at the runbook's next change: the server pane said nothing of a server that served.  It is followed from the start."""
+    from cockpit.context import Context
+    from cockpit.diagnosis import Diagnosis
+    from cockpit.sglang.steps import apply_diagnosis_fix
+
+    async def yes(_text: str) -> bool:
+        return True
+
+    world = build(tmp_path / "demo")
+    try:
+        ctx = Context.of(world.config)
+        runbook = ctx.runbook
+        try:
+            ctx.hub.start()
+            for step in ("training-done", "kill-trainer", "kill-server-leftovers", "server-gpus-clean", "draft-ready"):
+                assert (await runbook.run_step(step, yes)).state is StepState.PASSED, step
+            refused = await runbook.run_step("launch", yes)
+            [error] = [Diagnosis.from_json(d) for d in refused.evidence["diagnoses"] if d["severity"] == "error"]
+            apply_diagnosis_fix(runbook, "launch", error)
+            assert (await runbook.run_step("launch", yes)).state is StepState.PASSED
+            assert (await runbook.run_step("ready", yes)).state is StepState.PASSED
+        finally:
+            await ctx.close()
+        app = CockpitApp(world.config, demo=True)
+        async with app.run_test(size=(160, 48)):
+            pane = app.query_one(ServerLogPane)
+            await eventually(lambda: pane.status is not None and pane.status.health == "ready", timeout=20,
+                             what="the server pane follows the running server")
+            assert pane.status.alive and app.layout_state.shown("server")
+    finally:
+        world.close()

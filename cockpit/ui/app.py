@@ -169,6 +169,9 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
                 self.runbook.progress.subscribe(lambda p: self.post_message(SweepProgress(p.state))
                                                 if self.runbook.spec.step(p.step).kind == "bench_sweep" else None)]
             self.query_one(ChecklistPane).show(self.runbook.views())
+            # a server launched before this cockpit started (by `plan run`, another cockpit, an earlier session of
+            # this one) is followed from the start, not from the runbook's next change
+            self.call_after_refresh(self._follow_latest_server)
             # another cockpit (a `plan run` elsewhere, one killed mid-step) may change the runbook
             self.set_interval(2.0, self.runbook.refresh)
         if self.config.implicit and not self.demo:
