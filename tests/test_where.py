@@ -467,3 +467,96 @@ def test_a_server_in_a_container_is_watched_through_docker(tmp_path):
         assert bad.returncode == 2 and "--container: 'a b' is not a container name" in bad.stderr, bad.stderr
     finally:
         engine.remove(name)
+
+
+# --- launching in a container (real Docker) ----------------------------------------------------------
+
+
+async def test_a_launch_step_runs_its_server_in_a_container_and_watches_it_through_docker(tmp_path, standin_path):
+    """`image` on a launch step: the server runs in a container of it, gated exactly as a bare one (a fresh clean-GPU
+    pass first), linted against the image's own SGLang (its --help asked inside the image), its output in the
+    step's log, ready on its port; the server watcher asks Docker whether it lives and, killed, says Docker's why.
+    The image here is an empty root over this machine's /usr running the demo's STAND-IN SGLang."""
+    import site
+
+    from cockpit.config import parse_config
+    from cockpit.context import Context
+    from cockpit.demo.world import serving_python
+    from cockpit.runbook.model import StepState
+    from cockpit.sglang.server import ServerWatcher
+    from cockpit.sglang.target import launched_server
+    from harness.sshd import free_port
+
+    engine = docker()
+    (standin_path / "default.json").write_text(json.dumps({"gpus": 2}))
+    serving_python(tmp_path, sys.executable)  # the shim: `python3 -m sglang.launch_server` runs the stand-in
+    shim, repo, packages = tmp_path / "shim", str(Path(__file__).resolve().parents[1]), site.getsitepackages()[0]
+    (tmp_path / "model").mkdir()
+    (tmp_path / "draft").mkdir()
+    port = free_port()
+    args = ["--volume", "/usr:/usr:ro", "--volume", f"{repo}:{repo}:ro", "--volume", f"{packages}:{packages}:ro",
+            "--volume", f"{shim}:{shim}:ro", "--env", f"PYTHONPATH={shim}:{repo}:{packages}", "--pid", "host"]
+    name = f"cockpit-launch-{os.getpid()}"
+    config = parse_config(f"""
+[hosts.here]
+local = true
+telemetry = "smi"
+
+[runbook]
+name = "in-a-box-{os.getpid()}"
+
+[[runbook.steps]]
+name = "clean"
+kind = "gpu_clean"
+host = "here"
+
+[[runbook.steps]]
+name = "launch"
+kind = "sglang_launch"
+host = "here"
+model_path = "{tmp_path / 'model'}"
+draft_path = "{tmp_path / 'draft'}"
+depth = 3
+port = {port}
+log = "{tmp_path / 'server.log'}"
+settle_s = 1.0
+image = "{engine.HOSTUSR}"
+container_name = "{name}"
+container_gpus = "none"
+container_args = {json.dumps(args)}
+env = {{ COCKPIT_DEMO_PARENT = "{os.getpid()}" }}
+
+[[runbook.steps]]
+name = "ready"
+kind = "sglang_ready"
+host = "here"
+timeout_s = 60
+poll_s = 0.5
+""", str(tmp_path / "c.toml"))
+
+    async def yes(_text: str) -> bool:
+        return True
+
+    ctx = Context.of(config)
+    try:
+        ctx.hub.start()
+        for step in ("clean", "launch", "ready"):
+            result = await ctx.runbook.run_step(step, yes)
+            assert result.state is StepState.PASSED, (step, result.message, result.output[-800:])
+        evidence = ctx.runbook.result("launch").evidence
+        assert evidence["container"] == {"engine": "docker", "name": name, "image": engine.HOSTUSR}
+        assert evidence["argv"][:4] == ["docker", "run", "--name", name] and "--speculative-num-steps" in evidence["argv"]
+        assert "ServerArgs" in (tmp_path / "server.log").read_text()  # the container's output, in the step's log
+        target = launched_server(ctx.runbook, "launch")
+        assert target.placement is not None and target.placement.name == name
+        watcher = ServerWatcher(ctx.pool.get("here"), target.pid, target.port, target.log, placement=target.placement)
+        status = await watcher.poll()
+        assert status.alive and status.health == "ready" and watcher.manager_state.phase == "running"
+        subprocess.run(["docker", "kill", name], capture_output=True, check=True)
+        engine.wait(name)
+        status = await watcher.poll()
+        assert not status.alive and any(d.kind == "manager" and "exit 137" in d.message for d in status.report.diagnoses), \
+            status.report.diagnoses
+    finally:
+        await ctx.close()
+        engine.remove(name)

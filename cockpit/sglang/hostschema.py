@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from cockpit import paths
 from cockpit.errors import CockpitError
+from cockpit.format import shell_words
 from cockpit.paths import atomic_write
 from cockpit.sglang.diagnose import Diagnosis, diagnose_lines, render_diagnoses
 from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
@@ -22,21 +23,30 @@ def cache_dir() -> Path:
     return paths.cache_dir() / "sglang-schema"
 
 
-async def host_schema(transport, python: str = "python3", refresh: bool = False) -> FlagSchema:
-    version = await transport.run([python, *VERSION_ARGV], timeout=120)
+def cache_name(host: str, number: str, launcher: list[str] | None = None) -> str:
+    """A cached --help's file name: per host and version (and image, when the engine is asked inside one)."""
+    parts = [host, *([launcher[-1]] if launcher else []), number]
+    return "-".join(re.sub(r"[^A-Za-z0-9_.-]", "_", p) for p in parts) + ".json"
+
+
+async def host_schema(transport, python: str = "python3", refresh: bool = False, launcher: list[str] | None = None) -> FlagSchema:
+    """The host's own SGLang flags; `launcher`: run its interpreter that way instead (inside a container image)."""
+    prefix = list(launcher) if launcher else [python]
+    version = await transport.run([*prefix, *VERSION_ARGV], timeout=300 if launcher else 120)
     if version.exit_status != 0:
         last = (version.output.strip().splitlines() or ["no output"])[-1]
-        raise CockpitError(f"{transport.name}: SGLang is not importable by {python}: {last[:200]}")
+        raise CockpitError(f"{transport.name}: SGLang is not importable by {shell_words(prefix)}: {last[:200]}")
     number = version.stdout.strip().splitlines()[-1]
-    path = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', transport.name)}-{re.sub(r'[^A-Za-z0-9_.-]', '_', number)}.json"
+    path = cache_dir() / cache_name(transport.name, number, launcher)
     if path.exists() and not refresh:
         try:
             return FlagSchema.from_json(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError):
             pass
-    helped = await transport.run([python, "-m", "sglang.launch_server", "--help"], timeout=300)
+    helped = await transport.run([*prefix, "-m", "sglang.launch_server", "--help"], timeout=300)
     if helped.exit_status != 0 or "usage:" not in helped.stdout:
-        raise CockpitError(f"{transport.name}: `{python} -m sglang.launch_server --help` failed: {helped.output.strip()[-300:]}")
+        raise CockpitError(f"{transport.name}: `{shell_words([*prefix, '-m', 'sglang.launch_server', '--help'])}` failed: "
+                           f"{helped.output.strip()[-300:]}")
     schema = parse_argparse_text(helped.stdout)
     schema.version = number
     atomic_write(path, json.dumps(schema.to_json()))

@@ -69,6 +69,12 @@ class SglangLaunch(Launch):
         "gated": Param(bool, True, help="SGLang 0.5.23+: every node joins, the GPUs are verified again, then the group is activated"),
         "gated_port": Param(int, None, help="the gated launch's port on rank 0 (default: dist_init_port + 1000)"),
         "join_timeout_s": Param((int, float), 600.0, help="how long the cockpit waits for every node to join"),
+        # in a container, as the engines' own images are run (where/launch.py)
+        "image": Param(str, None, help="run the server in a container of this image (docker run ... IMAGE python3 -m ...)"),
+        "container_name": Param(str, None, help="the container's name (default cockpit-STEP); a relaunch replaces it"),
+        "container_engine": Param(str, "docker", help="docker or podman"),
+        "container_gpus": Param(str, "all", help="the GPUs the container sees: all, none, or indices such as 0,1,2,3"),
+        "container_args": Param(list, None, help="more `run` arguments, as a list of words (mounts, --shm-size, ...)"),
     }
 
     @staticmethod
@@ -111,6 +117,23 @@ class SglangLaunch(Launch):
         extra = spec.params.get("extra_args") or []
         if not all(isinstance(w, str) for w in extra):
             return "extra_args must be a list of strings"
+        if spec.params.get("image") is not None:
+            from cockpit.where.launch import ENGINES
+
+            image = str(spec.params["image"])
+            if not image or image.startswith("-") or any(c.isspace() for c in image):
+                return f"image {image!r} is not an image name"
+            if spec.params.get("container_engine", "docker") not in ENGINES:
+                return f"container_engine must be 'docker' or 'podman', got {spec.params.get('container_engine')!r}"
+            gpus = str(spec.params.get("container_gpus", "all"))
+            if gpus not in ("all", "none") and not all(g.strip().isdigit() for g in gpus.split(",")):
+                return f"container_gpus must be all, none or GPU indices such as 0,1,2,3, got {gpus!r}"
+            if not all(isinstance(w, str) for w in spec.params.get("container_args") or []):
+                return "container_args must be a list of strings"
+            if len(self.hosts(spec)) > 1:
+                return "a launch over several nodes runs on the hosts themselves so far: give one host, or no image"
+        elif any(spec.params.get(k) is not None for k in ("container_name", "container_args")):
+            return "container_name and container_args go with image (the server runs in a container of it)"
         nodes = self.hosts(spec)
         if spec.params.get("nnodes") is not None and spec.params["nnodes"] != len(nodes):
             return f"nnodes is {spec.params['nnodes']} but the group has {plural(len(nodes), 'host')}: {', '.join(nodes)}"
@@ -147,12 +170,45 @@ class SglangLaunch(Launch):
     def log_path(self, spec: StepSpec) -> str:
         return spec.params.get("log") or f"/tmp/{self.engine(spec)}-{spec.name}.log"
 
+    def container(self, spec: StepSpec) -> tuple[str, str, str] | None:
+        """(engine, container name, image) when the step runs its server in a container."""
+        if not spec.params.get("image"):
+            return None
+        from cockpit.where.launch import container_name
+
+        return spec.params.get("container_engine") or "docker", container_name(spec.name, spec.params.get("container_name")), \
+            spec.params["image"]
+
+    def in_container(self, spec: StepSpec, server: list[str]) -> list[str]:
+        """The server's command line as the step runs it: as it is, or inside `docker run` of the step's image."""
+        box = self.container(spec)
+        if box is None:
+            return server
+        from cockpit.where.launch import model_mounts, run_argv
+
+        engine, name, image = box
+        return run_argv(engine, name, image, server, model_mounts(spec.params.get("model_path"), spec.params.get("draft_path")),
+                        spec.params.get("env"), str(spec.params.get("container_gpus", "all")), spec.params.get("container_args"))
+
+    def server_words(self, spec: StepSpec, argv: list[str]) -> list[str]:
+        """The server's own command line within what the step runs (for the lint)."""
+        box = self.container(spec)
+        if box is None:
+            return argv
+        from cockpit.where.launch import server_part
+
+        return server_part(argv, box[2])
+
     def base_argv(self, runbook, spec: StepSpec, python: str | None = None) -> list[str]:
         """The command line the step runs without a variant: a fix applied by hand (kept until reset),
-        else the one its parameters build."""
+        else the one its parameters build (inside the step's image when it names one)."""
         if runbook is not None and spec.name in runbook.overrides:
             return list(runbook.overrides[spec.name])
-        python = spec.params.get("python") or python or "python3"
+        return self.in_container(spec, self.server_argv_of(spec, python))
+
+    def server_argv_of(self, spec: StepSpec, python: str | None = None) -> list[str]:
+        """The engine's own command line of the step's parameters (in a container: the image's python3)."""
+        python = "python3" if spec.params.get("image") else (spec.params.get("python") or python or "python3")
         if self.engine(spec) == "vllm":
             from cockpit.vllm.launch import vllm_argv
 
@@ -174,6 +230,7 @@ class SglangLaunch(Launch):
 
     def lint(self, argv: list[str], spec: StepSpec, schema) -> LintReport:
         """The engine's own lint of the command line (vLLM: its version's rules and, with its --help, its flags)."""
+        argv = self.server_words(spec, argv)
         if self.engine(spec) == "vllm":
             from cockpit.vllm.lint import lint as vllm_lint
 
@@ -183,15 +240,21 @@ class SglangLaunch(Launch):
     async def schema(self, ctx: RunContext, spec: StepSpec):
         if spec.params.get("help_text"):
             return load_schema(spec.params["help_text"])
+        box = self.container(spec)
+        launcher = None
+        if box is not None:
+            from cockpit.where.launch import in_image
+
+            # the image's own engine: its version and --help, asked inside it (with the server's env and mounts)
+            launcher = in_image(box[0], box[2], spec.params.get("env"), spec.params.get("container_args"))
+        python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
         if self.engine(spec) == "vllm":
             from cockpit.vllm.hostschema import host_vllm
 
-            python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
-            return (await host_vllm(ctx.transport(spec.host), python))[1]  # the host's own vLLM, as for SGLang
+            return (await host_vllm(ctx.transport(spec.host), python, launcher=launcher))[1]  # the host's own vLLM, as for SGLang
         from cockpit.sglang.hostschema import host_schema
 
-        python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
-        return await host_schema(ctx.transport(spec.host), python)
+        return await host_schema(ctx.transport(spec.host), python, launcher=launcher)
 
     async def plan(self, ctx: RunContext, spec: StepSpec):
         if len(self.hosts(spec)) > 1:
@@ -209,7 +272,13 @@ class SglangLaunch(Launch):
         lines = []
         if old_pid:
             lines.append(f"On {spec.host}, stop the server this step started before (pid {old_pid}) if it still runs.")
-        lines.append(f"On {spec.host}, start {self.engine_name(spec)} detached (log appended to {self.log_path(spec)}):")
+        box = self.container(spec)
+        if box is not None:
+            lines.append(f"On {spec.host}, remove the container {box[1]} a launch left, if there is one ({box[0]} rm --force {box[1]}).")
+            lines.append(f"On {spec.host}, start {self.engine_name(spec)} in a {box[0]} container {box[1]} of {box[2]}, its client "
+                         f"detached (its output appended to {self.log_path(spec)}):")
+        else:
+            lines.append(f"On {spec.host}, start {self.engine_name(spec)} detached (log appended to {self.log_path(spec)}):")
         lines.append("  " + quote_argv(argv))
         for diagnosis in lint.diagnoses:
             if diagnosis.severity != "info":
@@ -228,12 +297,19 @@ class SglangLaunch(Launch):
             return StepResult(StepState.FAILED, started, _now(), f"refused before launch: {why}",
                               {"argv": planned.argv, "diagnoses": [d.to_json() for d in planned.report.diagnoses]})
         old_pid, lint, argv = planned
+        box = self.container(spec)
+        if box is not None:
+            # the container the last launch left (stopped, kept so its end could be read): the name is taken until it goes
+            removed = await ctx.transport(spec.host).run([box[0], "rm", "--force", box[1]], timeout=120)
+            ctx.audit("container_rm", host=spec.host, step=spec.name, container=box[1], exit=removed.exit_status)
         pid, problem = await self.start(ctx, spec, argv, old_pid)
         if pid is None:
             return StepResult(StepState.FAILED, started, _now(), problem)
         log = self.log_path(spec)
         server = LaunchedProcess(spec.host, pid, log, tuple(argv), spec.params.get("port", DEFAULT_PORT), started)
         evidence = {**server.to_evidence(), "lint": [d.to_json() for d in lint.diagnoses]}
+        if box is not None:
+            evidence["container"] = {"engine": box[0], "name": box[1], "image": box[2]}
         if problem:
             follower = LogFollower(ctx.transport(spec.host), log, backlog_bytes=512 * 1024)
             lines = await follower.poll()

@@ -37,8 +37,11 @@ def launched_server(runbook, step: str | None = None) -> ServerTarget:
     server = runbook.launched(step)
     if server is None:
         raise CockpitError(f"'{step}' has not started a server: run it first (cockpit plan run {step})")
+    evidence = runbook.result(step).evidence
+    box = evidence.get("container") if isinstance(evidence.get("container"), dict) else None
+    placement = Placement(box["engine"], box["name"]) if box and box.get("engine") in ("docker", "podman") and box.get("name") else None
     return ServerTarget(step, spec.host, server.log, f"http://127.0.0.1:{server.port}" if server.port else None,
-                        server.pid, server.port, group_of(runbook.result(step).evidence))
+                        server.pid, server.port, group_of(evidence), placement)
 
 
 def named_server(config, host: str | None, log: str | None, url: str | None, placement: Placement | None = None) -> ServerTarget:
