@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -129,11 +130,13 @@ def start_trainer(folder: Path, per_line: bool = False) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def runs_json(user: str, config: Path, python: tuple[list[str], dict[str, str]]) -> dict:
+def runs_json(user: str, config: Path, python: tuple[list[str], dict[str, str]], every: bool = False):
+    """`cockpit runs --json` as `user`: the first run's status (every run's, with every=True)."""
     done = subprocess.run(runs_as(user, [*python[0], "-m", "cockpit", "runs", "--json", "-c", str(config)]),
                           capture_output=True, text=True, timeout=120, cwd="/", env=python[1])
     assert done.stdout, done.stderr
-    return json.loads(done.stdout)["runs"][0]
+    runs = json.loads(done.stdout)["runs"]
+    return runs if every else runs[0]
 
 
 def test_another_users_trainer_is_never_died_while_its_log_grows(shared_dir):
@@ -149,24 +152,38 @@ def test_another_users_trainer_is_never_died_while_its_log_grows(shared_dir):
             pytest.fail(f"{user} cannot run the cockpit of this test run (.ci/run makes its venv readable)")
         pytest.skip(f"{user} cannot run the cockpit of this test run (its folders are not readable by other users)")
     trainer = start_trainer(shared_dir)
+    # the same run read locally and through a real sshd, as that user (`ssh cockpit-watcher@host`)
+    from harness.sshd import SshdHarness
+
+    sshd = SshdHarness(shared_dir / "sshd").start()
+    key = shared_dir / "watcher_key"
+    key.write_bytes(sshd.client_key.read_bytes())
+    os.chmod(key, 0o600)
+    shutil.chown(key, user)
+    log = shared_dir / "train.log"
     config = shared_dir / "c.toml"
-    config.write_text(f'[hosts.here]\nlocal = true\n\n[runs.r]\nhost = "here"\nlog = "{shared_dir / "train.log"}"\n')
+    config.write_text(f'[ssh]\nknown_hosts = "{sshd.known_hosts}"\nconfig = []\n\n[hosts.here]\nlocal = true\n\n'
+                      f'[hosts.box]\naddress = "127.0.0.1"\nport = {sshd.port}\nuser = "{user}"\nidentity_file = "{key}"\n\n'
+                      f'[runs.r]\nhost = "here"\nlog = "{log}"\n\n[runs.s]\nhost = "box"\nlog = "{log}"\n')
     os.chmod(config, 0o644)
     try:
         time.sleep(1.5)
-        seen = runs_json(user, config, python)
-        assert seen["state"] == "running" and "was written" in seen["evidence"] and "cannot be read by cockpit-watcher" in seen["evidence"]
-        assert seen["process"]["complete"] is False and seen["process"]["hidden"] > 0, seen["process"]
+        for seen in runs_json(user, config, python, every=True):
+            assert seen["state"] == "running" and "was written" in seen["evidence"] and "cannot be read by cockpit-watcher" in seen["evidence"], \
+                (seen["name"], seen["evidence"], seen["read_error"], seen["notes"])
+            assert seen["process"]["complete"] is False and seen["process"]["hidden"] > 0, seen["process"]
         # as root, the same run reads the same: its writer found
         as_root = runs_json("root", config, ([sys.executable], dict(os.environ)))
         assert as_root["state"] == "running" and as_root["process"]["state"] == "alive"
+        trainer.kill()
+        trainer.wait()
+        time.sleep(11)  # past the moment a freshly written log is taken for a writer that lives (10 s)
+        for after in runs_json(user, config, python, every=True):
+            assert after["state"] == "unknown" and "cannot be read by cockpit-watcher" in after["evidence"], after
     finally:
         trainer.kill()
         trainer.wait()
-    time.sleep(11)  # past the moment a freshly written log is taken for a writer that lives (10 s)
-    after = runs_json(user, config, python)
-    assert after["state"] == "unknown" and "cannot be read by cockpit-watcher" in after["evidence"], after
-    assert after["state"] != "died"
+        sshd.stop()
 
 
 def test_a_trainer_that_opens_its_log_per_line_is_never_died_while_it_writes(shared_dir):

@@ -246,6 +246,9 @@ def unprivileged(name: str = "cockpit-watcher") -> str:
         if os.geteuid() != 0 or shutil.which("useradd") is None:
             _fail_or_skip(f"no user {name}, and this test cannot add one (not root)")
         _run("useradd", "-m", "-s", "/bin/sh", name, check=True)
+    if os.geteuid() == 0:
+        # not locked (useradd leaves '!'): sshd without PAM refuses a locked account even a key; no password either
+        _run("usermod", "-p", "*", name)
     return name
 
 
