@@ -82,7 +82,9 @@ class ServingActions:
         if not self.serving.follow(key):
             return
         pane = panes.first()
-        pane.follow(f"{spec.name} @{spec.host}")
+        box = (result.evidence or {}).get("container") if result is not None else None
+        where = f" in {box.get('engine')} container {box.get('name')}" if isinstance(box, dict) and box.get("name") else ""
+        pane.follow(f"{spec.name} @{spec.host}{where}")
         self.reveal("server")
         if server is None or server.port is None or result.state is StepState.FAILED:
             pane.show_failed_launch(result, started=server is not None)
