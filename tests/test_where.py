@@ -577,3 +577,35 @@ poll_s = 0.5
     finally:
         await ctx.close()
         engine.remove(name)
+
+
+def test_podman_containers_end_as_podman_says_its_oom_said_as_probably():
+    """A real Podman 4.3: an exit 0 is finished, a kill died with its signal; an OOM kill under --memory is
+    `probably OOM` (Podman 4.3 does not set OOMKilled reliably: its conmon writes the marker elsewhere)."""
+    from harness.managers import podman
+
+    engine = podman()
+    names = ["cockpit-p-ok", "cockpit-p-kill", "cockpit-p-oom"]
+    engine.run(names[0], "sh", "-c", f"echo \"{E4_LINE.format(n=10, loss=3, acc=1)}\"; sleep 1")
+    engine.run(names[1], "sh", "-c", "sleep 600")
+    engine.run(names[2], "sh", "-c", "sleep 1; exec dd if=/dev/zero of=/dev/null bs=100M count=1", options=("--memory", "20m"))
+
+    def watcher(name: str) -> RunWatcher:
+        return RunWatcher(RunSpec(name, "here", placement=Placement("podman", name), poll_s=0.5), local())
+
+    async def go():
+        status, _ = await watch_until(watcher(names[0]), {"finished", "died"})
+        assert status.state == "finished" and "podman container cockpit-p-ok: exited" in status.evidence and status.step == 10
+        w = watcher(names[1])
+        await watch_until(w, {"starting", "running"})
+        subprocess.run(["podman", "kill", names[1]], capture_output=True, check=True)
+        status, _ = await watch_until(w, {"died"})
+        assert "exit 137" in status.evidence and "SIGKILL" in status.evidence
+        await w.close()
+        status, _ = await watch_until(watcher(names[2]), {"died"})
+        assert "probably OOM" in status.evidence or "OOMKilled" in status.evidence, status.evidence
+
+    try:
+        asyncio.run(go())
+    finally:
+        engine.remove(*names)

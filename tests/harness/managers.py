@@ -234,6 +234,72 @@ def docker() -> Docker:
     return _STARTED["docker"]  # type: ignore[return-value]
 
 
+# --- Podman ------------------------------------------------------------------------------------------
+
+PODMAN_CONF = """{mark}
+# Podman 4.3 on this machine kind: no CAP_SYS_RESOURCE, so its default ulimits are refused; crun 1.8 refuses the
+# hybrid cgroup v1/v2 layout, runc does not (../shared/docs/where-work-runs/README.md)
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
+
+class Podman(Docker):
+    BUSYBOX = "localhost/busybox:test"
+
+    def run(self, name: str, *argv: str, options: tuple[str, ...] = (), image: str | None = None) -> str:
+        _run("podman", "rm", "-f", name)
+        # from a scratch folder: Podman 4.3's conmon leaves its OOM marker file in the folder podman was run from
+        done = _run("podman", "run", "-d", "--name", name, *options, image or self.BUSYBOX, *argv, timeout=60, cwd=tempfile.mkdtemp())
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def wait(self, name: str, timeout: float = 60) -> dict:
+        import json
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = json.loads(_run("podman", "inspect", "--format", "{{json .State}}", name).stdout or "{}")
+            if state.get("Status") in ("exited", "stopped", "dead"):
+                return state
+            time.sleep(0.2)
+        raise AssertionError(f"container {name} did not exit")
+
+    def remove(self, *names: str) -> None:
+        for name in names:
+            _run("podman", "rm", "-f", name)
+
+
+def podman() -> Podman:
+    if "podman" not in _STARTED:
+        need("podman")
+        if os.geteuid() != 0:
+            _fail_or_skip("the Podman tests run rootful Podman (as root)")
+        conf = Path("/etc/containers/containers.conf")
+        if not conf.exists() or MARK in conf.read_text(errors="replace"):
+            conf.parent.mkdir(parents=True, exist_ok=True)
+            conf.write_text(PODMAN_CONF.format(mark=MARK))
+        if Podman.BUSYBOX not in _run("podman", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
+            root = Path(tempfile.mkdtemp())
+            (root / "bin").mkdir()
+            (root / "tmp").mkdir()
+            shutil.copy("/bin/busybox", root / "bin" / "busybox")
+            for applet in ("sh", "echo", "sleep", "cat", "dd", "true", "false"):
+                os.symlink("busybox", root / "bin" / applet)
+            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+            _run("podman", "import", "-q", "-", Podman.BUSYBOX, stdin=tar.stdout, check=True)
+            tar.wait()
+        if _run("podman", "run", "--rm", Podman.BUSYBOX, "true", timeout=60, cwd=tempfile.mkdtemp()).returncode != 0:
+            _fail_or_skip("podman cannot run a container here: " + _run("podman", "run", "--rm", Podman.BUSYBOX, "true").stderr[-300:])
+        _STARTED["podman"] = Podman()
+    return _STARTED["podman"]  # type: ignore[return-value]
+
+
 # --- another user ------------------------------------------------------------------------------------
 
 

@@ -47,6 +47,8 @@ TOOLS = {
     "slurm": (SLURM_PACKAGES, ["--no-install-recommends"],
               lambda: all(shutil.which(c) or os.path.exists(f"/usr/sbin/{c}") for c in ("slurmctld", "slurmd", "sbatch", "sacct",
                                                                                          "slurmdbd", "munged", "mysqld"))),
+    "podman": (["podman", "runc", "busybox-static"], ["--no-install-recommends"],
+               lambda: shutil.which("podman") is not None and shutil.which("runc") is not None and os.path.exists("/bin/busybox")),
     "docker": (DOCKER_PACKAGES, ["--no-install-recommends"],
                lambda: (shutil.which("dockerd") is not None or os.path.exists("/usr/sbin/dockerd")) and os.path.exists("/bin/busybox")),
 }
