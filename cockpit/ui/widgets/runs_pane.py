@@ -158,5 +158,7 @@ class RunsPane(Static, can_focus=True):
         shown = tuple(_lines(b) for b in blocks)
         if shown == self._shown:
             return  # a poll a second mostly changes nothing: no new layout for the same lines
+        # laid out again only when its number of lines changed (every line is cut at the pane's width, never wrapped)
+        layout = self._shown is None or [len(b) for b in shown] != [len(b) for b in self._shown]
         self._shown = shown
-        self.update(Group(*blocks) if blocks else Text("no [runs.NAME] in the config", style="dim"))
+        self.update(Group(*blocks) if blocks else Text("no [runs.NAME] in the config", style="dim"), layout=layout)

@@ -203,10 +203,14 @@ class ServerLogPane(Vertical):
         self.query_one("#server-live", Static).display = bool(status.figures.get("sources"))
 
     def _update(self, selector: str, text: Text) -> None:
-        """A line of the pane drawn again only when what it says changed (a poll a second mostly changes nothing)."""
-        if self._shown.get(selector) != text:
+        """A line of the pane drawn again only when what it says changed (a poll a second mostly changes nothing),
+        and laid out again only when its number of lines changed (the status and figures lines never wrap; the
+        diagnoses do, so they are always laid out)."""
+        before = self._shown.get(selector)
+        if before != text:
             self._shown[selector] = text
-            self.query_one(selector, Static).update(text)
+            layout = before is None or selector == "#server-diagnoses" or before.plain.count("\n") != text.plain.count("\n")
+            self.query_one(selector, Static).update(text, layout=layout)
 
     def show_failed_launch(self, result, started: bool) -> None:
         """A launch that was refused or whose server died: its diagnoses, read back from the step's evidence."""
