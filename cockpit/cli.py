@@ -242,8 +242,8 @@ def cmd_verify(args) -> int:
 
 def plan_fix(runbook, step: str, yes: bool) -> int:
     """The CLI's `f`: the first error of the step's diagnosis that has a fix becomes its command line."""
-    from cockpit.sglang.diagnose import Diagnosis
-    from cockpit.sglang.steps import apply_diagnosis_fix
+    from cockpit.diagnosis import Diagnosis
+    from cockpit.serving.steps import apply_diagnosis_fix
 
     spec = runbook.spec.step(step)
     if not runbook.kind(spec).launch:
@@ -277,16 +277,16 @@ def cmd_plan(args) -> int:
     ctx = context(args, need_config=True)
     runbook = runbook_of(ctx)
     if args.plan_command == "emit":
-        from cockpit.sglang import emit as emitter
-        from cockpit.sglang.steps import SglangLaunch
+        from cockpit.serving.steps import ServeLaunch
 
         spec = runbook.spec.step(args.step)
         kind = runbook.kind(spec)
-        if not isinstance(kind, SglangLaunch):
-            raise CockpitError(f"'{args.step}' is a {spec.kind} step: plan emit takes an sglang_launch step")
+        if not isinstance(kind, ServeLaunch):
+            raise CockpitError(f"'{args.step}' is a {spec.kind} step: plan emit takes a serve_launch step")
         if len(kind.hosts(spec)) < 2:
             raise CockpitError(f"'{args.step}' launches on one host ({spec.host}): plan emit writes multi-node launches "
                                "(hosts = [...] in the step)")
+        emitter = kind.engine_of(spec).group.emit  # the engine's own Slurm and LeaderWorkerSet hand-off
         text = (emitter.slurm(kind, spec, args.python, args.gpus_per_node) if args.format == "slurm"
                 else emitter.lws(kind, spec, args.python, args.image, args.gpus_per_node))
         if args.out:
@@ -339,76 +339,49 @@ def cmd_plan(args) -> int:
     return EXIT_OK if all(r.state is StepState.PASSED for _, r in ran) else EXIT_PROBLEM
 
 
-# --- SGLang -----------------------------------------------------------------------------------------
+# --- serving engines ---------------------------------------------------------------------------------
 
 
 def cmd_parse_log(args) -> int:
-    from cockpit.sglang.diagnose import diagnose_file, render_log_report
-    from cockpit.sglang.schema import load_schema
-    from cockpit.vllm.diagnose import for_log
+    from cockpit.serving.helpschema import load_schema
+    from cockpit.serving.logread import diagnose_file, render_log_report
 
-    report = diagnose_file(args.path, load_schema(args.help_text) if args.help_text else None, read_all=args.all, other=for_log)
+    report = diagnose_file(args.path, load_schema(args.help_text) if args.help_text else None, read_all=args.all)
     emit(args, report.to_json(), render_log_report(report))
     return EXIT_PROBLEM if any(d.severity == "error" for d in report.diagnoses) else EXIT_OK
 
 
 def cmd_lint_flags(args) -> int:
-    from cockpit.sglang.hostschema import lint_on_host, lint_with_file
-    from cockpit.vllm.argv import is_vllm_command
+    import asyncio
+
+    from cockpit.serving import engines
 
     words = list(args.args)
     if words and words[0] == "--":
         words = words[1:]
     if not words:
         raise CockpitError("lint-flags needs the command line after --, e.g. cockpit lint-flags --help-text help.txt -- --model-path M ...")
-    engine = args.engine or ("vllm" if args.vllm or is_vllm_command(words) else "sglang")
-    if engine == "vllm":
-        return lint_vllm(args, words)
-    if args.deep and not args.host:
-        raise CockpitError("--deep runs SGLang's parser on a host: give --host H")
+    versions = {name: getattr(args, name, None) for name in engines.names()}  # --sglang V, --vllm V
+    named = args.engine or next((name for name, version in versions.items() if version and name != engines.DEFAULT), None)
+    engine = engines.engine(named) if named else (engines.engine_of_command(words) or engines.engine(None))
+    version = versions.get(engine.name)
     if args.host:
         ctx = context(args)
         host = ctx.config.host(args.host)
-
-        outcome = with_context(ctx, lambda c: lint_on_host(c.pool.get(host), words, args.python or host.python, args.deep))
-    elif args.help_text:
-        outcome = lint_with_file(words, args.help_text)
+        outcome = with_context(ctx, lambda c: engine.lint_line(words, version=version, transport=c.pool.get(host),
+                                                                python=args.python or host.python, deep=args.deep))
     else:
-        raise CockpitError("lint-flags needs the flags to check against: --host H (runs SGLang's --help there) or --help-text FILE")
+        outcome = asyncio.run(engine.lint_line(words, version=version, help_text=args.help_text, deep=args.deep))
     data, text = outcome.to_json(), outcome.render()
-    from cockpit.vllm.translate import other_engine_line
-
-    translation = other_engine_line(words)
-    if translation is not None:
-        data["translation"] = translation
-        text += f"\nthis line carries vLLM's flags ({', '.join(translation['flags'])}); the SGLang line that means the same:\n  " \
-            + " ".join(shlex.quote(w) for w in translation["line"]) + "".join(f"\n  note: {n}" for n in translation["notes"])
+    for other in engines.engines():
+        translation = other.foreign_line(words) if other is not engine else None
+        if translation is not None:
+            data["translation"] = translation
+            text += (f"\nthis line carries {other.label}'s flags ({', '.join(translation['flags'])}); the {engine.label} line that "
+                     "means the same:\n  " + " ".join(shlex.quote(w) for w in translation["line"])
+                     + "".join(f"\n  note: {n}" for n in translation["notes"]))
     emit(args, data, text)
     return EXIT_OK if outcome.ok else EXIT_PROBLEM
-
-
-def lint_vllm(args, words: list[str]) -> int:
-    from cockpit.sglang.schema import load_schema
-    from cockpit.vllm.lint import lint, render, shipped_schema
-
-    if args.deep:
-        raise CockpitError("--deep runs SGLang's own parser on a host; for vLLM, --host H reads its flags there")
-    schema, source, version = None, None, args.vllm
-    if args.host:
-        from cockpit.vllm.hostschema import host_vllm
-
-        ctx = context(args)
-        host = ctx.config.host(args.host)
-        found, schema = with_context(ctx, lambda c: host_vllm(c.pool.get(host), args.python or host.python))
-        version, source = version or found, f"the flags of vLLM {found} on {args.host}"
-    elif args.help_text:
-        schema, source = load_schema(args.help_text), args.help_text
-    elif (schema := shipped_schema(args.vllm)) is not None:
-        source = f"the --help of vLLM {args.vllm} recorded from its wheel"
-    report = lint(words, version, schema)
-    emit(args, {**report.to_json(), "engine": "vllm", "version": version, "flags_checked": schema is not None},
-         render(report, version, schema, source))
-    return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
 # --- the drafter ------------------------------------------------------------------------------------
@@ -569,8 +542,8 @@ def cmd_runs(args) -> int:
 
 def cmd_server(args) -> int:
     from cockpit.hosts.http import default_opener, normalize_endpoint
-    from cockpit.sglang.live import render_live
-    from cockpit.sglang.target import launched_server, named_server, read_server
+    from cockpit.serving.live import render_live
+    from cockpit.serving.target import launched_server, named_server, read_server
 
     ctx = context(args)
     url = None

@@ -9,9 +9,9 @@ from cockpit import __version__
 
 
 def _vllm_version(text: str) -> str:
-    from cockpit.vllm.versions import version_problem
+    from cockpit.serving.engines import engine
 
-    problem = version_problem(text)
+    problem = engine("vllm").version_problem(text)
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return text
@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--help-text", "--schema", dest="help_text", metavar="FILE", help="SGLang --help output or a schema JSON")
     lint.add_argument("--python", default=None, help="the interpreter on the host (default: the host's 'python' setting)")
     lint.add_argument("--deep", action="store_true", help="with --host: also run SGLang's own parser there (prepare_server_args, no server started)")
-    lint.add_argument("--engine", choices=("sglang", "vllm"), default=None, help="whose line it is (default: vllm for `vllm serve ...`, "
+    lint.add_argument("--engine", metavar="ENGINE", default=None, help="whose line it is: an engine of the registry, sglang or vllm "
+                      "(default: vllm for `vllm serve ...`, "
                       "else sglang)")
     lint.add_argument("--vllm", metavar="VERSION", type=_vllm_version, help="judge a vLLM line for this vLLM version (e.g. 0.10.2; "
                       "default: the newest rules read, 0.34.0)")

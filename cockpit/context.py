@@ -25,14 +25,15 @@ from cockpit.runbook.spec import RunbookSpec
 from cockpit.runbook.store import StateStore
 from cockpit.runs.spec import RunSpec, parse_runs
 from cockpit.runs.steps import RUNS_KINDS
-from cockpit.sglang.steps import SGLANG_KINDS
+from cockpit.serving.steps import SERVING_KINDS
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.format import plural
 
 
 def default_kinds() -> Kinds:
-    """Every step kind the cockpit ships: the runbook's own, SGLang's, the drafter's, the benchmarks'."""
-    return registry((*BUILTIN_KINDS, *SGLANG_KINDS, *DRAFTER_KINDS, *BENCH_KINDS, *RUNS_KINDS))
+    """Every step kind the cockpit ships: the runbook's own, the serving steps (every engine's), the drafter's, the
+    benchmarks', the training runs'."""
+    return registry((*BUILTIN_KINDS, *SERVING_KINDS, *DRAFTER_KINDS, *BENCH_KINDS, *RUNS_KINDS))
 
 
 def parse_runbook(config: Config, kinds: Kinds | None = None) -> RunbookSpec:

@@ -1,5 +1,5 @@
 """The texts that say a GPU process died or hangs, written once for every reader of logs: a
-training run (runs/parse.py), a serving server's live figures (sglang/live.py) and a launch group's
+training run (runs/parse.py), a serving server's live figures (serving/live.py) and a launch group's
 nodes (sglang/group.py).  Sources: runs-facts a.7 and b.6-b.7, scale-facts §1.4."""
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ class Topic(Generic[T]):
     __slots__ = ("_subscribers",)
 
     def __init__(self) -> None:
-        self._subscribers: list[Callable[[T], None]] = []
+        self._subscribers: list[Callable[[T], object]] = []  # what a subscriber returns is not read
 
-    def subscribe(self, subscriber: Callable[[T], None]) -> Callable[[], None]:
+    def subscribe(self, subscriber: Callable[[T], object]) -> Callable[[], None]:
         """Add a subscriber; returns the function that removes it."""
         self._subscribers.append(subscriber)
 

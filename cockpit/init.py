@@ -161,10 +161,10 @@ def render_config(answers: dict) -> str:
             f"host = {_toml_string(serving)}", "",
             "[[runbook.steps]]", 'name = "draft-ready"', 'kind = "drafter_check"    # headers only; offers the layers.0. -> midlayer. fix',
             f"host = {_toml_string(serving)}", f"path = {_toml_string(answers['draft'])}", "",
-            "[[runbook.steps]]", 'name = "launch"', 'kind = "sglang_launch"    # flags checked against the host\'s own SGLang first',
+            "[[runbook.steps]]", 'name = "launch"', 'kind = "serve_launch"    # flags checked against the host\'s own SGLang first',
             f"host = {_toml_string(serving)}", f"model_path = {_toml_string(answers['model'])}",
             f"draft_path = {_toml_string(answers['draft'])}", f"depth = {first}                 # steps of a topk-1 chain: {first + 1} draft tokens", f"tp = {answers['tp']}", "",
-            "[[runbook.steps]]", 'name = "ready"', 'kind = "sglang_ready"', f"host = {_toml_string(serving)}", "",
+            "[[runbook.steps]]", 'name = "ready"', 'kind = "serve_ready"', f"host = {_toml_string(serving)}", "",
             "[bench]", 'launch_step = "launch"', f"depths = [{', '.join(map(str, depths))}]        # steps of topk-1 chains; a baseline is measured too", "concurrency = [1, 8]", "repeats = 3", "",
         ]
     return "\n".join(lines)

@@ -146,7 +146,7 @@ def test_alert_test_says_when_nothing_could_be_sent(tmp_path):
 
 
 def test_an_alert_resolves_once_when_its_condition_clears_and_the_log_says_raised_and_resolved(tmp_path, hook):
-    from cockpit.sglang.live import flag_alert, flag_resolved
+    from cockpit.serving.live import flag_alert, flag_resolved
 
     now = [1000.0]
     alerter = Alerter(AlertSettings(urls=(f"json://127.0.0.1:{hook.port}/x",), min_interval_s=600),

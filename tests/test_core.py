@@ -16,7 +16,7 @@ from cockpit.hosts.procs import LaunchedProcess
 from cockpit.runbook.kind import RunContext, StepKind
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.runbook.store import StateStore
-from cockpit.sglang.diagnose import Diagnosis
+from cockpit.diagnosis import Diagnosis
 from helpers import eventually
 from harness.builders import DIRTY_GPU5, cli, runbook_toml
 

@@ -213,7 +213,7 @@ async def test_a_cockpit_started_while_a_server_runs_follows_it(tmp_path):
     at the runbook's next change: the server pane said nothing of a server that served.  It is followed from the start."""
     from cockpit.context import Context
     from cockpit.diagnosis import Diagnosis
-    from cockpit.sglang.steps import apply_diagnosis_fix
+    from cockpit.serving.steps import apply_diagnosis_fix
 
     async def yes(_text: str) -> bool:
         return True

@@ -141,7 +141,7 @@ def test_event_files(data):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(SERVING_BITS), st.text(max_size=20)), max_size=40))
 def test_serving_logs(parts):
-    from cockpit.sglang.live import LiveFigures
+    from cockpit.serving.live import LiveFigures
 
     figures = LiveFigures(clock=lambda: 0.0)
     figures.feed("".join(parts).split("\n"))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.intake import Intake, clean, constant_prefix, take_lines, wrap_width
-from cockpit.sglang.diagnose import diagnose_file
+from cockpit.serving.logread import diagnose_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 WRAPPED = FIXTURES / "sglang" / "wrapped"
@@ -75,7 +75,7 @@ def test_a_choice_cut_inside_its_word_by_the_terminal_is_read_whole():
 
 
 def diagnose_lines_of(lines):
-    from cockpit.sglang.diagnose import diagnose_lines
+    from cockpit.serving.logread import diagnose_lines
 
     return diagnose_lines(lines).diagnoses
 

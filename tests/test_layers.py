@@ -17,7 +17,8 @@ LAYERS = [
     {"hosts", "alerts", "where"},
     {"telemetry"},
     {"runbook"},
-    {"sglang", "drafter", "vllm"},
+    {"serving", "drafter"},  # the serving core, shared by every engine (serving/engine.py: the seam; engines.py: the registry)
+    {"sglang", "vllm"},  # one package per engine: they never import each other, and nothing outside them imports them
     {"bench", "runs"},
     {"demo", "context", "init"},
     {"ui"},
@@ -90,4 +91,37 @@ def test_no_import_cycle():
 def test_the_runbook_never_imports_the_packages_that_implement_kinds():
     for name, targets in imports().items():
         if name.startswith("cockpit.runbook"):
-            assert not {t for t in targets if t.startswith(("cockpit.sglang", "cockpit.drafter", "cockpit.bench"))}, name
+            assert not {t for t in targets if t.startswith(("cockpit.serving", "cockpit.sglang", "cockpit.vllm", "cockpit.drafter",
+                                                            "cockpit.bench"))}, name
+
+
+ENGINES = ("cockpit.sglang", "cockpit.vllm")
+
+
+def _engine_of(module: str) -> str | None:
+    return next((e for e in ENGINES if module == e or module.startswith(e + ".")), None)
+
+
+def test_the_engine_packages_never_import_each_other():
+    wrong = [f"{a} imports {b}" for a, targets in imports().items() for b in targets
+             if _engine_of(a) and _engine_of(b) and _engine_of(a) != _engine_of(b)]
+    assert wrong == []
+
+
+def test_nothing_outside_an_engine_imports_it():
+    """The core, the UI, the sweep, the drafter checks, the CLI and the demo ask the registry (serving/engines.py,
+    which names the built-in engines' modules as entry points do) for an engine's label, capabilities and parts."""
+    wrong = [f"{a} imports {b}" for a, targets in imports().items() for b in targets if _engine_of(b) and not _engine_of(a)]
+    assert wrong == []
+
+
+def test_the_registry_names_every_engine_package_and_each_implements_the_seam():
+    from cockpit.serving import engines
+    from cockpit.serving.engine import Engine
+
+    packages = sorted(p.name for p in ROOT.iterdir() if (p / "engine.py").exists() and "\nENGINE = " in (p / "engine.py").read_text())
+    assert sorted(engines.BUILTIN) == packages == ["sglang", "vllm"]
+    for engine in engines.engines():
+        assert isinstance(engine, Engine), engine
+        missing = [name for name in dir(Engine) if not name.startswith("_") and not hasattr(engine, name)]
+        assert missing == [], (engine.name, missing)

@@ -263,7 +263,7 @@ def test_sglang_metrics_through_prometheus(tmp_path):
         from cockpit.config import HostConfig
         from cockpit.hosts.commandlog import CommandLog
         from cockpit.hosts.local import LocalTransport
-        from cockpit.sglang.server import ServerWatcher
+        from cockpit.serving.server import ServerWatcher
 
         settings = PrometheusSettings(url=prometheus.url, sglang_selector=f'instance="127.0.0.1:{sglang}"')
         watcher = ServerWatcher(LocalTransport(HostConfig(name="here", local=True), CommandLog()), os.getpid(), sglang,

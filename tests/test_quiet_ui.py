@@ -229,8 +229,19 @@ def test_the_mirrored_parts_run_only_on_the_exact_textual_they_were_read_from(mo
 
     assert textual_internals.mirrored(textual.__version__)  # the pinned Textual is the one read
     assert not textual_internals.mirrored("8.2.9") and not textual_internals.mirrored("8.3.0") and not textual_internals.mirrored("8.")
+    from rich.terminal_theme import DEFAULT_TERMINAL_THEME
+    from textual.filter import ANSIToTruecolor
+
+    class App:
+        _driver = "the driver"
+
+    theme_filter = ANSIToTruecolor(DEFAULT_TERMINAL_THEME)
+    assert textual_internals.terminal_driver(App()) == "the driver"
+    assert textual_internals.terminal_theme_of(theme_filter) is not None
     monkeypatch.setattr(textual, "__version__", "8.2.9")
     assert quiet_driver_class() is None
+    # the two private attributes read: not on a release they were not read from
+    assert textual_internals.terminal_driver(App()) is None and textual_internals.terminal_theme_of(theme_filter) is None
 
 
 def test_a_lone_escape_arrives_whatever_escdelay_says():

@@ -97,7 +97,7 @@ def test_the_command_log_forgets_the_oldest_of_the_commands_it_saw_succeed():
 
 def test_the_server_figures_and_lines_stay_bounded(tmp_path):
     """A server serving for a week: its windows of figures and the lines kept for its diagnosis are bounded."""
-    from cockpit.sglang.live import LiveFigures
+    from cockpit.serving.live import LiveFigures
 
     figures = LiveFigures(clock=lambda: 1_000_000.0)
     line = ("[2026-12-04 18:00:00 TP0] Decode batch, #running-req: 8, #token: 2100, token usage: 0.04, accept len: 2.80, "

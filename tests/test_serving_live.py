@@ -21,7 +21,8 @@ from cockpit.config import HostConfig
 from cockpit.hosts.commandlog import CommandLog
 from cockpit.hosts.http import default_opener
 from cockpit.hosts.local import LocalTransport
-from cockpit.sglang.live import LiveFigures, LiveServer, parse_batch_line
+from cockpit.serving.live import LiveFigures, LiveServer
+from cockpit.sglang.loglines import parse_batch_line
 from harness.sshd import free_port
 from harness.builders import DECODE_LINES as LINES  # noqa: F401
 
@@ -36,7 +37,7 @@ def test_every_wording_of_the_decode_line_is_read():
     prefill = ("[2026-10-01 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 1024, #cached-token: 0, token usage: 0.04, "
                "#running-req: 7, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): 5120.33")
     figures.feed([prefill, "[2026-10-01 10:00:00] INFO:     127.0.0.1:56304 - \"POST /generate HTTP/1.1\" 200 OK", "garbage \x00\xff"])
-    assert len(figures.history) == 5 and figures.last_prefill.number("#new-token") == 1024 and figures.flags == []
+    assert len(figures.history) == 5 and figures.last_prefill.detail["#new-token"] == "1024" and figures.flags == []
 
 
 @pytest.mark.parametrize("line, kind", [
@@ -184,8 +185,8 @@ def test_a_server_that_dies_under_a_passed_launch_is_one_alert_with_its_cause(fi
     """The death alert names the first error the log's diagnosis found; a server stopped on purpose
     (its launch step no longer passed, as a sweep's relaunch does) or already dead is no alert."""
     from cockpit.runbook.model import StepResult, StepState
-    from cockpit.sglang.diagnose import diagnose_lines
-    from cockpit.sglang.server import ServerStatus, death_alert
+    from cockpit.serving.logread import diagnose_lines
+    from cockpit.serving.server import ServerStatus, death_alert
 
     lines = (fixtures / "sglang" / "unrecognized_0.5.17.log").read_text().splitlines()
     dead = ServerStatus("down", False, diagnose_lines(lines), [])
@@ -290,8 +291,8 @@ async def test_a_server_serving_well_is_not_diagnosed_again_for_each_decode_line
     with a decode line every second that was most of the cockpit's CPU.  A decode line of a draft in use
     changes no diagnosis: the report is made again only for a line that can change it, and its line numbers
     stay those the lines were read with as old lines leave the window."""
-    import cockpit.sglang.server as server_module
-    from cockpit.sglang.server import ServerWatcher
+    import cockpit.serving.server as server_module
+    from cockpit.serving.server import ServerWatcher
 
     log = tmp_path / "sglang.log"
     log.write_text("[2026-12-04 18:00:00] server_args=ServerArgs(model_path='/m')\n")

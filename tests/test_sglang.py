@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.errors import CockpitError
-from cockpit.sglang.diagnose import diagnose_file, diagnose_lines, read_log_tail
-from cockpit.sglang.lint import apply_fix, lint_args, strip_launcher
-from cockpit.sglang.schema import load_schema, parse_argparse_text
+from cockpit.serving.logread import diagnose_file, diagnose_lines, read_log_tail
+from cockpit.serving.lint import apply_fix
+from cockpit.sglang.lint import lint as lint_args, strip_launcher
+from cockpit.serving.helpschema import load_schema, parse_argparse_text
 
 SEED = ("--model-path /models/Kimi-K2.5 --tp 8 --trust-remote-code --speculative-algorithm EAGLE3 "
         "--speculative-draft-model-path /ckpt/eagle3 --num-speculative-tokens 16").split()

@@ -14,9 +14,9 @@ from cockpit.runbook.engine import Runbook
 from cockpit.runbook.model import StepState
 from cockpit.context import parse_runbook
 from cockpit.runbook.store import StateStore
-from cockpit.sglang.lint import apply_fix
-from cockpit.sglang.diagnose import Diagnosis
-from cockpit.sglang.server import LogFollower, probe_health
+from cockpit.serving.lint import apply_fix
+from cockpit.diagnosis import Diagnosis
+from cockpit.serving.server import LogFollower, probe_health
 from cockpit.telemetry.hub import TelemetryHub
 from harness.sshd import free_port
 

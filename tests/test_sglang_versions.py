@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from cockpit.sglang import versions
-from cockpit.sglang.diagnose import CONSEQUENCES, diagnose_file, diagnose_lines
-from cockpit.sglang.lint import lint_args
-from cockpit.sglang.schema import load_schema
-from cockpit.sglang.suggest import suggest
+from cockpit.serving.logread import diagnose_file, diagnose_lines
+from cockpit.sglang.diagnose import CONSEQUENCES
+from cockpit.sglang.lint import lint as lint_args
+from cockpit.serving.helpschema import load_schema
+from cockpit.serving.suggest import suggest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sglang"
 SERVER_ARGS = "[2026-12-03 10:00:00] server_args=ServerArgs(model_path='/m', tp_size=8, mem_fraction_static=0.91, port=30123)"

@@ -18,9 +18,9 @@ from cockpit.bench.sweep import SweepResult
 from cockpit.config import parse_config
 from cockpit.context import Context, check_config
 from cockpit.errors import ConfigError
-from cockpit.sglang.depth import DepthConfig
-from cockpit.sglang.diagnose import diagnose_file
-from cockpit.sglang.lint import apply_fix
+from cockpit.serving.depth import DepthConfig
+from cockpit.serving.logread import diagnose_file
+from cockpit.serving.lint import apply_fix
 from harness.sshd import STANDIN_DIR, free_port
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

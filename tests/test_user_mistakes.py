@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from cockpit.sglang.diagnose import diagnose_argparse
-from cockpit.sglang.lint import lint_args
-from cockpit.sglang.schema import load_schema
-from cockpit.sglang.suggest import suggest
+from cockpit.sglang.lint import lint as lint_args
+from cockpit.serving.helpschema import load_schema
+from cockpit.serving.suggest import suggest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HOSTS = '[hosts.gpu-server]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n\n'
@@ -40,7 +40,7 @@ def cli(*args, input=None, env=None, cwd=None):
     (HOSTS + LAUNCH + '[bench]\ndepths = [16, 0, 5]\n', 13, "positive integers"),
     (HOSTS + LAUNCH + '[bench]\nconcurrency = [-1]\n', 13, "positive integers"),
     (HOSTS + LAUNCH + '[bench]\nrepeat = 3\n', 13, "did you mean 'repeats'"),
-    (HOSTS + '[bench]\ndepths = [5]\n', 5, "sglang_launch step"),
+    (HOSTS + '[bench]\ndepths = [5]\n', 5, "serve_launch step"),
     (HOSTS + '[sglang]\nversion = "0.5.2"\n', 5, "unknown table 'sglang'"),
     (HOSTS + '[runbook]\nnam = "x"\n', 6, "did you mean 'name'"),
     ('colour = "red"\n' + HOSTS, 1, "unknown key 'colour'"),
@@ -263,7 +263,7 @@ def test_every_fix_the_cockpit_prints_pastes_as_it_runs():
     import shlex
 
     from cockpit.diagnosis import Diagnosis
-    from cockpit.sglang.diagnose import LogReport, render_log_report
+    from cockpit.serving.logread import LogReport, render_log_report
     from cockpit.ui.widgets.server_log import diagnosis_text
 
     words = ("--speculative-config", '{"method": "eagle3", "model": "/ckpt/my draft", "num_speculative_tokens": 16}')
@@ -297,7 +297,7 @@ def test_parse_log_on_endless_or_binary_input_is_bounded_answers_ctrl_c_and_says
     import signal
     import time
 
-    from cockpit.sglang.diagnose import looks_binary
+    from cockpit.serving.logread import looks_binary
 
     for args in (["parse-log", "--all", "-"], ["parse-log", "-"]):
         with open("/dev/zero", "rb") as zero:

@@ -74,7 +74,7 @@ def test_init_writes_a_config_that_loads(tmp_path):
     config = load_config(target)
     assert config.host("gpu-server").address == "10.1.230.174" and config.host("gpu-server").roles == ("serving",)
     runbook = parse_runbook(config)
-    assert [s.kind for s in runbook.steps] == ["gpu_clean", "drafter_check", "sglang_launch", "sglang_ready"]
+    assert [s.kind for s in runbook.steps] == ["gpu_clean", "drafter_check", "serve_launch", "serve_ready"]
     assert config.raw["bench"]["depths"] == [16, 10, 5]
     assert "# " in target.read_text()  # commented
     again = subprocess.run([sys.executable, "-m", "cockpit", "init", str(target)], input=answers, capture_output=True, text=True, timeout=60)

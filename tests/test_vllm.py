@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 from cockpit.intake import clean
-from cockpit.sglang.live import LiveFigures
-from cockpit.sglang.schema import load_schema
+from cockpit.serving.live import LiveFigures
+from cockpit.serving.helpschema import load_schema
 from cockpit.vllm import specconfig
-from cockpit.vllm.diagnose import diagnose, for_log
+from cockpit.serving.logread import diagnose_lines
+from cockpit.vllm.diagnose import diagnose
 from cockpit.vllm.lint import fixed_line, lint, shipped_schema
 from cockpit.vllm.logs import parse_spec, parse_throughput
-from cockpit.vllm.translate import sglang_to_vllm, vllm_to_sglang
+from cockpit.vllm.crosswalk import sglang_to_vllm, vllm_to_sglang
 from cockpit.vllm.versions import era
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm"
@@ -148,6 +149,15 @@ def test_a_depth_chain_translates_both_ways():
 
 
 # --- crash texts ---------------------------------------------------------------------------------
+
+def for_log(lines: list[str]):
+    """A log as every diagnosis reads it (the registry finds whose it is): (label, diagnoses, ready, milestones) when
+    it is read as vLLM's, None when as another engine's."""
+    report = diagnose_lines(lines)
+    if report.engine != "vllm":
+        return None
+    return "vLLM", report.diagnoses, report.ready, report.milestones
+
 
 @pytest.mark.parametrize("version", ["0.10.2", "0.34.0"])
 @pytest.mark.parametrize("name,kind,value", [

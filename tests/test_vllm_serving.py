@@ -25,7 +25,7 @@ async def yes(_text: str) -> bool:
 
 async def test_a_vllm_launch_is_refused_fixed_ready_and_swept(tmp_path, monkeypatch):
     from cockpit.bench.sweep import SweepSpec, run_sweep
-    from cockpit.sglang.steps import apply_diagnosis_fix
+    from cockpit.serving.steps import apply_diagnosis_fix
 
     for var in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         monkeypatch.setenv(var, str(tmp_path / var))
@@ -124,8 +124,8 @@ def test_an_sglang_sweep_and_a_vllm_sweep_side_by_side(tmp_path, monkeypatch):
 
 def test_a_vllm_start_up_is_read_in_its_own_milestones(tmp_path):
     """The server pane's start-up line for a vLLM log names vLLM's phases, not SGLang's."""
-    from cockpit.sglang.diagnose import diagnose_lines
-    from cockpit.sglang.server import ServerStatus
+    from cockpit.serving.logread import diagnose_lines
+    from cockpit.serving.server import ServerStatus
     from cockpit.ui.widgets.server_log import status_line
 
     lines = ["\x1b[1;36m(APIServer pid=9)\x1b[0;0m INFO 12-05 07:20:48 [api_server.py:1896] vLLM API server version 0.10.2",
@@ -163,12 +163,14 @@ def test_a_demo_server_ends_with_the_demo(tmp_path, module):
 
 
 def test_config_check_and_plan_run_reject_a_bad_vllm_step_alike(tmp_path):
-    """One validation for every command: engine, vllm_version and a tree on vLLM, named with the file's line."""
+    """One validation for every command: engine, vllm_version, an algorithm vLLM's step does not launch and a tree on
+    vLLM, named with the file's line."""
     base = ('[hosts.here]\nlocal = true\n\n[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "here"\n\n'
             '[[runbook.steps]]\nname = "launch"\nkind = "sglang_launch"\nhost = "here"\nmodel_path = "/m"\n')
-    for extra, said in (('engine = "vlm"\n', "engine must be 'sglang' or 'vllm'"),
+    for extra, said in (('engine = "vlm"\n', "engine must be one of 'sglang', 'vllm', got 'vlm'"),
+                        ('engine = "vllm"\nalgorithm = "EAGLE"\n', "algorithm 'EAGLE': vLLM's launch step drafts with method eagle3 only"),
                         ('engine = "vllm"\nvllm_version = "x.y"\n', "vllm_version: 'x.y' is not a vLLM version"),
-                        ('engine = "vllm"\nsteps = 3\ntopk = 2\ndraft_tokens = 8\n', "vLLM's eagle3 drafts a chain")):
+                        ('engine = "vllm"\nsteps = 3\ntopk = 2\ndraft_tokens = 8\n', "vLLM drafts a chain")):
         config = tmp_path / "c.toml"
         config.write_text(base + extra)
         for argv in (["config", "check", str(config)], ["plan", "run", "launch", "--yes", "--config", str(config)]):

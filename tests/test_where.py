@@ -82,7 +82,11 @@ def test_a_manager_command_missing_on_the_host_is_one_clear_line(tmp_path):
         return status
 
     with_path = os.environ["PATH"]
-    os.environ["PATH"] = "/usr/bin:/bin"  # (podman is not installed on the test machines; make sure)
+    bare = tmp_path / "bin"  # a PATH with a shell and nothing else: podman is not there, installed or not
+    bare.mkdir()
+    for tool in ("sh", "env", "cat"):
+        os.symlink(shutil.which(tool), bare / tool)
+    os.environ["PATH"] = str(bare)
     try:
         status = asyncio.run(go())
     finally:
@@ -500,8 +504,8 @@ async def test_a_launch_step_runs_its_server_in_a_container_and_watches_it_throu
     from cockpit.context import Context
     from cockpit.demo.world import serving_python
     from cockpit.runbook.model import StepState
-    from cockpit.sglang.server import ServerWatcher
-    from cockpit.sglang.target import launched_server
+    from cockpit.serving.server import ServerWatcher
+    from cockpit.serving.target import launched_server
     from harness.sshd import free_port
 
     engine = docker()

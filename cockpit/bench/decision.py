@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cockpit.drafter.acceptance import FORMULA_WITH, FORMULA_WITHOUT, estimate
-from cockpit.sglang.depth import DepthConfig
+from cockpit.serving.depth import DepthConfig
 
 NOISY_SPREAD = 0.10  # max-min over the median, above which a config is flagged noisy
 WITHIN_NOISE = 0.05  # a best config less than this ahead of the next (or with overlapping spreads) is not a clear win

@@ -99,7 +99,7 @@ def render_acceptance(rows: list[dict[str, Any]]) -> str:
 
 def text_bars(rows: list[dict[str, Any]], width: int = 40) -> str:
     """Output throughput per config, one block of bars per concurrency: a chart that needs no terminal."""
-    from cockpit.sglang.depth import DepthConfig
+    from cockpit.serving.depth import DepthConfig
 
     blocks = []
     for concurrency in sorted({r["concurrency"] for r in rows}):

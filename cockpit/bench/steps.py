@@ -63,7 +63,7 @@ class BenchSweep(StepKind):
             trained = _trained_accuracy(ctx, spec)
             if trained:
                 sweep = replace(sweep, drafter_accuracy=trained)
-        from cockpit.sglang.steps import launch_depth
+        from cockpit.serving.steps import launch_depth
 
         configs = "\n".join(f"  {c.label}" for c in sweep.configs(launch_depth(ctx.runbook, ctx.runbook.spec.step(sweep.launch_step))))
         then = {"recommended": "then leave the recommended config running", "original": "then relaunch the launch step's own config",

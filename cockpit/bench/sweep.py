@@ -4,7 +4,7 @@ measure each concurrency, repeat, and report the median with its spread; then de
 config per concurrency) and leave the server running the recommended config, the original one, or
 none, as the user chose.
 
-Depth N is N steps of a topk-1 chain (N + 1 draft tokens; sglang/depth.py).  The configs are the
+Depth N is N steps of a topk-1 chain (N + 1 draft tokens; serving/depth.py).  The configs are the
 baseline, the chains of `depths`, any `configs` given with all three numbers, and the launch step's
 own current config (the one a fix produced, say), each once.
 """
@@ -20,15 +20,17 @@ from typing import Any
 
 from cockpit.bench.client import Workload, run_closed_loop
 from cockpit.bench.decision import Decision, decide, predicted_vs_measured, recommend, table
-from cockpit.sglang.live import opener_for, server_info
+from cockpit.serving.live import opener_for, server_info
 from cockpit.bench.stats import summarize
 from cockpit.bench.store import save_run
 from cockpit.bench.workload import load_prompts
 from cockpit.errors import CockpitError
 from cockpit.runbook.engine import GateClosed
 from cockpit.runbook.model import StepState
-from cockpit.sglang.depth import DepthConfig
-from cockpit.sglang.server import wait_ready
+from cockpit.serving.depth import DepthConfig
+from cockpit.serving import engines
+from cockpit.serving.server import wait_ready
+from cockpit.serving.steps import is_launch, is_ready
 
 AFTER = ("recommended", "original", "stop")
 
@@ -132,13 +134,13 @@ def parse_sweep(config, runbook_spec) -> SweepSpec:
         problem = sweep_value_problem(key, raw[key])
         if problem:
             raise fail(key, problem)
-    launches = [s.name for s in runbook_spec.steps if s.kind == "sglang_launch"]
+    launches = [s.name for s in runbook_spec.steps if is_launch(s.kind)]
     step = raw.get("launch_step") or (launches[-1] if launches else None)
     if step is None or step not in launches:
         hint = did_you_mean(step or "", launches)
         named = f"'{step}' is not" if step else "needs"
         raise fail("launch_step" if "launch_step" in raw else None,
-                   f"launch_step {named} an sglang_launch step of the runbook{hint} (have: {', '.join(launches) or 'none'})")
+                   f"launch_step {named} a serve_launch step of the runbook{hint} (have: {', '.join(launches) or 'none'})")
     values: dict[str, Any] = {"launch_step": step}
     for key, value in raw.items():
         if key == "configs":
@@ -234,11 +236,12 @@ async def _relaunch(runbook, launch, depth: DepthConfig, confirm, report) -> tup
 async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: str | None = None) -> SweepResult:
     """Relaunch per config through the runbook (its gates apply), measure, decide, and leave the
     server as `after` (default: the sweep's own setting) says.  `progress` gets every progress state."""
-    from cockpit.sglang.steps import launch_depth
+    from cockpit.serving.steps import launch_depth
 
     launch = runbook.spec.step(sweep.launch_step)
-    engine = getattr(runbook.kind(launch), "engine", lambda _spec: "sglang")(launch)
-    api = sweep.api or ("openai" if engine == "vllm" else "sglang")
+    serving = engines.engine(getattr(runbook.kind(launch), "engine", lambda _spec: None)(launch))
+    engine = serving.name
+    api = sweep.api or serving.capabilities.bench_api
     after = after or sweep.after
     prompts = load_prompts(sweep.prompts, sweep.seed)
     configs = sweep.configs(launch_depth(runbook, launch))
@@ -289,22 +292,21 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
                 result.failures.append(failure)
                 done += len(sweep.concurrency) * sweep.repeats
                 continue
-            info = await server_info(transport, server.port) if engine == "sglang" else {}
+            info = await server_info(transport, server.port) if serving.capabilities.server_info else {}
             endpoint = f"http://127.0.0.1:{server.port}"
             for concurrency in sweep.concurrency:
                 for repeat in range(1, sweep.repeats + 1):
                     report(f"{depth.label}: concurrency {concurrency}, run {repeat}/{sweep.repeats}")
                     workload = Workload(prompts, sweep.requests, concurrency, sweep.max_tokens, sweep.temperature)
-                    before = await _vllm_series(transport, server.port) if engine == "vllm" else None
+                    by_metrics = serving.capabilities.acceptance_source == "metrics"
+                    before = await _series(serving, transport, server.port) if by_metrics else None
                     records, start, end = await run_closed_loop(endpoint, api, workload, opener=opener_for(transport))
                     summary = summarize(records, start, end)
-                    if engine == "vllm":
-                        # vLLM's responses carry no verify count: its counters across the run (as `vllm bench serve`)
-                        from cockpit.vllm.metrics import acceptance_between
-
-                        measured = acceptance_between(before, await _vllm_series(transport, server.port))
+                    if by_metrics:
+                        # responses that carry no verify count (vLLM's): its counters across the run (as `vllm bench serve`)
+                        measured = serving.acceptance_between(before, await _series(serving, transport, server.port))
                         summary.update(accept_length=round(measured, 4) if measured is not None else None,
-                                       accept_length_source="vllm:spec_decode counters (/metrics)")
+                                       accept_length_source=f"{serving.capabilities.metrics_prefix}spec_decode counters (/metrics)")
                     summary.update(config=depth.label, label=f"{depth.short} c{concurrency} r{repeat}", concurrency=concurrency, engine=engine,
                                    repeat=repeat, speculative=depth.speculative, **depth.to_json(), api=api,
                                    max_tokens=sweep.max_tokens, sweep=result.sweep_id, drafter_accuracy=list(sweep.drafter_accuracy),
@@ -327,15 +329,14 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
     return result
 
 
-async def _vllm_series(transport, port: int) -> dict | None:
-    """vLLM's /metrics series now (None: not answered)."""
-    from cockpit.sglang.live import get
-    from cockpit.vllm.metrics import series
+async def _series(serving, transport, port: int) -> dict | None:
+    """The engine's /metrics series now (None: not answered)."""
+    from cockpit.serving.live import get
 
     answer = await get(opener_for(transport), f"http://127.0.0.1:{port}/metrics")
     if answer is None or answer[0] != 200:
         return None
-    return series(answer[1].decode("utf-8", "replace"))
+    return serving.metrics_series(answer[1].decode("utf-8", "replace"))
 
 
 async def _leave_serving(runbook, launch, result: SweepResult, after: str, report) -> str:
@@ -356,7 +357,7 @@ async def _leave_serving(runbook, launch, result: SweepResult, after: str, repor
         runbook.set_override(launch.name, list(server.argv), f"the sweep's recommendation: {depth.label}")
     for spec in runbook.spec.steps[runbook.spec.steps.index(launch) + 1:]:
         kind = runbook.kind(spec)
-        if spec.kind == "sglang_ready" and kind.launch_of(runbook, spec) == launch.name:
+        if is_ready(spec.kind) and kind.launch_of(runbook, spec) == launch.name:
             report(f"waiting for '{spec.name}'")
             await runbook.run_step(spec.name, _yes)
     what = depth.label if depth is not None else "the launch step's own config"

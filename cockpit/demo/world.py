@@ -264,7 +264,7 @@ from_step = "training-done"           # the checkpoint the training run finished
 
 [[runbook.steps]]
 name = "launch"
-kind = "sglang_launch"
+kind = "serve_launch"
 host = "gpu-server"
 {engine_line}model_path = {json.dumps(str(root / 'models' / 'Llama-3.3-70B-Instruct'))}
 draft_path = {json.dumps(str(draft))}
@@ -277,7 +277,7 @@ extra_args = {extra}
 
 [[runbook.steps]]
 name = "ready"
-kind = "sglang_ready"
+kind = "serve_ready"
 host = "gpu-server"
 timeout_s = 60
 poll_s = 0.5

@@ -82,9 +82,9 @@ class DrafterCheck(StepKind):
         if spec.params.get("sglang") and spec.params.get("vllm"):
             return "give 'sglang' or 'vllm' (the engine that will load the draft), not both"
         if spec.params.get("vllm"):
-            from cockpit.vllm.versions import version_problem
+            from cockpit.serving.engines import engine
 
-            problem = version_problem(str(spec.params["vllm"]))
+            problem = engine("vllm").version_problem(str(spec.params["vllm"]))
             if problem:
                 return f"vllm: {problem}"
         if bool(spec.params.get("path")) == bool(spec.params.get("from_step")):

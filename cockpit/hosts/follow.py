@@ -83,10 +83,11 @@ class LogFollower:
             self._head = head
         elif not self._head and info.size:
             self._head = await self._read_head(info.size)
-        want = min(info.size - self.offset, self.max_read)
+        offset = self.offset if self.offset is not None else 0  # set above in every branch
+        want = min(info.size - offset, self.max_read)
         if want > 0:
-            data = await self.transport.read_range(self.path, self.offset, want)
-            self.offset += len(data)
+            data = await self.transport.read_range(self.path, offset, want)
+            self.offset = offset + len(data)
             update.bytes_read = len(data)
             update.lines = self._split(data)
             if cut_first and update.lines:

@@ -370,12 +370,13 @@ class SshTransport(Transport):
             if entry.filename in (".", ".."):
                 continue
             attrs = entry.attrs
+            name = entry.filename if isinstance(entry.filename, str) else entry.filename.decode("utf-8", "replace")
             if attrs.type == asyncssh.FILEXFER_TYPE_SYMLINK:  # readdir gives the link itself: follow it
                 try:
-                    attrs = await sftp.stat(posixpath.join(path, entry.filename))
+                    attrs = await sftp.stat(posixpath.join(path, name))
                 except asyncssh.SFTPError:
                     continue  # dangling
-            found.append(_file_stat(entry.filename, attrs))
+            found.append(_file_stat(name, attrs))
         return found
 
     async def read_range(self, path: str, offset: int, size: int) -> bytes:

@@ -43,7 +43,7 @@ class GpuClean(StepKind):
 
     def why(self, spec: StepSpec) -> str:
         limit = spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB)
-        return f"at most {limit} MiB used and no compute process on each GPU, or SGLang fails on unbalanced memory"
+        return f"at most {limit} MiB used and no compute process on each GPU, or a server started there fails on memory held by another"
 
     def validate(self, spec: StepSpec) -> str | None:
         gpus = spec.params.get("gpus")
@@ -226,7 +226,8 @@ class KillStale(StepKind):
             if record.running and record.host == spec.host:
                 with contextlib.suppress(ValueError):
                     running_commands.add(" ".join(shlex.split(record.command)))
-        chosen, others = [], []
+        chosen: list = []
+        others: list = []
         for row in rows:
             if row.pid in protected or NEVER_KILL.match(row.args) or row.args.startswith("ps -") or row.args in running_commands:
                 continue

@@ -181,7 +181,7 @@ class Runbook:
             result = self.results.get(spec.name)
             running = result is not None and (result.state in (StepState.PASSED, StepState.RUNNING) or spec.name in self._relaunching)
             if (self.kind(spec).launch and hosts & set(self.kind(spec).hosts(spec)) and running
-                    and (result.started_at or 0) >= passed.finished_at):
+                    and result is not None and (result.started_at or 0) >= passed.finished_at):
                 return True
         return False
 
@@ -203,6 +203,7 @@ class Runbook:
             kind = self.kind(spec)
             result = self.results.get(spec.name)
             blocked = bool(self.prerequisites(spec.name))
+            state: StepState
             if result is not None and result.state in (StepState.RUNNING, StepState.PASSED, StepState.FAILED, StepState.STALE):
                 state = result.state
             else:
@@ -348,7 +349,7 @@ class Runbook:
     def latest_launch(self, kind: str | None = None) -> tuple[StepSpec | None, StepResult | None]:
         """The last launch step (of this kind) that has a result: the server the cockpit follows."""
         for spec in reversed(self.spec.steps):
-            if self.kind(spec).launch and (kind is None or spec.kind == kind) and self.results.get(spec.name) is not None:
+            if self.kind(spec).launch and (kind is None or self.kind(spec).name == kind) and self.results.get(spec.name) is not None:
                 return spec, self.results[spec.name]
         return None, None
 
@@ -419,7 +420,8 @@ class Runbook:
         """The gates of this host that a sample newer than their pass contradicts: a pass turns stale
         (recorded, told to subscribers once); a gate this sample already invalidated is named again.
         Called for every snapshot the hub publishes (the runbook subscribes itself)."""
-        contradicted, invalidated = [], []
+        contradicted: list[str] = []
+        invalidated: list[str] = []
         if snapshot.sampled_at is None or not snapshot.state.reached:
             return contradicted
         for spec in self.gates():

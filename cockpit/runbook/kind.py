@@ -61,6 +61,7 @@ class Param:
 
 class StepKind:
     name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()  # older names of the kind: runbooks written with them load unchanged
     destructive: ClassVar[bool] = False
     launch: ClassVar[bool] = False  # gated: re-verifies the gate steps of its host(s) first
     gate: ClassVar[bool] = False  # a verification launches rely on: re-run before each launch, invalidated by telemetry
@@ -128,9 +129,10 @@ def registry(kinds: Iterable[type[StepKind] | StepKind]) -> dict[str, StepKind]:
     out: dict[str, StepKind] = {}
     for kind in kinds:
         instance = kind() if isinstance(kind, type) else kind
-        if instance.name in out:
-            raise ValueError(f"two step kinds are named '{instance.name}'")
-        out[instance.name] = instance
+        for name in (instance.name, *instance.aliases):  # an old name keeps old runbooks loading
+            if name in out:
+                raise ValueError(f"two step kinds are named '{name}'")
+            out[name] = instance
     return out
 
 

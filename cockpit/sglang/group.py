@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 
-GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr", "--gated-launch-port")
-DEFAULT_DIST_PORT = 20000
+from cockpit.serving.steps import DEFAULT_DIST_PORT, GROUP_FLAGS, Refused  # noqa: F401 - the group's, the step's words
 
 STATES = ("starting", "waiting for peers", "joined", "gated", "loading", "ready")
 
@@ -39,16 +38,6 @@ _FAILURES = [
     ("port_in_use", re.compile(r"Address already in use|Port is already in use")),
 ]
 _RETRYING = re.compile(r"TCP client failed to connect/validate to host (?P<host>\S+):(?P<port>\d+)|client socket has failed to connect to")
-
-
-class Refused:
-    """A launch refused before anything started: its lint report (a flag error), or a message naming
-    the node of a group that fails a check."""
-
-    def __init__(self, report, argv: list[str], message: str | None = None):
-        self.report = report
-        self.argv = argv
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -162,7 +151,7 @@ def group_state(nodes: list[NodeState]) -> GroupState:
         # the root cause first: a node that died beats the peers that then timed out waiting for it
         priority = {"exited": 0, "oom": 1, "scheduler_died": 1, "port_in_use": 1, "peer_unreachable": 2, "rendezvous_timeout": 3,
                     "nccl_timeout": 4}
-        first = min(failed, key=lambda n: (priority.get(n.failure, 5), n.rank))
+        first = min(failed, key=lambda n: (priority.get(n.failure or "", 5), n.rank))
         return GroupState("failed", nodes, describe(first, nodes))
     order = {name: i for i, name in enumerate(STATES)}
     least = min(nodes, key=lambda n: order.get(n.state, 0)) if nodes else None

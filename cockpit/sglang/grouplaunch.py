@@ -26,8 +26,11 @@ from cockpit.hosts.transport import TransportError, quote_argv
 from cockpit.runbook.kind import RunContext
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
+from cockpit.sglang import emit  # noqa: F401 - the group's Slurm and LeaderWorkerSet hand-off (plan emit)
 from cockpit.sglang.group import Member, Refused as _Refused, group_argv, group_state, node_state
-from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
+from cockpit.serving.helpschema import FlagSchema
+from cockpit.serving.lint import LintReport
+from cockpit.sglang.lint import lint as sglang_lint
 
 PORT_FREE = ("import socket, sys\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
              "try:\n    s.bind((sys.argv[1], int(sys.argv[2])))\nexcept OSError as e:\n    print(e); sys.exit(1)")
@@ -55,7 +58,7 @@ def members(kind, ctx: RunContext, spec: StepSpec) -> tuple[list[Member], str]:
 
 async def _version(ctx: RunContext, kind, spec: StepSpec, host: str):
     from cockpit.sglang.hostschema import host_schema
-    from cockpit.sglang.schema import load_schema
+    from cockpit.serving.helpschema import load_schema
 
     if spec.params.get("help_text"):
         return load_schema(spec.params["help_text"])
@@ -79,19 +82,20 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
             return refuse(f"rank {member.rank} ({member.host}): {result}")
         if isinstance(result, BaseException):
             raise result
-    versions = {m.host: r.version for m, r in zip(group, results)}
+    schemas: list[FlagSchema] = [r for r in results if not isinstance(r, BaseException)]
+    versions = {m.host: r.version for m, r in zip(group, schemas)}
     if len(set(versions.values())) > 1:
         rank0 = versions[group[0].host]
         differ = [f"{host} runs {v}" for host, v in versions.items() if v != rank0]
         return refuse(f"SGLang differs across the group: rank 0 ({group[0].host}) runs {rank0}, {', '.join(differ)}; every node "
                       "must run the same version")
-    schema = results[0]
+    schema = schemas[0]
     use_gate = bool(spec.params.get("gated", True)) and schema.get("--gated-launch-port") is not None
     gated_port = (spec.params.get("gated_port") or (spec.params.get("dist_init_port") or 20000) + 1000) if use_gate else None
     argvs = [group_argv(base, len(group), m.rank, dist_init, gated_port, spec.params.get("dist_timeout")) for m in group]
     lint = LintReport()
     if spec.params.get("lint", True):
-        lint = lint_args(strip_launcher(argvs[0]), schema)
+        lint = sglang_lint(argvs[0], schema)
         if not lint.ok:
             return None, _Refused(lint, argvs[0])
     # the draft on every node, header-only, judged for the group's version
@@ -297,7 +301,7 @@ async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, pr
                            timeout: float, poll_s: float) -> StepResult:
     """Ready when rank 0's /health_generate answers 200 and every other node is up (its stub
     started); failed as soon as one node fails or dies, and then the whole group is stopped."""
-    from cockpit.sglang.server import probe_health
+    from cockpit.serving.server import probe_health
 
     started = _now()
     rank0 = processes[0]

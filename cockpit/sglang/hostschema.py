@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
-
 from dataclasses import dataclass
 
-from cockpit import paths
 from cockpit.errors import CockpitError
 from cockpit.format import shell_words
 from cockpit.paths import atomic_write
-from cockpit.sglang.diagnose import Diagnosis, diagnose_lines, render_diagnoses
-from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
-from cockpit.sglang.schema import FlagSchema, load_schema, parse_argparse_text
+from cockpit.diagnosis import Diagnosis
+from cockpit.serving.helpcache import cache_dir, cache_name
+from cockpit.serving.helpschema import FlagSchema, load_schema, parse_argparse_text
+from cockpit.serving.lint import LintReport
+from cockpit.sglang.lint import lint, strip_launcher
+from cockpit.serving.logread import diagnose_lines, render_diagnoses
 
 VERSION_ARGV = ["-c", "import sglang; print(sglang.__version__)"]
-
-
-def cache_dir() -> Path:
-    return paths.cache_dir() / "sglang-schema"
-
-
-def cache_name(host: str, number: str, launcher: list[str] | None = None) -> str:
-    """A cached --help's file name: per host and version (and image, when the engine is asked inside one)."""
-    parts = [host, *([launcher[-1]] if launcher else []), number]
-    return "-".join(re.sub(r"[^A-Za-z0-9_.-]", "_", p) for p in parts) + ".json"
 
 
 async def host_schema(transport, python: str = "python3", refresh: bool = False, launcher: list[str] | None = None) -> FlagSchema:
@@ -108,7 +97,7 @@ async def lint_on_host(transport, words: list[str], python: str, deep: bool = Fa
     args = strip_launcher(words)
     try:
         schema = await host_schema(transport, python)
-        outcome = HostLint(lint_args(args, schema), schema, transport.name)
+        outcome = HostLint(lint(args, schema), schema, transport.name)
         if deep:
             outcome.deep_ok, outcome.deep_lines = await dry_run(transport, args, python)
     except CockpitError:
@@ -116,10 +105,23 @@ async def lint_on_host(transport, words: list[str], python: str, deep: bool = Fa
     except Exception as exc:  # noqa: BLE001 - the host could not be asked: could not check
         raise CockpitError(f"{transport.name}: {exc}") from None
     if deep and not outcome.deep_ok:
-        merge_dry_run(outcome.report, outcome.deep_lines, transport.name)
+        merge_dry_run(outcome.report, outcome.deep_lines or [], transport.name)
     return outcome
 
 
 def lint_with_file(words: list[str], help_text: str) -> HostLint:
     schema = load_schema(help_text)
-    return HostLint(lint_args(strip_launcher(words), schema), schema)
+    return HostLint(lint(words, schema), schema)
+
+
+async def lint_line(words: list[str], version: str | None = None, help_text: str | None = None, transport=None,
+                    python: str = "python3", deep: bool = False) -> HostLint:
+    """`lint-flags` for an SGLang line: against the host's own SGLang (--host; with deep, its own parser too) or a
+    --help file."""
+    if deep and transport is None:
+        raise CockpitError("--deep runs SGLang's parser on a host: give --host H")
+    if transport is not None:
+        return await lint_on_host(transport, words, python, deep)
+    if help_text:
+        return lint_with_file(words, help_text)
+    raise CockpitError("lint-flags needs the flags to check against: --host H (runs SGLang's --help there) or --help-text FILE")

@@ -74,6 +74,10 @@ def _norm_bus(bus: str) -> str:
 
 
 class _MonitorBase:
+    async def sample_once(self, timeout: float | None = None) -> HostSnapshot:
+        """One sample now (each monitor's own way: nvidia-smi once, NVML, Prometheus)."""
+        raise NotImplementedError
+
     def __init__(self, host: HostConfig, transport: Transport, telemetry: TelemetrySettings, publish: Publish,
                  ssh: SshSettings | None = None, clock: Callable[[], float] = time.time):
         self.host = host

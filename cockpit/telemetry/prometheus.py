@@ -325,7 +325,7 @@ class PrometheusMonitor:
 
 async def sglang_values(settings: PrometheusSettings, selector: str) -> dict[str, float]:
     """SGLang's own series (`sglang:*`) as Prometheus scraped them: {name without prefix: value} of
-    the stats rank (tp_rank 0), counters summed; for the serving pane (sglang/live.py)."""
+    the stats rank (tp_rank 0), counters summed; for the serving pane (serving/live.py)."""
     query = f'{{__name__=~"sglang:.*"{"," + selector if selector else ""}}}'
     result = await asyncio.to_thread(fetch, settings, query)
     values: dict[str, float] = {}

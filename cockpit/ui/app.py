@@ -20,6 +20,7 @@ from cockpit.config import Config
 from cockpit.context import Context
 from cockpit.runbook.engine import Runbook
 from cockpit.runtime import settle_heap
+from cockpit.serving.steps import is_launch
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.ui import actions
@@ -107,7 +108,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         yield TabLine(id="tabs")
         if self.context.runs:
             yield RunsPane(list(self.context.runs), id="runs", classes="hidden")
-        if self.runbook is not None and any(s.kind == "sglang_launch" for s in self.runbook.spec.steps):
+        if self.runbook is not None and any(is_launch(s.kind) for s in self.runbook.spec.steps):
             yield ServerLogPane(id="server-log", classes="hidden")
         yield BenchPane(id="bench", classes="hidden")
         yield CommandLogPane(id="command-log", classes="hidden")

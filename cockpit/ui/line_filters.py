@@ -17,13 +17,14 @@ from rich.segment import Segment
 from textual.filter import ANSIToTruecolor, DimFilter, Monochrome, NoColor
 
 from cockpit.ui.ascii import AsciiOnly, to_ascii
+from cockpit.ui.textual_internals import terminal_theme_of
 
 PER_STYLE_FILTERS = (ANSIToTruecolor, DimFilter, Monochrome, NoColor)
 
 
 def _filters_key(filters, background) -> tuple:
     # a filter's identity, and what it reads besides the style: the terminal theme, the dim factor
-    return (tuple((id(f), id(getattr(f, "_terminal_theme", None)), getattr(f, "dim_factor", None)) for f in filters),
+    return (tuple((id(f), id(terminal_theme_of(f)), getattr(f, "dim_factor", None)) for f in filters),
             background)
 
 

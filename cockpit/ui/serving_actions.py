@@ -1,6 +1,6 @@
 """What runs around the checklist, in the TUI: training runs watched, the launched server's log and
 figures followed, its crash and flags and a finished sweep sent out as alerts, the fix applied, the
-benchmarks.  The watching itself is the core's (runs/watch.py, sglang/target.py, sglang/server.py):
+benchmarks.  The watching itself is the core's (runs/watch.py, serving/target.py, serving/server.py):
 workers post what it found; the handlers here show it."""
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ class ServingActions:
     def _terminal_write(self, sequence: str) -> None:
         """An alert for a person not looking: the bell and the desktop-notification escape, written
         to the terminal the TUI owns (between its frames: they draw nothing)."""
-        driver = getattr(self, "_driver", None)
+        from cockpit.ui.textual_internals import terminal_driver
+
+        driver = terminal_driver(self)
         if driver is None:
             raise OSError("no terminal")
         driver.write(sequence)
@@ -70,11 +72,11 @@ class ServingActions:
             self.send_alert(alert)
 
     def _follow_latest_server(self) -> None:
-        from cockpit.sglang.server import watch_server
-        from cockpit.sglang.target import launched_server, server_watcher
+        from cockpit.serving.server import watch_server
+        from cockpit.serving.target import launched_server, server_watcher
 
         panes = self.query(ServerLogPane)
-        spec, result = self.runbook.latest_launch("sglang_launch")
+        spec, result = self.runbook.latest_launch("serve_launch")
         if not panes or spec is None or result.state is StepState.RUNNING:
             return
         server = self.runbook.launched(spec.name)
@@ -99,22 +101,22 @@ class ServingActions:
     def on_server_polled(self, message: ServerPolled) -> None:
         panes = self.query(ServerLogPane)
         if panes and self.serving.is_followed(message.target):
-            from cockpit.sglang.server import death_alert
+            from cockpit.serving.server import death_alert
 
             pane = panes.first()
             was_alive = pane.status.alive if pane.status else True
             pane.show(message.status)
             self.show_keys()
-            spec, result = self.runbook.latest_launch("sglang_launch")
+            spec, result = self.runbook.latest_launch("serve_launch")
             alert = death_alert(spec.name, result, was_alive, message.status)
             if alert is not None:
                 self.raise_alert(alert)
             self._alert_server_flags(spec.name, message.status.figures.get("flags") or [])
 
     def _alert_server_flags(self, step: str, flags: list[dict]) -> None:
-        from cockpit.sglang.live import flag_alert
+        from cockpit.serving.live import flag_alert
 
-        from cockpit.sglang.live import flag_resolved
+        from cockpit.serving.live import flag_resolved
 
         raised, cleared = self.serving.flag_changes({f["kind"] for f in flags})
         for flag in flags:
@@ -125,19 +127,19 @@ class ServingActions:
 
     def action_toggle_server_log(self, _terminal: str = "") -> None:
         if not self.query(ServerLogPane):
-            self.notify("No sglang_launch step in the runbook: there is no server log to show", severity="warning")
+            self.notify("No serve_launch step in the runbook: there is no server log to show", severity="warning")
             return
         self.press_view("server")
 
     def action_apply_fix(self, _shown: str = "") -> None:
         from cockpit.errors import CockpitError
-        from cockpit.sglang.steps import apply_diagnosis_fix
+        from cockpit.serving.steps import apply_diagnosis_fix
 
         if self.read_only:
             self.notify("Read-only mode: nothing can be changed", severity="warning")
             return
         panes = self.query(ServerLogPane)
-        spec, _ = self.runbook.latest_launch("sglang_launch") if self.runbook else (None, None)
+        spec, _ = self.runbook.latest_launch("serve_launch") if self.runbook else (None, None)
         fix = panes.first().top_fix if panes else None
         if fix is None or spec is None:
             self.notify("No fix to apply", severity="warning")

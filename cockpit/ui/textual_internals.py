@@ -19,6 +19,22 @@ def mirrored(version: str | None = None) -> bool:
     return (textual.__version__ if version is None else version) in READ_FROM
 
 
+def terminal_driver(app):
+    """The driver that owns the terminal, to write an alert's bell and desktop-notification escape between frames
+    (Textual has no public way to write raw bytes to its terminal; `App.bell` rings but notifies nothing).  Read from
+    `App._driver` on the releases in READ_FROM only; elsewhere None, and the alert goes out by its other channels
+    (the alert log, URLs, the message bar) with the terminal channel saying it could not write."""
+    return getattr(app, "_driver", None) if mirrored() else None
+
+
+def terminal_theme_of(line_filter):
+    """The terminal theme an ANSIToTruecolor filter reads, as part of ui/line_filters.py's cache key (a theme changed
+    in place must not reuse the styles filtered for the old one).  `ANSIToTruecolor._terminal_theme` on the releases
+    in READ_FROM; elsewhere None, and the key is the filter's identity alone (its styles are then dropped only when
+    the app makes a new filter)."""
+    return getattr(line_filter, "_terminal_theme", None) if mirrored() else None
+
+
 DEPARTURES = ("driver", "rows")  # the quiet input driver, HostPane's own rows (the covering compositor went: 0.08 %)
 
 

@@ -144,8 +144,10 @@ class ViewActions:
 
     def _subtitle(self) -> str:
         if self.demo:
-            engine = "vLLM" if self.runbook is not None and any(s.params.get("engine") == "vllm" for s in self.runbook.spec.steps) \
-                else "SGLang"
+            from cockpit.serving import engines
+
+            named = [s.params.get("engine") for s in self.runbook.spec.steps if s.params.get("engine")] if self.runbook else []
+            engine = engines.label(named[0] if named else None)
             return "nothing real is deployed" if self.layout_state.compact else \
                 f"replayed H200 telemetry and {engine}, nothing real is deployed"
         where = str(self.config.path) if self.config.path else "this machine (no config)"

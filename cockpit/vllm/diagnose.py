@@ -11,6 +11,7 @@ from dataclasses import replace
 from cockpit.crashtexts import CUDA_OOM
 from cockpit.intake import clean
 from cockpit.diagnosis import Diagnosis
+from cockpit.serving.engine import LogReading
 from cockpit.vllm import specconfig
 from cockpit.vllm.versions import LEGACY_FLAGS
 
@@ -20,8 +21,6 @@ LOOKS_LIKE_VLLM = re.compile(r"vLLM (?:API )?server version|^usage: vllm|^(?:vll
                              r"^\(APIServer pid=\d+\)|EngineCore[_ ]|validation errors? for SpeculativeConfig|SpecDecoding metrics: |"
                              r"Avg prompt throughput: ")
 # what only SGLang's server prints: with any of it, the log is SGLang's whatever else it says
-LOOKS_LIKE_SGLANG = re.compile(r"server_args=ServerArgs\(|^usage: (?:sglang|launch_server)|Decode batch|Prefill batch|"
-                               r"The server is fired up and ready to roll")
 _UNRECOGNIZED = re.compile(r"^(?:vllm|api_server\.py|vllm serve): error: unrecognized arguments: (?P<args>.*)$")
 _BAD_JSON = re.compile(r"error: argument --speculative-config(?:/-sc)?: (?:invalid loads value: '(?P<v1>.*)'|Value (?P<v2>.*) cannot be "
                        r"converted to <function loads)")
@@ -87,12 +86,9 @@ def _bare(line: str) -> str:
     return _PROCESS.sub("", line) if line.startswith("(") else line
 
 
-def looks_like_vllm(lines: list[str]) -> bool:
-    """vLLM's own words in the log's first lines and the last ones (a tail may hold only its crash), none of SGLang's."""
-    window = [_bare(line) for line in lines[:400] + lines[-400:]]
-    if any(LOOKS_LIKE_SGLANG.search(line) for line in window):  # first: an SGLang log shows it in its first lines
-        return False
-    return any(LOOKS_LIKE_VLLM.search(line) for line in window)
+def owns_line(line: str) -> bool:
+    """vLLM's own words on a line (whose log is it: serving/engines.py asks every engine)."""
+    return LOOKS_LIKE_VLLM.search(_bare(line)) is not None
 
 
 def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) -> list[Diagnosis]:
@@ -207,8 +203,8 @@ def _pydantic(following: list[str], number: int) -> Diagnosis | None:
     if message is None:
         return None
     if (m := re.search(r"input_value='([^']*)'", message)) and field == "method" or "Unknown speculative method" in message:
-        value = m.group(1) if m and field == "method" else (_METHOD_UNKNOWN.search(message).group("value")
-                                                             if _METHOD_UNKNOWN.search(message) else None)
+        unknown = _METHOD_UNKNOWN.search(message)
+        value = m.group(1) if m and field == "method" else (unknown.group("value") if unknown else None)
         return Diagnosis("invalid_choice", f"speculative method '{value}' is not one this vLLM runs (eagle3 for an EAGLE-3 draft)",
                          "--speculative-config", value, ('"method": "eagle3"',), number)
     if "Unexpected keyword argument" in message and field:
@@ -237,17 +233,23 @@ MILESTONES = (
 STEPS = tuple(name for name, _ in MILESTONES if name != "HTTP server up")
 
 
-def for_log(lines: list[str]) -> tuple[str, list[Diagnosis], bool, list[tuple[str, int]]] | None:
-    """A log read as vLLM's when it is one (sglang/diagnose.py's `other` hook): ("vLLM", diagnoses,
-    ready, milestones with their 1-based lines); None for a log of another engine."""
-    if not looks_like_vllm(lines):
-        return None
-    start = max((i for i, line in enumerate(lines) if re.search(r"vLLM API server version|vLLM server version|^usage: vllm", line)),
-                default=0)
+RUN_START = re.compile(r"vLLM API server version|vLLM server version|^usage: vllm")
+
+
+def read_log(lines: list[str], numbers: list[int]) -> LogReading:
+    """The last run of a vLLM log (its lines as the intake gave them, with their numbers): its diagnoses,
+    whether it came up, its start-up milestones."""
+    start = max((i for i, line in enumerate(lines) if RUN_START.search(line)), default=0)
     run = lines[start:]
-    found = [replace(d, line=d.line + start) if d.line else d for d in diagnose(run)]
-    ready_at = next((start + i + 1 for i, line in enumerate(run) if READY.search(line)), None)
+
+    def number(offset: int) -> int | None:  # a 1-based line of the run -> the log's own number
+        index = start + offset - 1
+        return numbers[index] if 0 <= index < len(numbers) else None
+
+    found = [replace(d, line=number(d.line)) if d.line else d for d in diagnose(run)]
+    ready_at = next((i + 1 for i, line in enumerate(run) if READY.search(line)), None)
     if ready_at is not None:  # what was said before it came up did not stop it
-        found = [d for d in found if d.line is None or d.line > ready_at]
-    milestones = [(name, start + i + 1) for i, line in enumerate(run) for name, pattern in MILESTONES if pattern.search(line)]
-    return "vLLM", found, ready_at is not None, milestones
+        found = [d for d in found if d.line is None or d.line > (number(ready_at) or 0)]
+    milestones = [(name, number(i + 1)) for i, line in enumerate(run) for name, pattern in MILESTONES if pattern.search(line)]
+    return LogReading(found, ready_at is not None, [(n, at) for n, at in milestones if at is not None],
+                      numbers[start] if start < len(numbers) else None)

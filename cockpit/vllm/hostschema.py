@@ -8,8 +8,8 @@ import json
 from cockpit.errors import CockpitError
 from cockpit.paths import atomic_write
 from cockpit.format import shell_words
-from cockpit.sglang.hostschema import cache_dir, cache_name
-from cockpit.sglang.schema import FlagSchema, parse_argparse_text
+from cockpit.serving.helpcache import cache_dir, cache_name
+from cockpit.serving.helpschema import FlagSchema, parse_argparse_text
 
 VERSION_ARGV = ["-c", "import vllm; print(vllm.__version__)"]
 SERVE = ["-m", "vllm.entrypoints.cli.main", "serve"]
@@ -25,7 +25,7 @@ async def host_vllm(transport, python: str = "python3", refresh: bool = False, l
         last = (version.output.strip().splitlines() or ["no output"])[-1]
         raise CockpitError(f"{transport.name}: vLLM is not importable by {shell_words(prefix)}: {last[:200]}")
     number = lines[-1].strip()
-    path = cache_dir().parent / "vllm-schema" / cache_name(transport.name, number, launcher)
+    path = cache_dir("vllm") / cache_name(transport.name, number, launcher)
     if path.exists() and not refresh:
         try:
             return number, FlagSchema.from_json(json.loads(path.read_text()))

@@ -1,11 +1,11 @@
 """A vLLM server's command line, built from a launch step's parameters, and its depth changed for one
-run of a sweep: depth N (a topk-1 chain of N steps, sglang/depth.py) is `num_speculative_tokens` N."""
+run of a sweep: depth N (a topk-1 chain of N steps, serving/depth.py) is `num_speculative_tokens` N."""
 
 from __future__ import annotations
 
 import json
 
-from cockpit.sglang.depth import DepthConfig
+from cockpit.serving.depth import DepthConfig
 from cockpit.vllm.specconfig import dumps
 
 SPEC_FLAGS = ("--speculative-config", "-sc", "--speculative_config")

@@ -2,7 +2,7 @@
 vllm.entrypoints.openai.api_server --model MODEL ...`), before anything is launched.
 
 What the version's parser would say (with its --help read into a schema, the same parse as SGLang's
-lint: sglang/lint.py), then what vLLM checks after parsing: the `--speculative-config` JSON (keys,
+lint: serving/lint.py), then what vLLM checks after parsing: the `--speculative-config` JSON (keys,
 method, depth, draft; vllm/specconfig.py), the old separate flags of vLLM <= 0.8.2 (named, with the
 JSON that replaces them), and SGLang flags written into a vLLM line (with the vLLM line that means
 the same).  vllm-facts §1-2."""
@@ -10,11 +10,11 @@ the same).  vllm-facts §1-2."""
 from __future__ import annotations
 
 from cockpit.diagnosis import Diagnosis
-from cockpit.sglang.lint import LintReport, lint_args
-from cockpit.sglang.schema import FlagSchema
+from cockpit.serving.lint import LintReport, lint_args
+from cockpit.serving.helpschema import FlagSchema
 from cockpit.vllm import specconfig
 from cockpit.vllm.argv import normalise, strip_launcher
-from cockpit.vllm.translate import sglang_to_vllm
+from cockpit.vllm.crosswalk import sglang_to_vllm
 from cockpit.vllm.versions import LEGACY_FLAGS, SWITCHES, beyond_read, era, label
 
 ENGINE = "vLLM"
@@ -132,7 +132,7 @@ def _quoted(words: list[str]) -> list[str]:
 def apply_fix(argv: list[str], diagnosis) -> list[str]:
     """argv with a diagnosis's fix applied: vLLM <= 0.8.2's separate flags, all of them at once, as the one
     --speculative-config that replaces them; any other fix as SGLang's lint applies it (flag and value replaced)."""
-    from cockpit.sglang.lint import apply_fix as replace_flag
+    from cockpit.serving.lint import apply_fix as replace_flag
 
     if diagnosis.flag in LEGACY_FLAGS and diagnosis.replacement and diagnosis.replacement[0] == "--speculative-config":
         return fixed_line(argv)
@@ -161,13 +161,13 @@ def shipped_schema(version: str | None) -> FlagSchema | None:
         return None
     from importlib import resources
 
-    from cockpit.sglang.schema import parse_argparse_text
+    from cockpit.serving.helpschema import parse_argparse_text
 
     return parse_argparse_text(resources.files("cockpit.vllm").joinpath("data", name).read_text())
 
 
 def render(report: LintReport, version: str | None, schema: FlagSchema | None, help_source: str | None) -> str:
-    from cockpit.sglang.diagnose import render_diagnoses
+    from cockpit.serving.logread import render_diagnoses
 
     lines = [render_diagnoses(report.diagnoses)] if report.diagnoses else []
     who = f"vLLM {version}" if version else "vLLM (no --vllm VERSION: the newest rules read, 0.34.0)"
@@ -178,3 +178,28 @@ def render(report: LintReport, version: str | None, schema: FlagSchema | None, h
         lines.append(f"(flags checked against {help_source})")
     lines.append(f"OK: {who} would accept this command line" if report.ok else f"{who} would refuse this command line")
     return "\n".join(lines)
+
+
+async def lint_line(words: list[str], version: str | None = None, help_text: str | None = None, transport=None,
+                    python: str = "python3", deep: bool = False):
+    """`lint-flags` for a vLLM line: against the host's own vLLM (--host), a --help file, or the --help recorded from
+    the wheel of the version given; the version's rules either way."""
+    from cockpit.errors import CockpitError
+    from cockpit.serving.helpschema import load_schema
+    from cockpit.serving.lint import LineLint
+
+    if deep:
+        raise CockpitError("--deep runs SGLang's own parser on a host; for vLLM, --host H reads its flags there")
+    schema, source = None, None
+    if transport is not None:
+        from cockpit.vllm.hostschema import host_vllm
+
+        found, schema = await host_vllm(transport, python)
+        version, source = version or found, f"the flags of vLLM {found} on {transport.name}"
+    elif help_text:
+        schema, source = load_schema(help_text), help_text
+    elif (schema := shipped_schema(version)) is not None:
+        source = f"the --help of vLLM {version} recorded from its wheel"
+    report = lint(words, version, schema)
+    return LineLint(report, {"engine": "vllm", "version": version, "flags_checked": schema is not None},
+                    render(report, version, schema, source))

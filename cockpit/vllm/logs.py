@@ -86,3 +86,21 @@ def parse_spec(line: str) -> SpecLine | None:
         mean = 1.0 + sum(positions)  # per-position rates are unconditional: 1 + their sum (vllm-facts §4.1)
     return SpecLine(mean, rate, accepted, drafted, _field(body, "Accepted throughput"), _field(body, "Drafted throughput"),
                     positions, printed, bonus)
+
+
+# a vLLM server starting (vllm-facts §4.3): its figures before are another server's
+START_RE = re.compile(r"vLLM API server version \S+|vLLM server version \S+|Starting vLLM API server|Starting vLLM server on")
+
+
+def live_line(line: str):
+    """A throughput line (a window: vLLM logs one every 10 s), a SpecDecoding line (that window's acceptance) or a
+    server's start, in the core's terms (serving/engine.py LiveLine); None for any other line."""
+    from cockpit.serving.engine import LiveLine
+
+    if "throughput:" in line and (throughput := parse_throughput(line)) is not None:
+        return LiveLine("decode", None, throughput.generation_tok_s, throughput.running, throughput.waiting, throughput.kv_usage)
+    if " metrics: " in line and (spec := parse_spec(line)) is not None:
+        return LiveLine("acceptance", accept_len=spec.mean_acceptance_length, detail=spec.to_json())
+    if "vLLM" in line and START_RE.search(line) is not None:  # the substring first: this runs per line
+        return LiveLine("start")
+    return None

@@ -7,7 +7,7 @@ import ast
 import json
 
 from cockpit.diagnosis import Diagnosis
-from cockpit.sglang.suggest import most_likely, rank_values
+from cockpit.serving.suggest import most_likely, rank_values
 from cockpit.vllm.versions import ENGINE_FILLED, INT_KEYS, LEGACY_FLAGS, SWITCHES, Era, era, label
 
 FLAG = "--speculative-config"
@@ -44,14 +44,14 @@ def check(text: str, version: str | None = None, draft_exists: bool | None = Non
                           replacement=tuple(legacy_words(text)) or None)]
     config, problem = parse(text, chosen)
     if config is None:
-        return [Diagnosis("invalid_json", problem, FLAG, text, ('{"method": "eagle3", "model": "DRAFT", "num_speculative_tokens": N}',))]
+        return [Diagnosis("invalid_json", problem or "not a JSON object", FLAG, text, ('{"method": "eagle3", "model": "DRAFT", "num_speculative_tokens": N}',))]
     for key in config:
         if key in ENGINE_FILLED:
             out.append(Diagnosis("engine_filled_key", f"{FLAG}: '{key}' is filled in by the engine; remove it", FLAG, key))
         elif key == "tensor_parallel_size":
             out.append(Diagnosis("unknown_key", f"{FLAG}: 'tensor_parallel_size' is not a valid argument in the speculative_config; "
                                  "use 'draft_tensor_parallel_size'", FLAG, key, ("draft_tensor_parallel_size",),
-                                 replacement=(FLAG, dumps(_renamed(config, key, "draft_tensor_parallel_size")))))
+                                 replacement=(FLAG, dumps(_renamed(config, key, "draft_tensor_parallel_size") or config))))
         elif key not in chosen.keys:
             meant = most_likely(key, tuple(sorted(chosen.keys)))
             fixed = _renamed(config, key, meant) if meant else None

@@ -111,7 +111,8 @@ def era(version: str | None) -> Era:
 
 def beyond_read(version: str | None) -> bool:
     parsed = parse_version(version) if version else None
-    return parsed is not None and parsed > parse_version(NEWEST_READ)
+    newest = parse_version(NEWEST_READ)
+    return parsed is not None and newest is not None and parsed > newest
 
 
 def label(version: str | None, chosen: Era) -> str:

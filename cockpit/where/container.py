@@ -30,11 +30,13 @@ def read_inspect(text: str) -> dict | None:
 
 def state_of(engine: str, label: str, info: dict, host: str) -> ManagerState:
     manager = "Podman" if engine == "podman" else "Docker"
-    state = info.get("State") if isinstance(info.get("State"), dict) else {}
+    raw = info.get("State")
+    state: dict = raw if isinstance(raw, dict) else {}
     status = str(state.get("Status") or "").lower()
     code = state.get("ExitCode")
     code = code if isinstance(code, int) and not isinstance(code, bool) else None
-    restarts = info.get("RestartCount") if isinstance(info.get("RestartCount"), int) else 0
+    counted = info.get("RestartCount")
+    restarts = counted if isinstance(counted, int) else 0
     started, finished = parse_time(state.get("StartedAt")), parse_time(state.get("FinishedAt"))
     limit = ((info.get("HostConfig") or {}).get("Memory") or 0) if isinstance(info.get("HostConfig"), dict) else 0
     reason = ""

@@ -23,7 +23,7 @@ BOTH_STREAMS = 'exec "$@" 2>&1'  # a constant script: the command travels as its
 
 
 class StreamFollower:
-    def __init__(self, transport: Transport, argv_since: Callable[[str | None], list[str]], max_lines: int = 20_000,
+    def __init__(self, transport: Transport, argv_since: Callable[[str | None], list[str] | None], max_lines: int = 20_000,
                  restart_after_s: float = 5.0):
         self.transport = transport
         self.argv_since = argv_since
@@ -50,7 +50,7 @@ class StreamFollower:
         self.lines.append(text)
 
     async def _run(self) -> None:
-        argv = self.argv_since(self.last_stamp)
+        argv = self.argv_since(self.last_stamp) or []
         try:
             stream = await self.transport.stream(["sh", "-c", BOTH_STREAMS, "sh", *argv])
             async with stream:

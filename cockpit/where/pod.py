@@ -27,8 +27,9 @@ def _terminated_words(term: dict) -> str:
 
 
 def state_of(label: str, pod: dict, container: str | None) -> ManagerState:
-    status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    raw_status, raw_spec = pod.get("status"), pod.get("spec")
+    status: dict = raw_status if isinstance(raw_status, dict) else {}
+    spec: dict = raw_spec if isinstance(raw_spec, dict) else {}
     phase_word = str(status.get("phase") or "Unknown")
     statuses = [s for s in status.get("containerStatuses") or [] if isinstance(s, dict)]
     mine = next((s for s in statuses if s.get("name") == container), None) if container else (statuses[0] if statuses else None)

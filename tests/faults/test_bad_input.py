@@ -283,8 +283,8 @@ def _has_nan(value) -> bool:
 @given(st.one_of(JSONISH.map(json.dumps), st.text(max_size=40)))
 def test_speculative_config_values(value):
     """vLLM's --speculative-config takes JSON: any value gets a suggestion or none, never a crash."""
-    from cockpit.sglang.lint import lint_args
-    from cockpit.sglang.schema import load_schema
+    from cockpit.sglang.lint import lint as lint_args
+    from cockpit.serving.helpschema import load_schema
 
     counted("flag values (lint)")
     schema = load_schema(Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "help_0.5.23.txt")

@@ -17,7 +17,7 @@ from cockpit.hosts.commandlog import CommandLog
 from cockpit.hosts.follow import clean
 from cockpit.hosts.local import LocalTransport
 from cockpit.hosts.state import HostState
-from cockpit.sglang.depth import DepthConfig
+from cockpit.serving.depth import DepthConfig
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import ComputeProcess, GpuSample, HostSnapshot
 

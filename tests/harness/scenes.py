@@ -30,7 +30,7 @@ def recorded_results(app, fixtures) -> None:
     from cockpit.hosts.commandlog import CommandRecord
     from cockpit.runbook.checks import judge
     from cockpit.runbook.model import StepResult, StepState
-    from cockpit.sglang.diagnose import diagnose_file
+    from cockpit.serving.logread import diagnose_file
 
     then = time.time() - HOURS_AGO
     report = judge(app.hub.latest["gpu-server"])
@@ -120,9 +120,9 @@ async def _runs(pilot) -> None:
 async def _serving(pilot) -> None:
     from harness.builders import DECODE_LINES as LINES
 
-    from cockpit.sglang.diagnose import LogReport
-    from cockpit.sglang.live import LiveFigures
-    from cockpit.sglang.server import ServerStatus
+    from cockpit.serving.logread import LogReport
+    from cockpit.serving.live import LiveFigures
+    from cockpit.serving.server import ServerStatus
     from cockpit.ui.widgets.server_log import ServerLogPane
 
     await _runs(pilot)
@@ -153,9 +153,9 @@ VLLM_LINES = [
 
 async def _vllm_serving(pilot) -> None:
     """A vLLM server (its 0.10.2 log lines, as its source formats them) in the same server pane."""
-    from cockpit.sglang.diagnose import diagnose_lines
-    from cockpit.sglang.live import LiveFigures
-    from cockpit.sglang.server import ServerStatus
+    from cockpit.serving.logread import diagnose_lines
+    from cockpit.serving.live import LiveFigures
+    from cockpit.serving.server import ServerStatus
     from cockpit.ui.widgets.server_log import ServerLogPane
 
     await _runs(pilot)
@@ -170,9 +170,9 @@ async def _vllm_serving(pilot) -> None:
 
 async def _group(pilot) -> None:
     """A launch group whose rank 1 died after the start: failed, never half-up; the cause names the node."""
-    from cockpit.sglang.diagnose import LogReport
+    from cockpit.serving.logread import LogReport
     from cockpit.sglang.group import group_state, node_state
-    from cockpit.sglang.server import ServerStatus
+    from cockpit.serving.server import ServerStatus
     from cockpit.ui.widgets.server_log import ServerLogPane
 
     await _runs(pilot)

@@ -59,8 +59,8 @@ from cockpit.hosts.ssh import SshTransport  # noqa: E402
 from cockpit.runbook.model import StepResult, StepState  # noqa: E402
 from cockpit.runs.spec import RunSpec  # noqa: E402
 from cockpit.runs.watch import run_alert, watch_runs  # noqa: E402
-from cockpit.sglang.live import flag_alert  # noqa: E402
-from cockpit.sglang.server import ServerWatcher, death_alert, watch_server  # noqa: E402
+from cockpit.serving.live import flag_alert  # noqa: E402
+from cockpit.serving.server import ServerWatcher, death_alert, watch_server  # noqa: E402
 
 RECORDING = ROOT / "tests" / "fixtures" / "training" / "E4-report-none" / "train.log"
 TRAINER = ROOT / "tests" / "standin" / "trainer_replay.py"

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from cockpit.sglang.diagnose import diagnose_file, diagnose_lines  # noqa: E402
+from cockpit.serving.logread import diagnose_file, diagnose_lines  # noqa: E402
 
 CRASH = ROOT / "tests" / "fixtures" / "sglang" / "unrecognized_0.5.23.log"
 

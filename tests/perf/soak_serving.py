@@ -140,8 +140,8 @@ def child_headless(config_path: str, samples: int, every_s: float) -> None:
 
     from cockpit.context import Context
     from cockpit.runs.watch import watch_runs
-    from cockpit.sglang.server import watch_server
-    from cockpit.sglang.target import launched_server, server_watcher
+    from cockpit.serving.server import watch_server
+    from cockpit.serving.target import launched_server, server_watcher
 
     async def go():
         ctx = Context.load(config_path)

@@ -10,7 +10,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import ProgressBar, Static
 
 from cockpit.format import plural, time_left
-from cockpit.sglang.depth import DepthConfig
+from cockpit.serving.depth import DepthConfig
 from cockpit.ui.actions import bindings
 from cockpit.ui.widgets.chart import Chart
 

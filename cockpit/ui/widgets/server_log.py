@@ -7,13 +7,12 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from cockpit.sglang.diagnose import MILESTONES, Diagnosis
-from cockpit.sglang.server import ServerStatus
+from cockpit.diagnosis import Diagnosis
+from cockpit.serving import engines
+from cockpit.serving.logread import LogReport
+from cockpit.serving.server import ServerStatus
 from cockpit.ui.widgets.bounded_log import BoundedRichLog
 from cockpit.format import shell_words
-
-STEPS = [name for name, _ in MILESTONES]
-
 
 def status_line(status: ServerStatus | None, target: str) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
@@ -37,15 +36,8 @@ def status_line(status: ServerStatus | None, target: str) -> Text:
         text.append("PROCESS DEAD", style="bold white on red")
         text.append("  ")
     seen = {m for m, _ in status.report.milestones}
-    if status.report.engine == "vllm":
-        from cockpit.vllm.diagnose import STEPS as VLLM_STEPS
-
-        steps = VLLM_STEPS
-    else:
-        steps = STEPS
-    for name in steps:
-        if name in ("HTTP server up", "draft CUDA graphs"):
-            continue
+    engine = status.report.engine
+    for name in engines.engine(engine if engines.known(engine) else None).start_steps:
         text.append(("✔ " if name in seen else "· ") + name + "  ", style="green" if name in seen else "dim")
     return text
 
@@ -214,8 +206,6 @@ class ServerLogPane(Vertical):
 
     def show_failed_launch(self, result, started: bool) -> None:
         """A launch that was refused or whose server died: its diagnoses, read back from the step's evidence."""
-        from cockpit.sglang.diagnose import LogReport
-
         diagnoses = Diagnosis.all_from_json((result.evidence or {}).get("diagnoses"))
         lines = result.output.splitlines() if result.output else []
         if not started and not lines:

@@ -1,4 +1,5 @@
-"""SGLang's flags, read from its own argparse output (the usage synopsis and `--help`).
+"""An engine's flags, read from its own argparse output (the usage synopsis and `--help`): SGLang's
+`launch_server`, vLLM's `vllm serve`.
 
 Works on every version in the fixtures: wrapped usage lines, `{choices}`, `[--x | --no-x]` pairs,
 nargs forms (`X [X ...]`, `[X]`, `[X ...]`) and aliases (`--model-path MODEL_PATH, --model MODEL_PATH`).
@@ -189,7 +190,7 @@ USAGE_RE = re.compile(r"^usage: (\S+(?: serve)?)\s", re.MULTILINE)
 
 def _usage_block(text: str, start: int) -> str:
     """The usage synopsis starting at `start`: until a blank line or the `PROG: error:` line."""
-    lines = []
+    lines: list[str] = []
     for line in text[start:].splitlines():
         if lines and (not line.strip() or re.match(r"^\S.*: error: ", line)):
             break
@@ -199,7 +200,8 @@ def _usage_block(text: str, start: int) -> str:
 
 def _groups(usage: str) -> list[tuple[str, bool]]:
     """Top-level items of a usage synopsis: (text, optional?)."""
-    items, depth, buf = [], 0, ""
+    items: list[tuple[str, bool]] = []
+    depth, buf = 0, ""
     for ch in usage:
         if ch == "[":
             if depth == 0:
@@ -225,7 +227,8 @@ def _groups(usage: str) -> list[tuple[str, bool]]:
 
 def _split_required(text: str) -> list[str]:
     """Unbracketed text: `--model-path MODEL_PATH --x X` -> one item per option."""
-    parts, current = [], []
+    parts: list[str] = []
+    current: list[str] = []
     for word in text.split():
         if word.startswith("-") and current:
             parts.append(" ".join(current))
@@ -333,20 +336,6 @@ def parse_argparse_text(text: str) -> FlagSchema:
     return FlagSchema(prog=prog, flags=merged)
 
 
-REFERENCE_HELP = "help_0.5.23.txt"  # the newest recorded `--help`, shipped in cockpit/sglang/data
-_reference: FlagSchema | None = None
-
-
-def reference_schema() -> FlagSchema:
-    """The flags of the newest SGLang the cockpit ships a `--help` of (help texts for a usage-only schema)."""
-    global _reference
-    if _reference is None:
-        from importlib import resources
-
-        _reference = parse_argparse_text(resources.files("cockpit.sglang").joinpath("data", REFERENCE_HELP).read_text())
-    return _reference
-
-
 def load_schema(path: str | Path) -> FlagSchema:
     """A schema from a file: JSON written by the cockpit, or argparse help/usage text."""
     path = Path(path)
@@ -355,7 +344,7 @@ def load_schema(path: str | Path) -> FlagSchema:
     except OSError as exc:
         raise CockpitError(f"{path}: {exc.strerror or exc}") from None
     if b"\x00" in raw[:8192]:
-        raise CockpitError(f"{path}: binary file, not SGLang help text")
+        raise CockpitError(f"{path}: binary file, not an engine's --help text")
     text = raw.decode("utf-8", "replace")
     if text.lstrip().startswith("{"):
         try:

@@ -1,4 +1,5 @@
-"""The same serving line in the other engine: an SGLang EAGLE-3 launch as the vLLM line that means the
+"""The crosswalk: the one module that names both engines (SGLang's flags as data; SGLang's launcher
+recognised through the engine registry, never by importing SGLang's package).  The same serving line in the other engine: an SGLang EAGLE-3 launch as the vLLM line that means the
 same, and back (vllm-facts §5: a topk-1 chain of N steps in SGLang, N + 1 draft tokens, is vLLM's
 `num_speculative_tokens` N; both verify N + 1 positions per step).
 
@@ -27,6 +28,13 @@ NOT_SAME = {"--mem-fraction-static": "--gpu-memory-utilization (SGLang's fractio
             "GPU: not the same number)"}
 
 
+def _sglang_args(argv: list[str]) -> list[str]:
+    """SGLang's own arguments of a line (its launcher dropped, as its engine reads it)."""
+    from cockpit.serving.engines import engine
+
+    return engine("sglang").command_args(argv)
+
+
 def _pairs(args: list[str]) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = []
     position = 0
@@ -50,9 +58,7 @@ def _pairs(args: list[str]) -> list[tuple[str, str | None]]:
 def sglang_to_vllm(args: list[str]) -> tuple[list[str], list[str]]:
     """An SGLang command line (with or without `python -m sglang.launch_server`) as `vllm serve ...`,
     and notes on what was not translated."""
-    from cockpit.sglang.lint import strip_launcher
-
-    pairs = _pairs(strip_launcher(args))
+    pairs = _pairs(_sglang_args(args))
     model, spec, out, notes = "MODEL", {}, [], []
     for flag, value in pairs:
         if flag in ("--model-path", "--model"):
@@ -148,7 +154,5 @@ def other_engine_line(words: list[str]) -> dict | None:
     theirs = [w.split("=", 1)[0] for w in words if w.split("=", 1)[0] in {*LEGACY_FLAGS, "--speculative-config", "-sc"}]
     if not theirs:
         return None
-    from cockpit.sglang.lint import strip_launcher
-
-    line, notes = vllm_to_sglang(["vllm", "serve", *strip_launcher(words)], keep_unknown=True)
+    line, notes = vllm_to_sglang(["vllm", "serve", *_sglang_args(words)], keep_unknown=True)
     return {"flags": theirs, "line": line, "notes": notes}

@@ -13,7 +13,7 @@ import re
 import json
 from dataclasses import dataclass
 
-from cockpit.sglang.schema import FlagSchema
+from cockpit.serving.helpschema import FlagSchema
 from cockpit.format import shell_words
 
 
@@ -210,7 +210,7 @@ def rank_values(wrong: str, choices: tuple[str, ...]) -> list[str]:
         if alias is not None and _alnum(alias) == b:
             return (3.0, 0.0)
         sibling = re.match(r"^(.*?[a-z])(\d+)$", b) if numbered else None
-        if sibling and sibling.group(1) == numbered.group(1):
+        if sibling and numbered and sibling.group(1) == numbered.group(1):
             # a versioned name (EAGLE4): its nearest numbered sibling (EAGLE3) before the bare stem (EAGLE)
             return (2.5, -abs(int(sibling.group(2)) - int(numbered.group(2))))
         if a and b and (b.startswith(a) or a.startswith(b)):

@@ -1,4 +1,4 @@
-"""An SGLang server on a host: its command line, its log followed from the end, its readiness.
+"""A server on a host, whatever its engine: its log followed from the end, its readiness, its watch.
 
 Readiness is asked from the host's side (a direct-tcpip channel on the existing SSH connection,
 or a local socket): connection refused = still loading, 503 = warming up, 200 = ready.
@@ -10,33 +10,15 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from cockpit.hosts.follow import LogFollower as FileFollower
 from cockpit.hosts.procs import process_alive
 from cockpit.hosts.transport import Transport, TransportError
-from cockpit.sglang.depth import DepthConfig
-from cockpit.sglang.diagnose import Diagnosis, LogReport, diagnose_lines
+from cockpit.diagnosis import Diagnosis
+from cockpit.serving.logread import LogReport, diagnose_lines
 
 DEFAULT_PORT = 30000
-
-
-def server_argv(python: str, model_path: str, draft_path: str | None = None, depth: DepthConfig | None = None,
-                algorithm: str = "EAGLE3", tp: int | None = None, port: int = DEFAULT_PORT, bind: str | None = None,
-                extra_args: list[str] | None = None) -> list[str]:
-    """The launch command as an argument list (never a shell string)."""
-    argv = [python, "-m", "sglang.launch_server", "--model-path", model_path]
-    if tp:
-        argv += ["--tp-size", str(tp)]
-    argv += ["--port", str(port)]
-    if bind:
-        argv += ["--host", bind]
-    if depth is not None and depth.speculative:
-        argv += ["--speculative-algorithm", algorithm]
-        if draft_path:
-            argv += ["--speculative-draft-model-path", draft_path]
-        argv += depth.args()
-    argv += list(extra_args or [])
-    return argv
 
 
 # --- health ---------------------------------------------------------------------------------------
@@ -139,7 +121,7 @@ class ServerStatus:
     alive: bool
     report: LogReport
     new_lines: list[str]
-    figures: dict = field(default_factory=dict)  # live serving figures (sglang/live.py to_json): throughput, acceptance, flags
+    figures: dict = field(default_factory=dict)  # live serving figures (serving/live.py to_json): throughput, acceptance, flags
     group: dict | None = None  # a launch group's state (sglang/group.py GroupState.to_json): every node
 
 
@@ -149,7 +131,7 @@ class ServerWatcher:
 
     def __init__(self, transport: Transport, pid: int | None, port: int | None, log: str | None, keep_lines: int = 2000, group=None,
                  prometheus=None, placement=None):
-        from cockpit.sglang.live import LiveServer
+        from cockpit.serving.live import LiveServer
 
         self.prometheus = prometheus  # (PrometheusSettings, selector): SGLang's series as Prometheus scraped them
         self.group = group  # a GroupWatcher over every node of a launch group (rank 0 is this server)
@@ -158,9 +140,9 @@ class ServerWatcher:
         self.port = port
         self.follower = LogFollower(transport, log) if log else None
         self.placement = placement  # where it runs (a container, a Slurm job, a pod): its manager says whether it lives
-        self.manager = None
-        self.manager_state = None
-        self.stream = None  # the manager's log stream, when no log file is named
+        self.manager: Any = None  # its workload manager's adapter (where/adapters.py), when a placement is given
+        self.manager_state: Any = None
+        self.stream: Any = None  # the manager's log stream, when no log file is named
         if placement is not None:
             from cockpit.where.adapters import adapter_for
 
@@ -174,7 +156,7 @@ class ServerWatcher:
         self._asked = float("-inf")
 
     async def poll(self) -> ServerStatus:
-        from cockpit.sglang.live import routine_line
+        from cockpit.serving.live import routine_line
 
         new: list[str] = []
         if self.manager is not None:

@@ -1,9 +1,12 @@
-"""Runbook steps for SGLang: `sglang_launch` (build, lint, start detached) and `sglang_ready`
-(wait for /health 200, or diagnose the crash)."""
+"""The serving steps, for every engine: `serve_launch` (build the engine's command line, lint it against the
+host's own engine, start it detached, gated on fresh clean-GPU evidence) and `serve_ready` (wait for /health
+200, or diagnose the crash).  Their old names `sglang_launch` and `sglang_ready` are aliases: runbooks written
+with them load unchanged.  What differs per engine is asked of it (serving/engines.py)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from cockpit.format import plural, shell_words
@@ -13,12 +16,26 @@ from cockpit.runbook.builtin import Launch
 from cockpit.runbook.kind import Param, RunContext, StepKind
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
-from cockpit.sglang.diagnose import diagnose_lines
-from cockpit.sglang.lint import LintReport, lint_args, strip_launcher
-from cockpit.sglang.schema import load_schema
-from cockpit.sglang.depth import DepthConfig, with_depth
-from cockpit.sglang.group import DEFAULT_DIST_PORT, GROUP_FLAGS, Refused as _Refused
-from cockpit.sglang.server import DEFAULT_PORT, LogFollower, server_argv, wait_ready
+from cockpit.serving import engines
+from cockpit.serving.depth import DepthConfig
+from cockpit.serving.engine import Engine
+from cockpit.serving.helpschema import load_schema
+from cockpit.serving.lint import LintReport
+from cockpit.serving.logread import diagnose_lines
+from cockpit.serving.server import DEFAULT_PORT, LogFollower, wait_ready
+
+# a launch over several nodes (SGLang's, serving/engine.py Engine.group): the flags the group sets per node
+DEFAULT_DIST_PORT = 20000
+GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr", "--gated-launch-port")
+
+
+@dataclass
+class Refused:
+    """A launch refused before anything started: the lint's report and the command line it judged."""
+
+    report: LintReport
+    argv: list[str]
+    message: str | None = None
 
 
 def depth_of(params: dict[str, Any]) -> DepthConfig | None:
@@ -35,15 +52,16 @@ def depth_of(params: dict[str, Any]) -> DepthConfig | None:
     return None
 
 
-class SglangLaunch(Launch):
-    name = "sglang_launch"
+class ServeLaunch(Launch):
+    name = "serve_launch"
+    aliases = ("sglang_launch",)
     destructive = True
     launch = True
     params = {
         "model_path": Param(str, None, required=True, help="the target model on the host"),
         "draft_path": Param(str, None, help="the EAGLE-3 draft directory on the host"),
         "algorithm": Param(str, "EAGLE3"),
-        "engine": Param(str, "sglang", help="the engine that serves: sglang (default) or vllm (vllm serve, --speculative-config)"),
+        "engine": Param(str, "sglang", help="the engine that serves: " + ", ".join(engines.BUILTIN) + " (default sglang)"),
         "vllm_version": Param(str, None, help="with engine vllm: its version, for the rules the lint applies (default: the host's own)"),
         "depth": Param(int, None, help="a topk-1 chain of N steps, N + 1 draft tokens (vLLM's num_speculative_tokens N)"),
         "draft_tokens": Param(int, None, help="SGLang's --speculative-num-draft-tokens (alone: a topk-1 chain, steps N - 1)"),
@@ -51,12 +69,12 @@ class SglangLaunch(Launch):
         "topk": Param(int, None, help="SGLang's --speculative-eagle-topk"),
         "tp": Param(int, None, help="tensor parallel size"),
         "port": Param(int, DEFAULT_PORT),
-        "bind": Param(str, None, help="--host for the server (default SGLang's 127.0.0.1)"),
-        "extra_args": Param(list, None, help="more SGLang flags, as a list of words"),
+        "bind": Param(str, None, help="--host for the server (default: the engine's own, 127.0.0.1 for SGLang)"),
+        "extra_args": Param(list, None, help="more of the engine's flags, as a list of words"),
         "env": Param(dict, None),
         "log": Param(str, None),
-        "python": Param(str, None, help="the interpreter with SGLang on the host (default: the host's 'python')"),
-        "help_text": Param(str, None, help="a local file with SGLang's --help, instead of asking the host"),
+        "python": Param(str, None, help="the interpreter with the engine on the host (default: the host's 'python')"),
+        "help_text": Param(str, None, help="a local file with the engine's --help, instead of asking the host"),
         "lint": Param(bool, True),
         "settle_s": Param((int, float), 3.0),
         "cwd": Param(str, None),
@@ -79,10 +97,15 @@ class SglangLaunch(Launch):
 
     @staticmethod
     def engine(spec: StepSpec) -> str:
-        return "vllm" if spec.params.get("engine") == "vllm" else "sglang"
+        """The step's engine's name (an unknown one is refused by validate)."""
+        return spec.params.get("engine") or engines.DEFAULT
+
+    @staticmethod
+    def engine_of(spec: StepSpec) -> Engine:
+        return engines.engine(spec.params.get("engine"))
 
     def engine_name(self, spec: StepSpec) -> str:
-        return "vLLM" if self.engine(spec) == "vllm" else "SGLang"
+        return engines.label(self.engine(spec))
 
     def title(self, spec: StepSpec) -> str:
         depth = depth_of(spec.params)
@@ -94,19 +117,17 @@ class SglangLaunch(Launch):
         return f"flags checked against the host's own {self.engine_name(spec)} first; runs only with fresh clean-GPU evidence"
 
     def validate(self, spec: StepSpec) -> str | None:
-        engine = spec.params.get("engine", "sglang")
-        if engine not in ("sglang", "vllm"):
-            return f"engine must be 'sglang' or 'vllm', got {engine!r}"
-        if engine == "vllm":
-            from cockpit.vllm.versions import version_problem
-
-            if spec.params.get("vllm_version") and version_problem(str(spec.params["vllm_version"])):
-                return f"vllm_version: {version_problem(str(spec.params['vllm_version']))}"
-            if len(self.hosts(spec)) > 1:
-                return "a launch over several nodes is SGLang's only so far: give engine = \"sglang\", or one host"
-            depth = depth_of(spec.params)
-            if depth is not None and depth.speculative and (depth.topk or 1) > 1:
-                return "vLLM's eagle3 drafts a chain: give 'depth' (num_speculative_tokens), not a topk > 1 tree"
+        if not engines.known(spec.params.get("engine")):
+            return f"engine must be one of {', '.join(repr(n) for n in engines.names())}, got {spec.params.get('engine')!r}"
+        engine = self.engine_of(spec)
+        problem = engine.validate_launch(spec.params, len(self.hosts(spec)))
+        if problem:
+            return problem
+        if len(self.hosts(spec)) > 1 and engine.group is None:
+            return f"a launch over several nodes is not {engine.label}'s yet: give one host"
+        depth = depth_of(spec.params)
+        if depth is not None and depth.speculative and (depth.topk or 1) > 1 and not engine.capabilities.tree_drafts:
+            return f"{engine.label} drafts a chain: give 'depth' (num_speculative_tokens), not a topk > 1 tree"
         if spec.params.get("depth") is not None and any(spec.params.get(k) is not None for k in ("steps", "topk", "draft_tokens")):
             return "give 'depth' (a topk-1 chain) or SGLang's 'steps'/'topk'/'draft_tokens', not both"
         if spec.params.get("steps") is not None and (spec.params.get("topk") or 1) > 1 and spec.params.get("draft_tokens") is None:
@@ -209,33 +230,20 @@ class SglangLaunch(Launch):
     def server_argv_of(self, spec: StepSpec, python: str | None = None) -> list[str]:
         """The engine's own command line of the step's parameters (in a container: the image's python3)."""
         python = "python3" if spec.params.get("image") else (spec.params.get("python") or python or "python3")
-        if self.engine(spec) == "vllm":
-            from cockpit.vllm.launch import vllm_argv
-
-            return vllm_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params), spec.params.get("tp"),
-                             spec.params.get("port", DEFAULT_PORT), spec.params.get("bind"), spec.params.get("extra_args"))
-        return server_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params),
-                           spec.params.get("algorithm", "EAGLE3"), spec.params.get("tp"), spec.params.get("port", DEFAULT_PORT),
-                           spec.params.get("bind"), spec.params.get("extra_args"))
+        return self.engine_of(spec).server_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params),
+                                                spec.params.get("algorithm", "EAGLE3"), spec.params.get("tp"),
+                                                spec.params.get("port", DEFAULT_PORT), spec.params.get("bind"), spec.params.get("extra_args"))
 
     def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
         base = self.base_argv(ctx.runbook if ctx else None, spec, ctx.hub.config.host(spec.host).python if ctx else None)
         if ctx is not None and any(k in ctx.variant for k in ("depth", "steps", "topk", "draft_tokens")):
-            if self.engine(spec) == "vllm":
-                from cockpit.vllm.launch import vllm_with_depth
-
-                return vllm_with_depth(base, depth_of(spec.params) or DepthConfig())
-            return with_depth(base, depth_of(spec.params) or DepthConfig())  # one run of a sweep: only the depth varies
+            return self.engine_of(spec).with_depth(base, depth_of(spec.params) or DepthConfig())  # one run of a sweep: only the depth varies
         return base
 
     def lint(self, argv: list[str], spec: StepSpec, schema) -> LintReport:
-        """The engine's own lint of the command line (vLLM: its version's rules and, with its --help, its flags)."""
-        argv = self.server_words(spec, argv)
-        if self.engine(spec) == "vllm":
-            from cockpit.vllm.lint import lint as vllm_lint
-
-            return vllm_lint(argv, spec.params.get("vllm_version") or getattr(schema, "version", None), schema)
-        return lint_args(strip_launcher(argv), schema)
+        """The engine's own lint of the command line (its version's rules and, with its --help, its flags)."""
+        engine = self.engine_of(spec)
+        return engine.lint(self.server_words(spec, argv), spec.params.get(engine.version_key), schema)
 
     async def schema(self, ctx: RunContext, spec: StepSpec):
         if spec.params.get("help_text"):
@@ -248,25 +256,17 @@ class SglangLaunch(Launch):
             # the image's own engine: its version and --help, asked inside it (with the server's env and mounts)
             launcher = in_image(box[0], box[2], spec.params.get("env"), spec.params.get("container_args"))
         python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
-        if self.engine(spec) == "vllm":
-            from cockpit.vllm.hostschema import host_vllm
-
-            return (await host_vllm(ctx.transport(spec.host), python, launcher=launcher))[1]  # the host's own vLLM, as for SGLang
-        from cockpit.sglang.hostschema import host_schema
-
-        return await host_schema(ctx.transport(spec.host), python, launcher=launcher)
+        return await self.engine_of(spec).host_schema(ctx.transport(spec.host), python, launcher)  # the host's own engine
 
     async def plan(self, ctx: RunContext, spec: StepSpec):
         if len(self.hosts(spec)) > 1:
-            from cockpit.sglang.grouplaunch import plan_group
-
-            return await plan_group(self, ctx, spec)
+            return await self.engine_of(spec).group.plan_group(self, ctx, spec)
         argv = self.argv(ctx, spec)
         lint = LintReport()
         if spec.params.get("lint", True):
             lint = self.lint(argv, spec, await self.schema(ctx, spec))
             if not lint.ok:
-                return None, _Refused(lint, argv)
+                return None, Refused(lint, argv)
         old = self.previous(ctx, spec)
         old_pid = old.pid if old else None
         lines = []
@@ -287,11 +287,9 @@ class SglangLaunch(Launch):
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
-        if len(self.hosts(spec)) > 1 and not isinstance(planned, _Refused):
-            from cockpit.sglang.grouplaunch import run_group
-
-            return await run_group(self, ctx, spec, planned)
-        if isinstance(planned, _Refused):
+        if len(self.hosts(spec)) > 1 and not isinstance(planned, Refused):
+            return await self.engine_of(spec).group.run_group(self, ctx, spec, planned)
+        if isinstance(planned, Refused):
             errors = planned.report.errors
             why = planned.message or errors[0].message
             return StepResult(StepState.FAILED, started, _now(), f"refused before launch: {why}",
@@ -320,10 +318,11 @@ class SglangLaunch(Launch):
         return StepResult(StepState.PASSED, started, _now(), f"running as pid {pid} on port {evidence['port']}, log {log}", evidence)
 
 
-class SglangReady(StepKind):
-    name = "sglang_ready"
+class ServeReady(StepKind):
+    name = "serve_ready"
+    aliases = ("sglang_ready",)
     params = {
-        "launch_step": Param(str, None, help="the sglang_launch step to wait for (default: the last one before)"),
+        "launch_step": Param(str, None, help="the launch step to wait for (default: the last one before)"),
         "timeout_s": Param((int, float), 1800.0, help="loading a large model can take tens of minutes"),
         "poll_s": Param((int, float), 1.0),
     }
@@ -345,15 +344,15 @@ class SglangReady(StepKind):
         return lines
 
     def launch_of(self, runbook, spec: StepSpec) -> str:
-        """The sglang_launch step this one waits for: named, or the last one before it."""
+        """The launch step this one waits for: named, or the last one before it."""
         if spec.params.get("launch_step"):
             return runbook.spec.step(spec.params["launch_step"]).name
         steps = runbook.spec.steps
-        before = [s for s in steps[: steps.index(spec)] if s.kind == "sglang_launch"]
+        before = [s for s in steps[: steps.index(spec)] if is_launch(s.kind)]
         if not before:
             from cockpit.errors import CockpitError
 
-            raise CockpitError("no sglang_launch step before this one")
+            raise CockpitError("no serve_launch step before this one")
         return before[-1].name
 
     def _launch_spec(self, ctx: RunContext, spec: StepSpec) -> StepSpec:
@@ -370,10 +369,8 @@ class SglangReady(StepKind):
 
         members = group_of(result.evidence)
         if len(members) > 1:
-            from cockpit.sglang.grouplaunch import wait_group_ready
-
-            return await wait_group_ready(ctx, spec, launch, members, float(spec.params.get("timeout_s", 1800.0)),
-                                          float(spec.params.get("poll_s", 1.0)))
+            return await ServeLaunch.engine_of(launch).group.wait_group_ready(ctx, spec, launch, members, float(spec.params.get("timeout_s", 1800.0)),
+                                                                               float(spec.params.get("poll_s", 1.0)))
         transport = ctx.transport(launch.host)
         outcome = await wait_ready(transport, server.pid, server.port, server.log,
                                    float(spec.params.get("timeout_s", 1800.0)), float(spec.params.get("poll_s", 1.0)))
@@ -382,9 +379,9 @@ class SglangReady(StepKind):
                  "diagnoses": [d.to_json() for d in outcome.diagnoses]}
         tail = "\n".join(outcome.lines[-40:])
         served = ""
-        if outcome.state == "ready" and ctx.runbook.kind(launch).engine(launch) == "vllm":
-            # vLLM's /health says the engine is up; /v1/models says what it serves (the name clients must use)
-            from cockpit.sglang.live import get, opener_for
+        if outcome.state == "ready" and ServeLaunch.engine_of(launch).capabilities.served_models:
+            # its /health says the engine is up; /v1/models says what it serves (the name clients must use)
+            from cockpit.serving.live import get, opener_for
 
             answer = await get(opener_for(transport), f"http://127.0.0.1:{server.port}/v1/models")
             try:
@@ -409,13 +406,9 @@ def launch_depth(runbook, spec: StepSpec) -> DepthConfig | None:
     """The configuration a launch step runs now (the one a fix produced, say); None when its command
     line does not say."""
     kind = runbook.kind(spec)
-    if not isinstance(kind, SglangLaunch):
+    if not isinstance(kind, ServeLaunch):
         return None
-    if kind.engine(spec) == "vllm":
-        from cockpit.vllm.launch import depth_of_argv
-
-        return depth_of_argv(kind.base_argv(runbook, spec))
-    return DepthConfig.from_argv(kind.base_argv(runbook, spec))
+    return kind.engine_of(spec).depth_of_argv(kind.base_argv(runbook, spec))
 
 
 def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:
@@ -430,13 +423,21 @@ def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:
         raise CockpitError("the launch step recorded no command line")
     spec = runbook.spec.step(step)
     kind = runbook.kind(spec)
-    if isinstance(kind, SglangLaunch) and kind.engine(spec) == "vllm":
-        from cockpit.vllm.lint import apply_fix
-    else:
-        from cockpit.sglang.lint import apply_fix
-    fixed = apply_fix(argv, diagnosis)  # the engine's own: vLLM's folds every old speculative flag into one JSON
+    engine = kind.engine_of(spec) if isinstance(kind, ServeLaunch) else engines.engine(None)
+    fixed = engine.apply_fix(argv, diagnosis)  # the engine's own: vLLM's folds every old speculative flag into one JSON
     runbook.set_override(step, fixed, f"applied fix for {diagnosis.kind} {diagnosis.flag}: {shell_words(diagnosis.replacement or ())}")
     return fixed
 
 
-SGLANG_KINDS = (SglangLaunch, SglangReady)
+SERVING_KINDS = (ServeLaunch, ServeReady)
+LAUNCH_KINDS = ("serve_launch", *ServeLaunch.aliases)
+READY_KINDS = ("serve_ready", *ServeReady.aliases)
+
+
+def is_launch(kind: str) -> bool:
+    """A step kind that launches a server (its name or an old alias)."""
+    return kind in LAUNCH_KINDS
+
+
+def is_ready(kind: str) -> bool:
+    return kind in READY_KINDS

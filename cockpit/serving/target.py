@@ -22,6 +22,15 @@ class ServerTarget:
     port: int | None = None
     members: list = field(default_factory=list)  # a launch group's nodes (rank 0 first); [] for one server
     placement: Placement | None = None  # where it runs, when a manager runs it (a container, a Slurm job, a pod)
+    engine: str | None = None  # the launch step's engine (None: a server named by hand, its log says whose it is)
+
+    def group_watcher(self, get_transport):
+        """Every node of a launch group, watched as its engine watches a group; None for one server."""
+        if len(self.members) < 2:
+            return None
+        from cockpit.serving.engines import engine
+
+        return engine(self.engine).group.GroupWatcher(get_transport, self.members)
 
 
 def launched_server(runbook, step: str | None = None) -> ServerTarget:
@@ -41,7 +50,7 @@ def launched_server(runbook, step: str | None = None) -> ServerTarget:
     box = evidence.get("container") if isinstance(evidence.get("container"), dict) else None
     placement = Placement(box["engine"], box["name"]) if box and box.get("engine") in ("docker", "podman") and box.get("name") else None
     return ServerTarget(step, spec.host, server.log, f"http://127.0.0.1:{server.port}" if server.port else None,
-                        server.pid, server.port, group_of(evidence), placement)
+                        server.pid, server.port, group_of(evidence), placement, getattr(runbook.kind(spec), "engine", lambda _s: None)(spec))
 
 
 def named_server(config, host: str | None, log: str | None, url: str | None, placement: Placement | None = None) -> ServerTarget:
@@ -49,7 +58,8 @@ def named_server(config, host: str | None, log: str | None, url: str | None, pla
     runs (its manager is asked on that host)."""
     host = host or next((h.name for h in config.hosts if h.local), None)
     if host is None and (log is not None or placement is not None):
-        raise CockpitError(f"{'--log' if log else '--' + (placement.kind if placement.kind != 'slurm' else 'slurm-job')} needs --host: "
+        flag = "--log" if log or placement is None else "--" + (placement.kind if placement.kind != "slurm" else "slurm-job")
+        raise CockpitError(f"{flag} needs --host: "
                            "the config has no local host")
     if log is not None and not os.path.isabs(log):
         if host and config.host(host).local:
@@ -60,20 +70,16 @@ def named_server(config, host: str | None, log: str | None, url: str | None, pla
 
 
 def prometheus_source(config) -> tuple | None:
-    """(settings, selector) when SGLang's series are read through the config's Prometheus."""
+    """(settings, selector) when a server's series are read through the config's Prometheus (SGLang's so far)."""
     settings = config.prometheus
     return (settings, settings.sglang_selector) if settings is not None and settings.sglang_selector else None
 
 
 def server_watcher(target: ServerTarget, get_transport, config):
     """The watcher the server pane polls: log, health, liveness, figures; every node of a group."""
-    from cockpit.sglang.server import ServerWatcher
+    from cockpit.serving.server import ServerWatcher
 
-    group = None
-    if len(target.members) > 1:
-        from cockpit.sglang.grouplaunch import GroupWatcher
-
-        group = GroupWatcher(get_transport, target.members)
+    group = target.group_watcher(get_transport)
     return ServerWatcher(get_transport(target.host), target.pid, target.port, target.log, group=group,
                          prometheus=prometheus_source(config), placement=target.placement)
 
@@ -81,7 +87,7 @@ def server_watcher(target: ServerTarget, get_transport, config):
 async def read_server(target: ServerTarget, get_transport, opener=None, prometheus=None, selector: str | None = None):
     """One look at the server, caught up from its log: (LiveServer, figures as JSON), with the
     Prometheus series matching `selector` and, for a group, every node's state (a failed node is a flag)."""
-    from cockpit.sglang.live import LiveServer
+    from cockpit.serving.live import LiveServer
 
     transport = get_transport(target.host) if target.host else None
     live = LiveServer(transport, target.log, target.url, opener=opener)
@@ -104,7 +110,7 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
     data = figures.to_json()
     if live.lines:
         # a crash in the log (the last run in it) is the server's state, whatever its figures were
-        from cockpit.sglang.diagnose import diagnose_lines
+        from cockpit.serving.logread import diagnose_lines
 
         report = diagnose_lines(list(live.lines))
         data["diagnoses"] = [d.to_json() for d in report.diagnoses]
@@ -123,7 +129,7 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
         if alive is False and not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
             data["flags"].append({"kind": "crashed", "line": "", "message": f"its process (pid {target.pid} on {target.host}) is gone, "
                                   "with no crash in its log (killed: the OOM killer, a scheduler, kill -9?)"})
-    if manager is not None:
+    if manager is not None and target.placement is not None:
         data["where"] = {**target.placement.to_json(), "manager": manager.to_json()}
         if manager.phase in ("failed", "finished", "gone"):
             data["alive"] = False
@@ -132,10 +138,9 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
                 data["flags"].append({"kind": kind, "line": "", "message": f"not serving: {manager.describe()}"})
         elif manager.phase == "running":
             data["alive"] = True
-    if len(target.members) > 1:
-        from cockpit.sglang.grouplaunch import GroupWatcher
-
-        state = await GroupWatcher(get_transport, target.members).poll()
+    group = target.group_watcher(get_transport)
+    if group is not None:
+        state = await group.poll()
         data["group"] = state.to_json()
         if state.state == "failed":
             data["flags"].append({"kind": "group_failed", "line": "", "message": state.cause})
@@ -161,7 +166,7 @@ async def manager_look(transport, placement: Placement, read_log: bool, wait_s: 
         while True:
             update = await follower.poll()
             lines += update.lines
-            if update.size is None or follower.offset >= update.size:
+            if update.size is None or follower.offset is None or follower.offset >= update.size:
                 return state, lines
     argv = adapter.log_argv(None)
     if argv is None:

@@ -1,7 +1,9 @@
-"""A serving SGLang server, live (runs-facts b.1-b.7): throughput, running and queued requests,
-token usage and acceptance length from its `Decode batch` / `Prefill batch` log lines (every
-wording from 0.4.6 to 0.5.23), from `/metrics` when `--enable-metrics` is on (parsed with
-prometheus_client's own text parser) and from `/server_info` (lifetime acceptance).
+"""A serving server, live (runs-facts b.1-b.7), whatever its engine: throughput, running and queued
+requests, token usage and acceptance length from its log lines (each engine reads its own lines into
+`LiveLine`s: SGLang's `Decode batch` / `Prefill batch` of every wording from 0.4.6 to 0.5.23, vLLM's
+throughput and SpecDecoding lines), from `/metrics` when the engine exports it (prometheus_client's own
+text parser; each engine's series in the core's names) and from `/server_info` where the engine has it
+(lifetime acceptance).
 
 Flags: `draft_not_used` (accept len <= 1.05 for 3+ decode windows in a row while requests run: the
 draft's weights are not used), `hung` (no decode line for 3x the usual interval while requests
@@ -22,17 +24,10 @@ from typing import Any
 
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.hosts.http import request
-from cockpit.sglang.diagnose import RUN_START
-from cockpit.vllm.logs import parse_spec, parse_throughput
-from cockpit.vllm.metrics import acceptance_between, series as vllm_series
+from cockpit.hosts.procs import LAUNCH_MARKER
 from cockpit.format import plural
+from cockpit.serving.engine import LiveLine
 
-# a vLLM server starting (vllm-facts §4.3): its figures before are another server's
-VLLM_START = re.compile(r"vLLM API server version \S+|vLLM server version \S+|Starting vLLM API server|Starting vLLM server on")
-# runs-facts "What a monitor should parse", item 5: every version's decode and prefill lines
-BATCH_RE = re.compile(
-    r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*)?\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d{3})?"
-    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] (?P<kind>Decode|Prefill) batch(?: \[\d+\])?[.,] (?P<body>.*?)(?:, )?,?\s*$")
 DRAFT_NOT_USED_AT = 1.05
 DRAFT_NOT_USED_WINDOWS = 3
 HUNG_FACTOR = 3.0
@@ -50,53 +45,31 @@ ACCESS_LINE = re.compile(r'INFO: +[\d.:\[\]a-f]+ - "(?:GET|POST) /\S* HTTP/[\d.]
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests|Decode out of memory happened\. #retracted_reqs")
 
 
-@dataclass(frozen=True)
-class BatchLine:
-    kind: str  # "Decode" or "Prefill"
-    ts: float  # the log's own timestamp (local time of the server), seconds
-    ranks: str
-    fields: dict
+def _readers():
+    from cockpit.serving.engines import engines
 
-    def number(self, key: str) -> float | None:
-        value = self.fields.get(key)
-        if value is None:
-            return None
-        try:
-            number = float(value)
-        except ValueError:
-            return None
-        return number if math.isfinite(number) else None  # a garbled "nan" is not a figure
+    return [(e.name, e.live_line) for e in engines()]
 
 
-def parse_batch_line(line: str) -> BatchLine | None:
-    m = BATCH_RE.match(line.rstrip())
-    if m is None:
-        return None
-    fields = {}
-    for part in m.group("body").split(", "):
-        key, sep, value = part.partition(": ")
-        if sep:
-            fields[key.strip()] = value.strip().rstrip(",")
-    try:
-        ts = time.mktime(time.strptime(m.group("ts"), "%Y-%m-%d %H:%M:%S"))
-    except ValueError:
-        return None
-    return BatchLine(m.group("kind"), ts, m.group("ranks").strip(), fields)
+def live_line(line: str) -> tuple[str, LiveLine] | None:
+    """(the engine, what the line says) for a line some engine reads as live figures; None for any other."""
+    for name, reader in _readers():
+        found = reader(line)
+        if found is not None:
+            return name, found
+    return None
 
 
 def routine_line(line: str) -> bool:
-    """A line a serving server prints while all is well, that can change no diagnosis of its log: a batch
-    line whose draft is used (accept len above 1.05, or none), vLLM's throughput and SpecDecoding lines, an
-    HTTP access line.  (Decode lines at 1.00 are not: every decode line at 1.00 is a diagnosis.)"""
-    if "batch" in line:
-        batch = parse_batch_line(line)
-        if batch is not None:
-            accept = batch.number("accept len")
-            return accept is None or accept > DRAFT_NOT_USED_AT
-    if "throughput:" in line and parse_throughput(line) is not None:
-        return True
-    if " metrics: " in line and (spec := parse_spec(line)) is not None:
-        return spec.mean_acceptance_length is None or spec.mean_acceptance_length > DRAFT_NOT_USED_AT
+    """A line a serving server prints while all is well, that can change no diagnosis of its log: a decode
+    window or acceptance line whose draft is used (accept len above 1.05, or none), a prefill line, an HTTP
+    access line.  (Decode lines at 1.00 are not: every decode line at 1.00 is a diagnosis.)"""
+    read = live_line(line)
+    if read is not None:
+        event = read[1]
+        if event.kind in ("decode", "acceptance"):
+            return event.accept_len is None or event.accept_len > DRAFT_NOT_USED_AT
+        return event.kind == "prefill"
     return ACCESS_LINE.search(line) is not None
 
 
@@ -138,7 +111,7 @@ class LiveFigures:
     lifetime_accept: float | None = None  # /server_info avg_spec_accept_length
     retractions: int = 0
     last_decode_at: float | None = None
-    last_prefill: BatchLine | None = None
+    last_prefill: LiveLine | None = None
     sources: set = field(default_factory=set)
     _low_run: int = 0
     _counters: tuple | None = None  # (generation_tokens_total, spec_verify_calls_total) last read
@@ -150,9 +123,9 @@ class LiveFigures:
     info_ok_at: float | None = None  # when /server_info (which goes through the scheduler) last answered
     info_failed_at: float | None = None  # when it last did not
     relaunches: int = 0  # server starts seen in the log: the figures before the last one are dropped
-    spec_decode: dict | None = None  # vLLM's last SpecDecoding line: acceptance per position, drafted/accepted
-    engine: str = "sglang"  # "vllm" once a vLLM line or series is seen (it has no /server_info to ask)
-    _vllm_counters: tuple | None = None  # (vLLM's series, when) as /metrics was last read
+    spec_decode: dict | None = None  # an engine's own figures of its last acceptance line (vLLM's per position, drafted/accepted)
+    engine: str | None = None  # whose lines or series were read (serving/engines.py); None: none yet
+    _series: tuple | None = None  # (the engine's series, when) as /metrics was last read
     start_seen: bool = False  # the server's start was read in its log: its silence since then means something
 
     def reset(self) -> None:
@@ -165,62 +138,49 @@ class LiveFigures:
 
     def feed(self, lines, now: float | None = None) -> None:
         now = self.clock() if now is None else now
+        readers = _readers()
         for line in lines:
-            if "batch" in line and (batch := parse_batch_line(line)) is not None:
-                self._batch(batch, line, now)
+            if line.startswith(LAUNCH_MARKER):  # the cockpit launches a server: whoever's, the figures before are another's
+                self._event(None, LiveLine("start"), line, now)
                 continue
-            if "throughput:" in line and (throughput := parse_throughput(line)) is not None:
-                self._vllm_window(throughput, now)
-                continue
-            if " metrics: " in line and (spec := parse_spec(line)) is not None:
-                self._vllm_spec(spec, line, now)
-                continue
-            vllm_start = "vLLM" in line and VLLM_START.search(line) is not None  # the substring first: this runs per line
-            if vllm_start or (RUN_START.match(line) and not line.startswith("usage: ")):
-                if self.sources or self.history or self.flags:
-                    self.reset()
-                if vllm_start:
-                    self.engine = "vllm"
-                self.start_seen = True
-                continue
-            if _RETRACT.search(line):
-                self.retractions += 1
-                continue
-            for kind, pattern in _CRASH:
-                if pattern.search(line):
-                    self._flag(kind, line, _CRASH_TEXT[kind])
+            for engine, reader in readers:
+                event = reader(line)
+                if event is not None:
+                    self._event(engine, event, line, now)
                     break
+            else:
+                if _RETRACT.search(line):
+                    self.retractions += 1
+                    continue
+                for kind, pattern in _CRASH:
+                    if pattern.search(line):
+                        self._flag(kind, line, _CRASH_TEXT[kind])
+                        break
 
-    def _batch(self, batch: BatchLine, line: str, now: float) -> None:
-        self.sources.add("log")
-        if batch.kind == "Prefill":
-            self.last_prefill = batch
+    def _event(self, engine: str | None, event: LiveLine, line: str, now: float) -> None:
+        if event.kind == "start":
+            if self.sources or self.history or self.flags:
+                self.reset()
+            self.engine = engine or self.engine
+            self.start_seen = True
             return
-        running = batch.number("#running-req")
-        window = Window(now, batch.ts, batch.number("gen throughput (token/s)"), None if running is None else int(running),
-                        None if batch.number("#queue-req") is None else int(batch.number("#queue-req")),
-                        batch.number("token usage") if "token usage" in batch.fields else batch.number("full token usage"),
-                        batch.number("accept len"))
-        self.history.append(window)
-        self.last_decode_at = now
-        self._acceptance(window, line)
-
-    def _vllm_window(self, line, now: float) -> None:
-        """vLLM's throughput line: one window, as SGLang's decode line is."""
         self.sources.add("log")
-        self.engine = "vllm"
-        self.history.append(Window(now, now, line.generation_tok_s, line.running, line.waiting, line.kv_usage, None))
-        self.last_decode_at = now
-
-    def _vllm_spec(self, spec, line: str, now: float) -> None:
-        """vLLM's SpecDecoding line, logged right after its throughput line: that window's acceptance."""
-        self.sources.add("log")
-        self.engine = "vllm"
-        self.spec_decode = spec.to_json()
-        last = self.latest()
-        if last is not None and now - last.at <= 2.0 and last.accept_len is None:
-            last.accept_len = spec.mean_acceptance_length
-            self._acceptance(last, line)
+        self.engine = engine
+        if event.kind == "prefill":
+            self.last_prefill = event
+        elif event.kind == "decode":
+            window = Window(now, now if event.ts is None else event.ts, event.throughput, event.running, event.queued,
+                            event.token_usage, event.accept_len)
+            self.history.append(window)
+            self.last_decode_at = now
+            self._acceptance(window, line)
+        elif event.kind == "acceptance":
+            # logged right after its window's line: that window's acceptance
+            self.spec_decode = event.detail
+            last = self.latest()
+            if last is not None and now - last.at <= 2.0 and last.accept_len is None:
+                last.accept_len = event.accept_len
+                self._acceptance(last, line)
 
     def _acceptance(self, window: Window, line: str) -> None:
         """The draft-not-used flag: acceptance at 1 for several windows in a row under load."""
@@ -228,9 +188,7 @@ class LiveFigures:
             if window.accept_len <= DRAFT_NOT_USED_AT:
                 self._low_run += 1
                 if self._low_run >= DRAFT_NOT_USED_WINDOWS:
-                    causes = ("wrong aux layers? a draft for another target? method eagle for an EAGLE-3 draft?"
-                              if self.spec_decode is not None else
-                              "layers.0.* keys skipped by SGLang 0.4.9-0.5.11? wrong aux layers? a draft for another target?")
+                    causes = _engine_of(self.engine).draft_not_used_causes
                     self._flag("draft_not_used", line, f"accept len {window.accept_len:.2f} for {self._low_run} windows in a row "
                                f"under load: the draft is not used ({causes})", replace=True)
             else:
@@ -248,46 +206,26 @@ class LiveFigures:
     # --- /metrics and /server_info ------------------------------------------------------------
 
     def feed_metrics(self, text: str, now: float | None = None) -> None:
-        """The Prometheus text of /metrics (prometheus_client's parser: the format's own rules)."""
-        from prometheus_client.parser import text_string_to_metric_families
+        """The Prometheus text of /metrics: the series of the engine whose they are, in the core's names (each
+        engine's own reading, prometheus_client's parser: the format's own rules)."""
+        from cockpit.serving.engines import engines
 
         now = self.clock() if now is None else now
-        values: dict[str, float] = {}
-        try:
-            for family in text_string_to_metric_families(text):
-                for sample in family.samples:
-                    if not sample.name.startswith("sglang:"):
-                        continue
-                    name = sample.name[len("sglang:"):]
-                    if name.endswith(("_bucket", "_created")):
-                        continue
-                    if sample.labels.get("tp_rank", "0") not in ("0",) or sample.labels.get("dp_rank", "0") != "0":
-                        continue
-                    values[name] = values.get(name, 0.0) + sample.value if name.endswith("_total") else sample.value
-        except (ValueError, IndexError, KeyError, TypeError):
-            return  # not Prometheus text (an error page): nothing trusted
-        if not values and (theirs := vllm_series(text)):  # vLLM's series (vllm/metrics.py)
-            values = self._from_vllm(theirs, now)
-        self.feed_values(values, now, "metrics")
-
-    def _from_vllm(self, series: dict[str, float], now: float) -> dict[str, float]:
-        """vLLM's series under SGLang's names, where they mean the same; its acceptance from its own
-        counters: 1 + Δaccepted / Δdrafts (the bonus token counted, as SGLang counts it)."""
-        values = {"generation_tokens_total": series.get("generation_tokens_total"), "prompt_tokens_total": series.get("prompt_tokens_total"),
-                  "num_running_reqs": series.get("num_requests_running"), "num_queue_reqs": series.get("num_requests_waiting"),
-                  "token_usage": series.get("kv_cache_usage_perc", series.get("gpu_cache_usage_perc"))}
-        before, self._vllm_counters = self._vllm_counters, (series, now)
-        if before is not None:
-            accepted = acceptance_between(before[0], series)  # vllm/metrics.py: the one formula
-            if accepted is not None:
-                values["spec_accept_length"] = self.counter_accept = accepted
-            generated, earlier = series.get("generation_tokens_total"), before[0].get("generation_tokens_total")
-            if None not in (generated, earlier) and now > before[1] and generated >= earlier:
-                values["gen_throughput"] = (generated - earlier) / (now - before[1])
-        return {k: v for k, v in values.items() if v is not None}
+        for engine in engines():
+            series = engine.metrics_series(text)
+            if series:
+                before = self._series if self._series is not None and self._series[2] == engine.name else None
+                self._series = (series, now, engine.name)
+                values = engine.figures_of_series(series, before[:2] if before else None, now)
+                if values.get("spec_accept_length") is not None and before is not None and engine.capabilities.acceptance_source == "metrics":
+                    self.counter_accept = values["spec_accept_length"]
+                self.engine = engine.name
+                self.feed_values(values, now, "metrics")
+                return
 
     def feed_values(self, values: dict[str, float], now: float | None = None, source: str = "prometheus") -> None:
-        """SGLang's series by name (without `sglang:`), from its /metrics or from a Prometheus that scrapes it."""
+        """Series in the core's names (SGLang's, without `sglang:`), from an engine's /metrics or from a Prometheus
+        that scrapes it."""
         now = self.clock() if now is None else now
         if not values:
             return
@@ -318,7 +256,7 @@ class LiveFigures:
                 if window.accept_len is not None and window.running:
                     self._low_run = self._low_run + 1 if window.accept_len <= DRAFT_NOT_USED_AT else 0
                     if self._low_run >= DRAFT_NOT_USED_WINDOWS:
-                        self._flag("draft_not_used", f"sglang:spec_accept_length {window.accept_len}",
+                        self._flag("draft_not_used", f"{_engine_of(self.engine).capabilities.metrics_prefix}spec_accept_length {window.accept_len}",
                                    "acceptance length at or below 1.05 under load: the draft is not used", replace=True)
 
     def server_info_answered(self, ok: bool, now: float | None = None) -> None:
@@ -379,7 +317,7 @@ class LiveFigures:
         if self.progress_at is not None and self.progress_at > since and now - self.progress_at <= limit:
             return "serving", "the decode lines stopped but /metrics counters of work done still move"
         info_latest_ok = self.info_ok_at is not None and (self.info_failed_at is None or self.info_ok_at > self.info_failed_at)
-        if info_latest_ok and self.info_ok_at > since + limit:
+        if info_latest_ok and self.info_ok_at is not None and self.info_ok_at > since + limit:
             return "idle", f"no decode line for {silent:.0f} s, but /server_info answers (its scheduler is not stuck)"
         info_fails = not info_latest_ok and self.info_failed_at is not None and self.info_failed_at > since + limit
         if gauges_fresh or info_fails:
@@ -391,7 +329,7 @@ class LiveFigures:
                 seen.append("/server_info does not answer")
             return "hung", (f"no decode line for {silent:.0f} s while {plural(last.running, 'request')} run (usually every "
                             f"{self.interval():.0f} s); " + ", ".join(seen)
-                            + ("" if self.engine == "vllm" else "; SGLang's watchdog kills it at 300 s"))
+                            + _watchdog(self.engine))
         return "quiet", (f"no decode line for {silent:.0f} s after {plural(last.running, 'request')} ran: idle or hung cannot be told "
                          "from the log alone (give --url, or --enable-metrics, to ask the server)")
 
@@ -430,6 +368,21 @@ class LiveFigures:
             "relaunches_seen": self.relaunches,
             "spec_decode": self.spec_decode,
         }
+
+
+def _engine_of(name: str | None):
+    """The engine whose lines or series were read; the default one before any was."""
+    from cockpit.serving.engines import engine, known
+
+    return engine(name if known(name) else None)
+
+
+def _watchdog(name: str | None) -> str:
+    from cockpit.serving.engines import engine, known
+
+    watch = engine(name) if known(name) else None
+    seconds = watch.capabilities.watchdog_s if watch is not None else None
+    return f"; {watch.label}'s watchdog kills it at {seconds:.0f} s" if watch is not None and seconds else ""
 
 
 _CRASH_TEXT = {
@@ -515,7 +468,7 @@ class LiveServer:
                     self.lines.extend(update.lines)
                     if update.event == "appeared" and update.mtime and self.figures.last_decode_at is not None:
                         self.figures.last_decode_at = min(self.figures.last_decode_at, update.mtime)
-                    if not catch_up or update.size is None or self.follower.offset >= update.size:
+                    if not catch_up or update.size is None or self.follower.offset is None or self.follower.offset >= update.size:
                         break
             except (TransportError, OSError) as exc:
                 self.unreachable = str(exc)
@@ -528,8 +481,8 @@ class LiveServer:
                 elif reply is not None and reply[0] == 200:
                     text = reply[1].decode("utf-8", errors="replace")
                     self.figures.feed_metrics(text, now)
-            if self.figures.engine == "vllm":
-                # vLLM has no /server_info: its silence there says nothing about a stuck scheduler
+            if not _engine_of(self.figures.engine).capabilities.server_info:
+                # an engine without /server_info (vLLM): its silence there says nothing about a stuck scheduler
                 if text is None and self.follower is None:
                     self.unreachable = f"{self.base_url}: no answer from /metrics"
                 return self.figures
@@ -560,7 +513,7 @@ def render_live(data: dict) -> str:
              f"queued {fmt(data['queued'], '{}')}, token usage {fmt(data['token_usage'])}",
              f"acceptance length: window {fmt(accept['window'])}, lifetime {fmt(accept['lifetime'])}"
              + (f", from counters {fmt(accept['counters'])}" if accept.get("counters") is not None else "")
-             + " (SGLang counts the bonus token)"]
+             + " (the bonus token counted)"]
     history = data.get("history") or []
     if history:
         lines.append("recent windows (accept len): " + " ".join(fmt(w["accept_length"]) for w in history[-12:]))

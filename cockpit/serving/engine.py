@@ -1,0 +1,126 @@
+"""The seam between the serving core and an engine (SGLang, vLLM, the next one).
+
+The core (this package: launch and readiness steps, the `--help` reader, lint's argparse emulation, depth, log
+reports, live figures, the server target and watch, the sweep's server side) never names an engine.  It asks the
+registry (`serving/engines.py`) for the `Engine` a launch step, a log or a command line is, and asks that engine
+what only it knows: its command line, its flags and rules, its crash texts and start-up milestones, how its log
+lines and `/metrics` read in the core's terms, and what it can do (`Capabilities`).
+
+An engine is one package (`cockpit/sglang/`, `cockpit/vllm/`) with an `engine.py` whose `ENGINE` implements this
+protocol; the engine packages never import each other (tests/test_layers.py), and the conformance suite
+(tests/test_engines.py) runs over every engine the registry has.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from cockpit.diagnosis import Diagnosis
+    from cockpit.serving.depth import DepthConfig
+    from cockpit.serving.helpschema import FlagSchema
+    from cockpit.serving.lint import LintReport
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do, asked by the core, the UI, the sweep and the CLI instead of its name."""
+
+    multi_node: bool  # one server over several nodes, launched as a group by the launch step
+    server_info: bool  # /server_info answers through the scheduler, with the lifetime acceptance
+    bench_api: str  # the benchmark API a sweep uses by default: "sglang" (/generate) or "openai" (/v1/chat/completions)
+    acceptance_source: str  # where a sweep reads a run's acceptance: "responses" (each response's meta) or "metrics"
+    metrics_prefix: str  # the prefix of its Prometheus series ("sglang:")
+    watchdog_s: float | None  # its own watchdog kills a stuck scheduler after this long (None: it has none)
+    served_models: bool  # /v1/models says the model name clients must use (asked once it is ready)
+    tree_drafts: bool  # a topk > 1 draft tree (else only a chain: depth N)
+
+
+@dataclass(frozen=True)
+class LiveLine:
+    """One line of a serving engine's log in the core's terms (serving/live.py folds them into figures).
+
+    kind: "decode" (a window of decode iterations: its figures), "prefill" (a prefill batch ran), "acceptance"
+    (the acceptance of the window just read, logged on a line of its own), "start" (a server starts: the figures
+    before it are another server's)."""
+
+    kind: str
+    ts: float | None = None  # the log's own timestamp (None: the line has none; when it was read counts)
+    throughput: float | None = None
+    running: int | None = None
+    queued: int | None = None
+    token_usage: float | None = None
+    accept_len: float | None = None
+    detail: dict | None = None  # the engine's own figures of the line (vLLM's acceptance per draft position)
+
+
+@dataclass
+class LogReading:
+    """What an engine read in the last run of its log: line numbers are the log's own."""
+
+    diagnoses: list["Diagnosis"] = field(default_factory=list)
+    ready: bool = False
+    milestones: list[tuple[str, int]] = field(default_factory=list)
+    run_start_line: int | None = None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    name: str  # the config's word for it: engine = "sglang"
+    label: str  # how people write it: SGLang
+    capabilities: Capabilities
+    milestones: tuple[tuple[str, re.Pattern], ...]  # its start-up, under names shared where they mean the same
+    start_steps: tuple[str, ...]  # the milestones the server pane shows as the start-up's steps, in order
+    process_words: tuple[str, ...]  # words of its processes' names as nvidia-smi and ps show them (sglang::scheduler)
+    keep_words: re.Pattern  # lines a whole-log read keeps for its diagnosis (besides errors and tracebacks)
+    bulk_words: tuple[bytes, ...]  # the bulk of its serving log (decode lines): a whole-log read keeps only the last ones
+    version_key: str  # the launch step's parameter for its version, for the rules its lint applies
+    draft_not_used_causes: str  # what to look at when its acceptance stays at 1 under load
+    group: Any  # its launch over several nodes (plan_group, run_group, wait_group_ready, GroupWatcher, emit); None without
+
+    # --- its command line --------------------------------------------------------------------------
+    def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: "DepthConfig | None", algorithm: str,
+                    tp: int | None, port: int, bind: str | None, extra_args: list[str] | None) -> list[str]: ...
+
+    def with_depth(self, argv: list[str], depth: "DepthConfig") -> list[str]: ...
+
+    def depth_of_argv(self, argv: list[str]) -> "DepthConfig | None": ...
+
+    def is_command(self, argv: list[str]) -> bool: ...
+
+    def command_args(self, argv: list[str]) -> list[str]: ...  # its own arguments, its launcher dropped
+
+    def validate_launch(self, params: dict[str, Any], nodes: int) -> str | None: ...
+
+    def foreign_line(self, words: list[str]) -> dict | None: ...  # a line for another engine carrying its flags, translated
+
+    def version_problem(self, text: str) -> str | None: ...
+
+    # --- its flags and rules -----------------------------------------------------------------------
+    async def host_schema(self, transport: Any, python: str, launcher: list[str] | None = None) -> "FlagSchema": ...
+
+    def lint(self, argv: list[str], version: str | None, schema: "FlagSchema | None") -> "LintReport": ...
+
+    async def lint_line(self, words: list[str], version: str | None = None, help_text: str | None = None, transport: Any = None,
+                        python: str = "python3", deep: bool = False) -> Any: ...  # lint-flags: .ok, .to_json(), .render()
+
+    def apply_fix(self, argv: list[str], diagnosis: "Diagnosis") -> list[str]: ...
+
+    # --- its log -----------------------------------------------------------------------------------
+    def owns_line(self, line: str) -> bool: ...  # its own unmistakable words (whose log is it)
+
+    def run_start(self, line: str) -> bool: ...
+
+    def read_log(self, lines: list[str], numbers: list[int], schema: "FlagSchema | None") -> LogReading: ...
+
+    def live_line(self, line: str) -> LiveLine | None: ...
+
+    # --- its /metrics ------------------------------------------------------------------------------
+    def metrics_series(self, text: str) -> dict[str, float] | None: ...
+
+    def figures_of_series(self, series: dict[str, float], before: tuple[dict[str, float], float] | None,
+                          now: float) -> dict[str, float]: ...
+
+    def acceptance_between(self, before: dict[str, float] | None, after: dict[str, float] | None) -> float | None: ...

@@ -1,0 +1,80 @@
+"""The registry of serving engines: every engine the cockpit can launch, lint, diagnose and watch.
+
+The built-in engines are named here by module (imported when first asked, as entry points are); a package outside
+the cockpit adds one through the `cockpit.engines` entry point group (`name = "package.module:ENGINE"`).  Nothing
+outside an engine's own package imports it: the core, the UI, the sweep, the drafter checks and the CLI ask here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+
+from cockpit.errors import CockpitError
+from cockpit.serving.engine import Engine
+
+BUILTIN = {"sglang": "cockpit.sglang.engine", "vllm": "cockpit.vllm.engine"}
+DEFAULT = "sglang"  # the engine a launch step, a log or a line is taken for when nothing says otherwise
+ENTRY_POINTS = "cockpit.engines"
+
+
+@lru_cache(maxsize=1)
+def _all() -> dict[str, Engine]:
+    found: dict[str, Engine] = {}
+    for name, module in BUILTIN.items():
+        found[name] = importlib.import_module(module).ENGINE
+    try:
+        from importlib.metadata import entry_points
+
+        for point in entry_points(group=ENTRY_POINTS):
+            if point.name not in found:
+                found[point.name] = point.load()
+    except Exception:  # a broken third-party engine must not take the built-in ones down  # noqa: BLE001
+        pass
+    return found
+
+
+def names() -> tuple[str, ...]:
+    """Every engine's config word, the default first (the choices of --engine and of a launch step's engine)."""
+    return tuple(_all())
+
+
+def engines() -> tuple[Engine, ...]:
+    return tuple(_all().values())
+
+
+def engine(name: str | None = None) -> Engine:
+    """The engine of that name (None: the default); CockpitError naming the choices for another."""
+    found = _all().get(name or DEFAULT)
+    if found is None:
+        raise CockpitError(f"engine must be one of {', '.join(repr(n) for n in names())}, got {name!r}")
+    return found
+
+
+def known(name: str | None) -> bool:
+    return (name or DEFAULT) in _all()
+
+
+def label(name: str | None) -> str:
+    return engine(name).label if known(name) else str(name)
+
+
+WINDOW = 400  # a log's first and last lines say whose it is (a tail may hold only its crash)
+
+
+def engine_of_log(lines: list[str]) -> Engine:
+    """Whose log it is: the engine whose own words are in its first or last lines; where several engines' words
+    are, or none, the default engine's (its reading says what it cannot read)."""
+    window = lines[:WINDOW] + lines[-WINDOW:] if len(lines) > 2 * WINDOW else lines
+    claims = [e for e in engines() if any(map(e.owns_line, window))]
+    if len(claims) == 1:
+        return claims[0]
+    return engine(DEFAULT)
+
+
+def engine_of_command(argv: list[str]) -> Engine | None:
+    """The engine a command line runs (`python -m sglang.launch_server ...`, `vllm serve ...`); None: it names none."""
+    for candidate in engines():
+        if candidate.is_command(argv):
+            return candidate
+    return None

@@ -1,0 +1,124 @@
+"""SGLang behind the serving core's seam (serving/engine.py): its command line, flags and rules, log reading,
+live lines and series, and what it can do."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cockpit.diagnosis import Diagnosis
+from cockpit.serving.depth import DepthConfig, with_depth
+from cockpit.serving.engine import Capabilities, LiveLine, LogReading
+from cockpit.serving.helpschema import FlagSchema
+from cockpit.serving.lint import LintReport, apply_fix
+from cockpit.sglang import diagnose, launch, lint, loglines
+
+
+OWN_WORDS = re.compile(r"server_args=ServerArgs\(|^usage: (?:sglang|launch_server)|Decode batch|Prefill batch|"
+                       r"The server is fired up and ready to roll")
+
+
+class SGLang:
+    name = "sglang"
+    label = "SGLang"
+    capabilities = Capabilities(multi_node=True, server_info=True, bench_api="sglang", acceptance_source="responses",
+                                metrics_prefix="sglang:", watchdog_s=300.0, served_models=False, tree_drafts=True)
+    milestones = diagnose.MILESTONES
+    start_steps = tuple(name for name, _ in diagnose.MILESTONES if name not in ("HTTP server up", "draft CUDA graphs"))
+    process_words = ("sglang::", "sglang.launch_server", "sglang serve")
+    keep_words = re.compile("|".join([re.escape(diagnose.READY_LINE), diagnose.SIGQUIT.pattern, diagnose.ANY_SIGNATURE.pattern,
+                                      diagnose.ANY_MILESTONE.pattern]))
+    bulk_words = (b"Decode batch",)
+    version_key = "sglang_version"
+    draft_not_used_causes = "layers.0.* keys skipped by SGLang 0.4.9-0.5.11? wrong aux layers? a draft for another target?"
+
+    @property
+    def group(self) -> Any:
+        """One server over several nodes (sglang/grouplaunch.py): planned, run, waited for and watched as a group."""
+        from cockpit.sglang import grouplaunch
+
+        return grouplaunch
+
+    # --- its command line --------------------------------------------------------------------------
+    def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: DepthConfig | None, algorithm: str,
+                    tp: int | None, port: int, bind: str | None, extra_args: list[str] | None) -> list[str]:
+        return launch.server_argv(python, model_path, draft_path, depth, algorithm, tp, port, bind, extra_args)
+
+    def with_depth(self, argv: list[str], depth: DepthConfig) -> list[str]:
+        return with_depth(argv, depth)
+
+    def depth_of_argv(self, argv: list[str]) -> DepthConfig | None:
+        return DepthConfig.from_argv(argv)
+
+    def is_command(self, argv: list[str]) -> bool:
+        return lint.is_sglang_command(argv)
+
+    def command_args(self, argv: list[str]) -> list[str]:
+        return lint.strip_launcher(argv)
+
+    def validate_launch(self, params: dict[str, Any], nodes: int) -> str | None:
+        return None
+
+    def foreign_line(self, words: list[str]) -> dict | None:
+        return None
+
+    # --- its flags and rules -----------------------------------------------------------------------
+    async def host_schema(self, transport: Any, python: str, launcher: list[str] | None = None) -> FlagSchema:
+        from cockpit.sglang.hostschema import host_schema
+
+        return await host_schema(transport, python, launcher=launcher)
+
+    def lint(self, argv: list[str], version: str | None, schema: FlagSchema | None) -> LintReport:
+        if schema is None:
+            from cockpit.sglang.flags import reference_schema
+
+            schema = reference_schema()
+        return lint.lint(argv, schema)
+
+    def apply_fix(self, argv: list[str], diagnosis: Diagnosis) -> list[str]:
+        return apply_fix(argv, diagnosis)
+
+    def version_problem(self, text: str) -> str | None:
+        from cockpit.config import version_problem
+
+        return version_problem(text)
+
+    async def lint_line(self, words: list[str], version: str | None = None, help_text: str | None = None, transport: Any = None,
+                        python: str = "python3", deep: bool = False) -> Any:
+        """`lint-flags`: the line against the host's own engine, a --help file, or what the cockpit ships."""
+        from cockpit.sglang.hostschema import lint_line
+
+        return await lint_line(words, version, help_text, transport, python, deep)
+
+    # --- its log -----------------------------------------------------------------------------------
+    def owns_line(self, line: str) -> bool:
+        return OWN_WORDS.search(line) is not None
+
+    def run_start(self, line: str) -> bool:
+        return diagnose.RUN_START.match(line) is not None
+
+    def read_log(self, lines: list[str], numbers: list[int], schema: FlagSchema | None) -> LogReading:
+        return diagnose.read_log(lines, numbers, schema)
+
+    def live_line(self, line: str) -> LiveLine | None:
+        return loglines.live_line(line)
+
+    # --- its /metrics ------------------------------------------------------------------------------
+    def metrics_series(self, text: str) -> dict[str, float] | None:
+        return loglines.metrics_series(text)
+
+    def figures_of_series(self, series: dict[str, float], before: tuple[dict[str, float], float] | None,
+                          now: float) -> dict[str, float]:
+        return series  # the core's names are SGLang's
+
+    def acceptance_between(self, before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
+        if not before or not after:
+            return None
+        keys = ("generation_tokens_total", "spec_verify_calls_total")
+        if any(k not in before or k not in after for k in keys):
+            return None
+        tokens, verifies = (after[k] - before[k] for k in keys)
+        return tokens / verifies if verifies > 0 and tokens >= 0 else None
+
+
+ENGINE = SGLang()

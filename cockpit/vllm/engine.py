@@ -1,0 +1,133 @@
+"""vLLM behind the serving core's seam (serving/engine.py): its command line (`vllm serve`, one
+`--speculative-config`), each version's flags and rules, its log reading, its throughput and SpecDecoding lines,
+its `vllm:` series, and what it can do (no /server_info, the OpenAI API for benchmarks, acceptance from its
+counters, one node so far)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cockpit.diagnosis import Diagnosis
+from cockpit.serving.depth import DepthConfig
+from cockpit.serving.engine import Capabilities, LiveLine, LogReading
+from cockpit.serving.helpschema import FlagSchema
+from cockpit.serving.lint import LintReport
+from cockpit.vllm import argv as vllm_argv_words
+from cockpit.vllm import diagnose, launch, logs, metrics
+
+
+class VLLM:
+    name = "vllm"
+    label = "vLLM"
+    capabilities = Capabilities(multi_node=False, server_info=False, bench_api="openai", acceptance_source="metrics",
+                                metrics_prefix="vllm:", watchdog_s=None, served_models=True, tree_drafts=False)
+    milestones = diagnose.MILESTONES
+    start_steps = diagnose.STEPS
+    process_words = ("VLLM::", "vllm serve", "vllm.entrypoints")
+    keep_words = re.compile("|".join([diagnose.LOOKS_LIKE_VLLM.pattern, diagnose.READY.pattern, diagnose.RUN_START.pattern,
+                                      *(p.pattern for _, p in diagnose.MILESTONES), *(p for _, p, _, _ in diagnose.FIXED)]))
+    bulk_words = (b"Avg prompt throughput",)
+    version_key = "vllm_version"
+    draft_not_used_causes = "wrong aux layers? a draft for another target? method eagle for an EAGLE-3 draft?"
+    group = None  # one node so far (issue 39: data parallel over nodes, Ray)
+
+    # --- its command line --------------------------------------------------------------------------
+    def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: DepthConfig | None, algorithm: str,
+                    tp: int | None, port: int, bind: str | None, extra_args: list[str] | None) -> list[str]:
+        return launch.vllm_argv(python, model_path, draft_path, depth, tp, port, bind, extra_args)
+
+    def with_depth(self, argv: list[str], depth: DepthConfig) -> list[str]:
+        return launch.vllm_with_depth(argv, depth)
+
+    def depth_of_argv(self, argv: list[str]) -> DepthConfig | None:
+        return launch.depth_of_argv(argv)
+
+    def is_command(self, argv: list[str]) -> bool:
+        return vllm_argv_words.is_vllm_command(argv)
+
+    def command_args(self, argv: list[str]) -> list[str]:
+        args, model, _ = vllm_argv_words.strip_launcher(argv)
+        return ([model] if model else []) + args
+
+    def validate_launch(self, params: dict[str, Any], nodes: int) -> str | None:
+        from cockpit.vllm.versions import version_problem
+
+        if params.get("vllm_version") and version_problem(str(params["vllm_version"])):
+            return f"vllm_version: {version_problem(str(params['vllm_version']))}"
+        if nodes > 1:
+            return "a launch over several nodes is SGLang's only so far: give engine = \"sglang\", or one host"
+        if str(params.get("algorithm") or "EAGLE3").upper() != "EAGLE3":
+            return (f"algorithm {params['algorithm']!r}: vLLM's launch step drafts with method eagle3 only (an EAGLE-3 draft); "
+                    "give another method in extra_args' --speculative-config, or leave algorithm out")
+        return None
+
+    def foreign_line(self, words: list[str]) -> dict | None:
+        from cockpit.vllm.crosswalk import other_engine_line
+
+        return other_engine_line(words)
+
+    def version_problem(self, text: str) -> str | None:
+        from cockpit.vllm.versions import version_problem
+
+        return version_problem(text)
+
+    # --- its flags and rules -----------------------------------------------------------------------
+    async def host_schema(self, transport: Any, python: str, launcher: list[str] | None = None) -> FlagSchema:
+        from cockpit.vllm.hostschema import host_vllm
+
+        return (await host_vllm(transport, python, launcher=launcher))[1]  # its version is the schema's
+
+    def lint(self, argv: list[str], version: str | None, schema: FlagSchema | None) -> LintReport:
+        from cockpit.vllm.lint import lint
+
+        return lint(argv, version or getattr(schema, "version", None), schema)
+
+    def apply_fix(self, argv: list[str], diagnosis: Diagnosis) -> list[str]:
+        from cockpit.vllm.lint import apply_fix
+
+        return apply_fix(argv, diagnosis)
+
+    async def lint_line(self, words: list[str], version: str | None = None, help_text: str | None = None, transport: Any = None,
+                        python: str = "python3", deep: bool = False) -> Any:
+        """`lint-flags`: the line against the host's own engine, a --help file, or what the cockpit ships."""
+        from cockpit.vllm.lint import lint_line
+
+        return await lint_line(words, version, help_text, transport, python, deep)
+
+    # --- its log -----------------------------------------------------------------------------------
+    def owns_line(self, line: str) -> bool:
+        return diagnose.owns_line(line)
+
+    def run_start(self, line: str) -> bool:
+        return "vLLM" in line and diagnose.RUN_START.search(line) is not None or line.startswith("usage: vllm")
+
+    def read_log(self, lines: list[str], numbers: list[int], schema: FlagSchema | None) -> LogReading:
+        return diagnose.read_log(lines, numbers)
+
+    def live_line(self, line: str) -> LiveLine | None:
+        return logs.live_line(line)
+
+    # --- its /metrics ------------------------------------------------------------------------------
+    def metrics_series(self, text: str) -> dict[str, float] | None:
+        return metrics.series(text) or None
+
+    def figures_of_series(self, series: dict[str, float], before: tuple[dict[str, float], float] | None,
+                          now: float) -> dict[str, float]:
+        """vLLM's series under the core's names where they mean the same; its acceptance from its own counters:
+        1 + Δaccepted / Δdrafts (the bonus token counted, as SGLang counts it)."""
+        values = {"generation_tokens_total": series.get("generation_tokens_total"), "prompt_tokens_total": series.get("prompt_tokens_total"),
+                  "num_running_reqs": series.get("num_requests_running"), "num_queue_reqs": series.get("num_requests_waiting"),
+                  "token_usage": series.get("kv_cache_usage_perc", series.get("gpu_cache_usage_perc"))}
+        if before is not None:
+            values["spec_accept_length"] = metrics.acceptance_between(before[0], series)
+            generated, earlier = series.get("generation_tokens_total"), before[0].get("generation_tokens_total")
+            if generated is not None and earlier is not None and now > before[1] and generated >= earlier:
+                values["gen_throughput"] = (generated - earlier) / (now - before[1])
+        return {k: v for k, v in values.items() if v is not None}
+
+    def acceptance_between(self, before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
+        return metrics.acceptance_between(before, after)
+
+
+ENGINE = VLLM()

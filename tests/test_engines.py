@@ -1,0 +1,170 @@
+"""The conformance suite: one set of tests run over every engine the registry has (as Harlequin runs one suite over
+every adapter).  An engine passes when its own command line passes its own lint and a bad flag is refused, a
+recorded crash of it is read as its log and named with a fix, its depth round-trips through its command line, and
+its STAND-IN server (the demo's: it replays the engine's recorded `--help`, start-up and serving formats) started
+with the command line the engine builds comes up as the core waits for it, its start-up milestones in the order
+the server pane shows them, and serves a benchmark whose figures the core reads from its log and /metrics.
+
+Adding an engine: its package, its recorded texts (SAMPLES below), and this suite passing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.serving import engines
+from cockpit.serving.depth import DepthConfig
+from cockpit.serving.helpschema import load_schema
+from cockpit.serving.logread import diagnose_lines
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PACKAGE = Path(__file__).parent.parent / "cockpit"
+
+# each engine's recorded texts (tests/fixtures/*/README.md says how each was recorded from a released wheel)
+SAMPLES = {
+    "sglang": {"help": PACKAGE / "sglang" / "data" / "help_0.5.23.txt", "version": "0.5.23",
+               "crash": FIXTURES / "sglang" / "unrecognized_0.5.23.log", "crash_kind": "unrecognized_argument"},
+    "vllm": {"help": FIXTURES / "vllm" / "help_0.10.2.txt", "version": "0.10.2",
+             "crash": FIXTURES / "vllm" / "unrecognized_0.10.2.log", "crash_kind": "unrecognized_argument"},
+}
+ENGINES = [pytest.param(e, id=e.name) for e in engines.engines()]
+
+
+def test_every_engine_has_its_recorded_texts():
+    assert sorted(SAMPLES) == sorted(engines.names())
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_its_own_line_passes_its_own_lint_and_a_bad_flag_is_refused(engine):
+    sample = SAMPLES[engine.name]
+    schema = load_schema(sample["help"])
+    schema.version = sample["version"]
+    argv = engine.server_argv("python3", "/models/target", "/ckpt/eagle3", DepthConfig.chain(3), "EAGLE3", 8, 30000, None, None)
+    assert engine.is_command(argv) and engines.engine_of_command(argv) is engine
+    report = engine.lint(argv, sample["version"], schema)
+    assert report.ok, [d.message for d in report.errors]
+    bad = engine.lint(argv + ["--definitely-not-a-flag", "3"], sample["version"], schema)
+    assert not bad.ok and any(d.flag == "--definitely-not-a-flag" for d in bad.errors), [d.message for d in bad.diagnoses]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_its_depth_round_trips_through_its_command_line(engine):
+    argv = engine.server_argv("python3", "/m", "/d", DepthConfig.chain(16), "EAGLE3", None, 30000, None, None)
+    assert engine.depth_of_argv(argv) == DepthConfig.chain(16)
+    for depth in (DepthConfig.chain(5), DepthConfig()):  # a sweep's run: only the depth changes; the baseline has none
+        changed = engine.with_depth(argv, depth)
+        assert engine.depth_of_argv(changed) == depth and "/m" in changed
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_recorded_crash_is_read_as_its_log_and_named_with_a_fix(engine):
+    sample = SAMPLES[engine.name]
+    lines = sample["crash"].read_text().splitlines()
+    assert engines.engine_of_log(lines) is engine
+    report = diagnose_lines(lines)
+    assert report.engine == engine.name and not report.ready
+    first = report.diagnoses[0]
+    assert first.kind == sample["crash_kind"] and first.severity == "error" and (first.replacement or first.suggestions)
+    assert first.line is not None and lines[first.line - 1]  # the line it was read from
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_its_capabilities_are_whole(engine):
+    caps = engine.capabilities
+    assert caps.bench_api in ("sglang", "openai") and caps.acceptance_source in ("responses", "metrics")
+    assert caps.metrics_prefix.endswith(":") and (engine.group is not None) == caps.multi_node
+    assert engine.start_steps and set(engine.start_steps) <= {name for name, _ in engine.milestones}
+    assert engines.label(engine.name) == engine.label and engine.version_problem("0.1.2") is None
+    assert engine.version_problem("banana")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+def test_its_stand_in_comes_up_and_serves_figures_the_core_reads(engine, tmp_path):
+    """The STAND-IN started by the engine's own command line: ready as the core waits for it, milestones in the
+    pane's order, and a benchmark's figures read from its log lines and its /metrics the same way for every engine."""
+    from cockpit.bench.client import Workload, run_closed_loop
+    from cockpit.config import HostConfig
+    from cockpit.demo.world import serving_python
+    from cockpit.hosts.commandlog import CommandLog
+    from cockpit.hosts.local import LocalTransport
+    from cockpit.serving.live import LiveServer, opener_for
+    from cockpit.serving.server import wait_ready
+
+    port = _free_port()
+    python = serving_python(tmp_path, sys.executable)
+    argv = engine.server_argv(python, "/models/target", "/ckpt/eagle3", DepthConfig.chain(3), "EAGLE3", None, port, None, None)
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    transport = LocalTransport(HostConfig(name="here", local=True), CommandLog())
+
+    async def go():
+        ready = await wait_ready(transport, server.pid, port, str(log), timeout=60, poll_s=0.2)
+        assert ready.state == "ready", (ready.state, ready.lines[-5:])
+        assert ready.report.engine == engine.name
+        seen = [name for name, _ in ready.report.milestones if name in engine.start_steps]
+        assert seen == [s for s in engine.start_steps if s in seen] and "ready" in seen  # in the pane's order
+        live = LiveServer(transport, str(log), f"http://127.0.0.1:{port}")
+        await live.poll(catch_up=True)
+        workload = Workload([[{"role": "user", "content": "Say something long."}]] * 4, requests=16, concurrency=4, max_tokens=64)
+        records, _, _ = await run_closed_loop(f"http://127.0.0.1:{port}", engine.capabilities.bench_api, workload,
+                                              opener=opener_for(transport))
+        assert records and all(r.ok for r in records)
+        for _ in range(40):  # its periodic lines (vLLM logs every few seconds) and its counters
+            figures = await live.poll(catch_up=True)
+            data = figures.to_json()
+            if data["accept_length"]["window"] or data["accept_length"]["counters"]:
+                break
+            await asyncio.sleep(0.5)
+        assert figures.engine == engine.name, figures.engine
+        accept = data["accept_length"]["window"] or data["accept_length"]["counters"]
+        assert accept is not None and 1.0 < accept <= 4.0, data["accept_length"]  # a chain of 3: at most 4 tokens a step
+        assert data["sources"], data
+
+    try:
+        asyncio.run(go())
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=10)
+
+
+def test_a_log_of_no_engine_is_the_default_engines_to_read():
+    assert engines.engine_of_log(["hello", "world"]) is engines.engine(None)
+    assert diagnose_lines(["hello"]).engine == engines.DEFAULT
+
+
+def test_an_unknown_engine_is_refused_naming_the_registry():
+    from cockpit.errors import CockpitError
+
+    with pytest.raises(CockpitError, match="engine must be one of 'sglang', 'vllm', got 'tgi'"):
+        engines.engine("tgi")
+
+
+def test_the_old_step_kind_names_still_load(tmp_path):
+    """serve_launch and serve_ready are the kinds' names; runbooks written with sglang_launch/sglang_ready load as they were."""
+    from cockpit.config import load_config
+    from cockpit.context import parse_runbook
+
+    text = ('[hosts.here]\nlocal = true\n\n[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "here"\n\n'
+            '[[runbook.steps]]\nname = "launch"\nkind = "{launch}"\nhost = "here"\nmodel_path = "/m"\n\n'
+            '[[runbook.steps]]\nname = "ready"\nkind = "{ready}"\nhost = "here"\n')
+    for launch, ready in (("serve_launch", "serve_ready"), ("sglang_launch", "sglang_ready")):
+        path = tmp_path / f"{launch}.toml"
+        path.write_text(text.format(launch=launch, ready=ready))
+        spec = parse_runbook(load_config(path))
+        assert [spec.kind(s).name for s in spec.steps] == ["gpu_clean", "serve_launch", "serve_ready"]
