@@ -60,15 +60,31 @@ def session(tmp_path):
 # Markers applied by the fixtures a test uses (`-m "not slow"`: the fast loop; `-m sshd` etc.)
 FIXTURE_MARKERS = {"sshd": "sshd", "needs_sshd": "sshd", "nodes4": "sshd", "second_sshd": "sshd", "session": "tmux", "wheel_venv": "wheel"}
 MODULE_MARKERS = {"test_prometheus": "prometheus", "test_wheel": "wheel"}
-# What makes the whole suite take minutes on a 2-core machine: the fault suite, the real TUI in
-# tmux, the installed wheel, the demo's walk, the snapshot images, real-time sweeps and soaks.
-SLOW_MODULES = {"test_telemetry_faults", "test_crash_faults", "test_fleet_faults", "test_shell_values", "test_tmux", "test_wheel", "test_demo", "test_snapshots",
-                "test_fleet", "test_group", "test_prometheus", "test_bench", "test_sweep_decision", "test_layout", "test_ui",
-                "test_ssh_hosts", "test_alerts", "test_sglang_launch", "test_serving_live", "test_quiet_ui", "test_host_pane_drawing",
-                "test_ux", "test_packaging", "test_dependencies", "test_where"}
+# Tiers by cost, not by module name: a test is slow when it took SLOW_S or more (its setup included: a session's
+# sshd, a server started) in the last recorded full run (tests/durations.json, written by
+# `python -m pytest --record-durations`), or when it needs what is slow to have (sshd, tmux, the wheel).  A test
+# the file does not know yet is judged by those fixtures alone until the next recording.
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+SLOW_S = 0.5
+_measured: dict[str, float] = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-durations", action="store_true",
+                     help="write every test's time (setup, call and teardown) to tests/durations.json: the fast loop's tiers")
+
+
+def _durations() -> dict[str, float]:
+    import json
+
+    try:
+        return json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def pytest_collection_modifyitems(config, items):
+    durations = _durations()
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
         names = set(getattr(item, "fixturenames", ()))
@@ -77,8 +93,22 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(getattr(pytest.mark, marker))
         if module in MODULE_MARKERS:
             item.add_marker(getattr(pytest.mark, MODULE_MARKERS[module]))
-        if module in SLOW_MODULES or names & {"sshd", "needs_sshd", "session"}:
+        cost = durations.get(item.nodeid)
+        if (cost is not None and cost >= SLOW_S) or names & {"sshd", "needs_sshd", "session", "wheel_venv", "nodes4", "second_sshd"} \
+                or module in MODULE_MARKERS:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_runtest_logreport(report):
+    _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if session.config.getoption("--record-durations", default=False) and _measured:
+        import json
+
+        merged = {**_durations(), **{k: round(v, 3) for k, v in _measured.items()}}
+        DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
 
 
 @pytest.fixture
