@@ -119,7 +119,8 @@ class PrometheusSettings:
     timeout_s: float = setting(5.0, minimum=0.1)
     stale_after_s: float = setting(90.0, minimum=1.0)  # a sample older than this is shown stale (DCGM's default interval is 30 s)
     gone_after_s: float = setting(300.0, minimum=1.0)  # a host with no series for this long is gone
-    sglang_selector: str | None = setting(None)  # SGLang's own series there (e.g. 'job="sglang"'): the serving pane reads them
+    server_selector: str | None = setting(None)  # the serving engine's own series there (e.g. 'job="sglang"'): the serving pane reads them
+    sglang_selector: str | None = setting(None)  # its old name (SGLang's series only, then): read as server_selector
 
 
 @dataclass(frozen=True)
@@ -415,11 +416,16 @@ def _parse_prometheus(check: Checker, raw: dict[str, Any]) -> PrometheusSettings
     if selector is not None and not re.match(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"[^"]*"(\s*,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"[^"]*")*\s*$', selector):
         raise check.fail(table, "selector", f"'{selector}' is not a list of label matchers, e.g. cluster=\"prod\", job=~\"dcgm.*\"")
     matchers = r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"[^"]*"(\s*,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"[^"]*")*\s*$'
-    sglang = check.get(table, data, "sglang_selector", str, None)
-    if sglang is not None and not re.match(matchers, sglang):
-        raise check.fail(table, "sglang_selector", f"'{sglang}' is not a list of label matchers, e.g. job=\"sglang\"")
+    server = None
+    for key in ("server_selector", "sglang_selector"):  # sglang_selector: its old name
+        value = check.get(table, data, key, str, None)
+        if value is not None and not re.match(matchers, value):
+            raise check.fail(table, key, f"'{value}' is not a list of label matchers, e.g. job=\"sglang\"")
+        if value is not None and server is not None:
+            raise check.fail(table, key, "give server_selector (sglang_selector is its old name), not both")
+        server = server if value is None else value
     return check.read_settings(table, data, PrometheusSettings, url=url.rstrip("/"), host_label=label, token_env=token_env,
-                               selector=selector, sglang_selector=sglang)
+                               selector=selector, server_selector=server, sglang_selector=None)
 
 
 def _check_jump_cycles(check: Checker, hosts: tuple[HostConfig, ...]) -> None:

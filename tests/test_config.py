@@ -126,7 +126,7 @@ def test_every_declared_setting_is_read_from_its_table_with_its_one_default():
             if typing.get_origin(kind) is tuple:
                 continue  # a list: its reader's own shape check
             kind = next((k for k in typing.get_args(kind) if k is not type(None)), kind)
-            if kind not in (int, float, str, bool) or f.name in ("theme", "host_label", "token_env", "selector", "sglang_selector",
+            if kind not in (int, float, str, bool) or f.name in ("theme", "host_label", "token_env", "selector", "sglang_selector", "server_selector",
                                                                   "jump_host"):
                 continue  # values with their own checks (a theme that exists, label names, a host of the config)
             value = sample(kind, f.default)

@@ -244,13 +244,14 @@ def test_a_mixed_fleet_in_one_status(tmp_path, fleet, sshd):
     assert {h["name"]: h["source"] for h in data["hosts"]} == {"ssh-host": "nvidia-smi", "node0": "prometheus", "node1": "prometheus"}
 
 
-def test_sglang_metrics_through_prometheus(tmp_path):
-    port, sglang = free_ports(2)
+def test_serving_metrics_through_prometheus_whatever_the_engine(tmp_path):
+    port, sglang, vllm = free_ports(3)
     exporter = ExporterHarness(tmp_path, {"node0": {"port": port, "used": [0] * 8}},
-                               sglang={"port": sglang, "accept_length": 1.02, "running": 8, "throughput": 640.5})
-    prometheus = PrometheusHarness(tmp_path / "prom", [port, sglang]).start()
+                               sglang={"port": sglang, "accept_length": 1.02, "running": 8, "throughput": 640.5},
+                               vllm={"port": vllm, "running": 5, "queued": 2, "drafts": 1000, "accepted": 1850})
+    prometheus = PrometheusHarness(tmp_path / "prom", [port, sglang, vllm]).start()
     try:
-        prometheus.wait_up(2)
+        prometheus.wait_up(3)
         config = tmp_path / "c.toml"
         config.write_text(config_text(prometheus))
         result = subprocess.run([sys.executable, "-m", "cockpit", "server", "--prometheus", f'instance="127.0.0.1:{sglang}"', "--json",
@@ -259,15 +260,22 @@ def test_sglang_metrics_through_prometheus(tmp_path):
         data = json.loads(result.stdout)
         assert data["throughput_tok_s"] == 640.5 and data["running"] == 8 and data["accept_length"]["window"] == 1.02
         assert "prometheus" in data["sources"]
-        # the server pane's watcher reads the same series when [prometheus] sglang_selector names them
+        # vLLM's own series, read as vLLM's: its running and waiting requests, its acceptance from its counters
+        result = subprocess.run([sys.executable, "-m", "cockpit", "server", "--prometheus", f'instance="127.0.0.1:{vllm}"', "--json",
+                                 "-c", str(config)], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["running"] == 5 and data["queued"] == 2 and data["accept_length"]["lifetime"] == 2.85, data
+        assert "prometheus" in data["sources"]
+        # the server pane's watcher reads the same series when [prometheus] server_selector names them
         from cockpit.config import HostConfig
         from cockpit.hosts.commandlog import CommandLog
         from cockpit.hosts.local import LocalTransport
         from cockpit.serving.server import ServerWatcher
 
-        settings = PrometheusSettings(url=prometheus.url, sglang_selector=f'instance="127.0.0.1:{sglang}"')
+        settings = PrometheusSettings(url=prometheus.url, server_selector=f'instance="127.0.0.1:{sglang}"')
         watcher = ServerWatcher(LocalTransport(HostConfig(name="here", local=True), CommandLog()), os.getpid(), sglang,
-                                str(tmp_path / "no.log"), prometheus=(settings, settings.sglang_selector))
+                                str(tmp_path / "no.log"), prometheus=(settings, settings.server_selector))
         status_ = asyncio.run(watcher.poll())
         assert "prometheus" in status_.figures["sources"] and status_.figures["accept_length"]["window"] == 1.02
     finally:

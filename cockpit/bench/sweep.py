@@ -336,7 +336,9 @@ async def _series(serving, transport, port: int) -> dict | None:
     answer = await get(opener_for(transport), f"http://127.0.0.1:{port}/metrics")
     if answer is None or answer[0] != 200:
         return None
-    return serving.metrics_series(answer[1].decode("utf-8", "replace"))
+    from cockpit.serving.live import metrics_series
+
+    return metrics_series(serving, answer[1].decode("utf-8", "replace"))
 
 
 async def _leave_serving(runbook, launch, result: SweepResult, after: str, report) -> str:

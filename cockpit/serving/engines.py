@@ -51,6 +51,11 @@ def engine(name: str | None = None) -> Engine:
     return found
 
 
+def prefixes() -> tuple[str, ...]:
+    """Every engine's Prometheus series prefix (sglang:, vllm:)."""
+    return tuple(e.capabilities.metrics_prefix for e in engines())
+
+
 def known(name: str | None) -> bool:
     return (name or DEFAULT) in _all()
 

@@ -45,6 +45,23 @@ ACCESS_LINE = re.compile(r'INFO: +[\d.:\[\]a-f]+ - "(?:GET|POST) /\S* HTTP/[\d.]
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests|Decode out of memory happened\. #retracted_reqs")
 
 
+def samples_of_text(text: str) -> list[tuple[str, dict, float]] | None:
+    """Every sample of a Prometheus text exposition as (name, labels, value); None when it is not one (an error
+    page): nothing in it is trusted."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        return [(s.name, dict(s.labels), float(s.value)) for family in text_string_to_metric_families(text) for s in family.samples]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None
+
+
+def metrics_series(engine, text: str) -> dict[str, float] | None:
+    """One engine's series in a /metrics text (None: none of its series, or not Prometheus text)."""
+    samples = samples_of_text(text)
+    return engine.series_of_samples(samples) if samples else None
+
+
 def _readers():
     from cockpit.serving.engines import engines
 
@@ -206,21 +223,29 @@ class LiveFigures:
     # --- /metrics and /server_info ------------------------------------------------------------
 
     def feed_metrics(self, text: str, now: float | None = None) -> None:
-        """The Prometheus text of /metrics: the series of the engine whose they are, in the core's names (each
-        engine's own reading, prometheus_client's parser: the format's own rules)."""
+        """The Prometheus text of an engine's /metrics (prometheus_client's parser: the format's own rules)."""
+        samples = samples_of_text(text)
+        if samples:
+            self.feed_samples(samples, now, "metrics")
+
+    def feed_samples(self, samples: list[tuple[str, dict, float]], now: float | None = None, source: str = "prometheus") -> None:
+        """An engine's series, from its /metrics or as a Prometheus scraped them: the engine whose series they are
+        reads them into the core's names (its stats rank, its counters summed, its acceptance from its counters)."""
         from cockpit.serving.engines import engines
 
         now = self.clock() if now is None else now
         for engine in engines():
-            series = engine.metrics_series(text)
+            series = engine.series_of_samples(samples)
             if series:
                 before = self._series if self._series is not None and self._series[2] == engine.name else None
                 self._series = (series, now, engine.name)
                 values = engine.figures_of_series(series, before[:2] if before else None, now)
                 if values.get("spec_accept_length") is not None and before is not None and engine.capabilities.acceptance_source == "metrics":
                     self.counter_accept = values["spec_accept_length"]
+                if values.get("lifetime_accept_length") is not None and not engine.capabilities.server_info:
+                    self.lifetime_accept = values["lifetime_accept_length"]  # from its counters since it started
                 self.engine = engine.name
-                self.feed_values(values, now, "metrics")
+                self.feed_values(values, now, source)
                 return
 
     def feed_values(self, values: dict[str, float], now: float | None = None, source: str = "prometheus") -> None:

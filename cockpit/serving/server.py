@@ -133,7 +133,7 @@ class ServerWatcher:
                  prometheus=None, placement=None):
         from cockpit.serving.live import LiveServer
 
-        self.prometheus = prometheus  # (PrometheusSettings, selector): SGLang's series as Prometheus scraped them
+        self.prometheus = prometheus  # (PrometheusSettings, selector): the engine's series as Prometheus scraped them
         self.group = group  # a GroupWatcher over every node of a launch group (rank 0 is this server)
         self.transport = transport
         self.pid = pid
@@ -188,10 +188,12 @@ class ServerWatcher:
             self._asked = time.monotonic()
             await self.live.poll()
             if self.prometheus is not None:
-                from cockpit.telemetry.prometheus import PrometheusError, sglang_values
+                from cockpit.serving.engines import prefixes
+                from cockpit.telemetry.prometheus import PrometheusError, serving_samples
 
                 with contextlib.suppress(PrometheusError):
-                    self.live.figures.feed_values(await sglang_values(*self.prometheus))
+                    settings, selector = self.prometheus
+                    self.live.figures.feed_samples(await serving_samples(settings, selector, prefixes()))
         group = None
         if self.group is not None:
             state = await self.group.poll()

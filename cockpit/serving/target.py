@@ -70,9 +70,9 @@ def named_server(config, host: str | None, log: str | None, url: str | None, pla
 
 
 def prometheus_source(config) -> tuple | None:
-    """(settings, selector) when a server's series are read through the config's Prometheus (SGLang's so far)."""
+    """(settings, selector) when a server's series (any engine's) are read through the config's Prometheus."""
     settings = config.prometheus
-    return (settings, settings.sglang_selector) if settings is not None and settings.sglang_selector else None
+    return (settings, settings.server_selector) if settings is not None and settings.server_selector else None
 
 
 def server_watcher(target: ServerTarget, get_transport, config):
@@ -99,14 +99,15 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
         live.lines.extend(lines)
     figures = await live.poll(catch_up=True)
     if selector is not None:
-        from cockpit.telemetry.prometheus import PrometheusError, sglang_values
+        from cockpit.serving.engines import prefixes
+        from cockpit.telemetry.prometheus import PrometheusError, serving_samples
 
         try:
-            figures.feed_values(await sglang_values(prometheus, selector))
+            figures.feed_samples(await serving_samples(prometheus, selector, prefixes()))
         except PrometheusError as exc:
             live.unreachable = str(exc)
         if "prometheus" not in figures.sources and live.unreachable is None:
-            live.unreachable = f"no sglang:* series in Prometheus match {selector}"
+            live.unreachable = f"no serving engine's series ({', '.join(p + '*' for p in prefixes())}) in Prometheus match {selector}"
     data = figures.to_json()
     if live.lines:
         # a crash in the log (the last run in it) is the server's state, whatever its figures were

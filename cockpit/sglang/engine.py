@@ -104,8 +104,8 @@ class SGLang:
         return loglines.live_line(line)
 
     # --- its /metrics ------------------------------------------------------------------------------
-    def metrics_series(self, text: str) -> dict[str, float] | None:
-        return loglines.metrics_series(text)
+    def series_of_samples(self, samples: list[tuple[str, dict, float]]) -> dict[str, float] | None:
+        return loglines.series_of_samples(samples)
 
     def figures_of_series(self, series: dict[str, float], before: tuple[dict[str, float], float] | None,
                           now: float) -> dict[str, float]:

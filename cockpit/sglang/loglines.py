@@ -72,23 +72,17 @@ def live_line(line: str) -> LiveLine | None:
     return None
 
 
-def metrics_series(text: str) -> dict[str, float] | None:
-    """The `sglang:` series of /metrics by name (without the prefix), the stats rank's (tp_rank 0, dp_rank 0),
-    counters summed; None when the text has none (another engine's, or not Prometheus text)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
+def series_of_samples(samples) -> dict[str, float] | None:
+    """The `sglang:` series by name (without the prefix), the stats rank's (tp_rank 0, dp_rank 0), counters
+    summed; None when there are none (another engine's series)."""
     values: dict[str, float] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if not sample.name.startswith("sglang:"):
-                    continue
-                name = sample.name[len("sglang:"):]
-                if name.endswith(("_bucket", "_created")):
-                    continue
-                if sample.labels.get("tp_rank", "0") not in ("0",) or sample.labels.get("dp_rank", "0") != "0":
-                    continue
-                values[name] = values.get(name, 0.0) + sample.value if name.endswith("_total") else sample.value
-    except (ValueError, IndexError, KeyError, TypeError):
-        return None  # not Prometheus text (an error page): nothing trusted
+    for full, labels, value in samples:
+        if not full.startswith("sglang:"):
+            continue
+        name = full[len("sglang:"):]
+        if name.endswith(("_bucket", "_created")) or labels.get("tp_rank", "0") != "0" or labels.get("dp_rank", "0") != "0":
+            continue
+        if not math.isfinite(value):
+            continue
+        values[name] = values.get(name, 0.0) + value if name.endswith("_total") else value
     return values or None

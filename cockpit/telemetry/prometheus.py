@@ -17,6 +17,7 @@ passes on Prometheus alone (runbook/builtin.py asks the host over SSH).
 from __future__ import annotations
 
 import asyncio
+import re
 import json
 import math
 import os
@@ -323,19 +324,18 @@ class PrometheusMonitor:
                 pass
 
 
-async def sglang_values(settings: PrometheusSettings, selector: str) -> dict[str, float]:
-    """SGLang's own series (`sglang:*`) as Prometheus scraped them: {name without prefix: value} of
-    the stats rank (tp_rank 0), counters summed; for the serving pane (serving/live.py)."""
-    query = f'{{__name__=~"sglang:.*"{"," + selector if selector else ""}}}'
+async def serving_samples(settings: PrometheusSettings, selector: str, prefixes: tuple[str, ...]) -> list[tuple[str, dict, float]]:
+    """A serving engine's own series as Prometheus scraped them (those whose name begins with one of `prefixes`,
+    e.g. `sglang:` or `vllm:`, matching `selector`): (name, labels, value) each, for the serving pane; the engine
+    whose series they are reads them (serving/live.py)."""
+    names = "|".join(p for p in prefixes if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*:", p))
+    query = f'{{__name__=~"(?:{names}).*"{"," + selector if selector else ""}}}'
     result = await asyncio.to_thread(fetch, settings, query)
-    values: dict[str, float] = {}
+    samples: list[tuple[str, dict, float]] = []
     for series in result:
-        metric = series.get("metric") or {}
-        name = str(metric.get("__name__", ""))[len("sglang:"):]
-        if not name or name.endswith(("_bucket", "_created")) or metric.get("tp_rank", "0") != "0" or metric.get("dp_rank", "0") != "0":
-            continue
+        metric = dict(series.get("metric") or {})
+        name = str(metric.pop("__name__", ""))
         number = _number((series.get("value") or [None, None])[1])
-        if number is None:
-            continue
-        values[name] = values.get(name, 0.0) + number if name.endswith("_total") else number
-    return values
+        if name and number is not None:
+            samples.append((name, metric, number))
+    return samples

@@ -109,8 +109,8 @@ class VLLM:
         return logs.live_line(line)
 
     # --- its /metrics ------------------------------------------------------------------------------
-    def metrics_series(self, text: str) -> dict[str, float] | None:
-        return metrics.series(text) or None
+    def series_of_samples(self, samples: list[tuple[str, dict, float]]) -> dict[str, float] | None:
+        return metrics.series_of_samples(samples) or None
 
     def figures_of_series(self, series: dict[str, float], before: tuple[dict[str, float], float] | None,
                           now: float) -> dict[str, float]:
@@ -119,6 +119,9 @@ class VLLM:
         values = {"generation_tokens_total": series.get("generation_tokens_total"), "prompt_tokens_total": series.get("prompt_tokens_total"),
                   "num_running_reqs": series.get("num_requests_running"), "num_queue_reqs": series.get("num_requests_waiting"),
                   "token_usage": series.get("kv_cache_usage_perc", series.get("gpu_cache_usage_perc"))}
+        accepted, drafts = series.get("spec_decode_num_accepted_tokens_total"), series.get("spec_decode_num_drafts_total")
+        if accepted is not None and drafts:
+            values["lifetime_accept_length"] = 1.0 + accepted / drafts  # since it started: as SGLang's /server_info says it
         if before is not None:
             values["spec_accept_length"] = metrics.acceptance_between(before[0], series)
             generated, earlier = series.get("generation_tokens_total"), before[0].get("generation_tokens_total")

@@ -6,21 +6,27 @@ from __future__ import annotations
 
 
 def series(text: str) -> dict[str, float] | None:
-    """Every `vllm:` series by name (without the prefix); None when the text is not Prometheus text."""
+    """Every `vllm:` series of a /metrics text by name (without the prefix); None when it is not Prometheus text."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    found: dict[str, float] = {}
-    counted: dict[str, int] = {}
     try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if not sample.name.startswith("vllm:") or sample.name.endswith(("_bucket", "_created")):
-                    continue
-                name = sample.name[len("vllm:"):]
-                found[name] = found.get(name, 0.0) + sample.value
-                counted[name] = counted.get(name, 0) + 1
+        samples = [(s.name, dict(s.labels), float(s.value)) for f in text_string_to_metric_families(text) for s in f.samples]
     except (ValueError, IndexError, KeyError, TypeError):
         return None
+    return series_of_samples(samples)
+
+
+def series_of_samples(samples) -> dict[str, float]:
+    """Every `vllm:` series by name (without the prefix), summed over its engines (a DP rank each); a fraction's
+    mean.  From /metrics or as a Prometheus scraped them."""
+    found: dict[str, float] = {}
+    counted: dict[str, int] = {}
+    for full, _labels, value in samples:
+        if not full.startswith("vllm:") or full.endswith(("_bucket", "_created")):
+            continue
+        name = full[len("vllm:"):]
+        found[name] = found.get(name, 0.0) + value
+        counted[name] = counted.get(name, 0) + 1
     for name in [n for n in found if n.endswith("_perc")]:  # a fraction per engine: their mean, not their sum
         found[name] /= counted[name]
     return found

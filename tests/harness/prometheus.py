@@ -94,9 +94,9 @@ class PrometheusHarness:
 class ExporterHarness:
     """The stand-in DCGM exporter: one process, a port per host, driven by a scenario file."""
 
-    def __init__(self, root: Path, hosts: dict[str, dict], sglang: dict | None = None):
+    def __init__(self, root: Path, hosts: dict[str, dict], sglang: dict | None = None, vllm: dict | None = None):
         self.path = Path(root) / "exporter.json"
-        self.data = {"hosts": hosts, **({"sglang": sglang} if sglang else {})}
+        self.data = {"hosts": hosts, **({"sglang": sglang} if sglang else {}), **({"vllm": vllm} if vllm else {})}
         self.write()
         self.proc = subprocess.Popen([sys.executable, str(STANDIN), str(self.path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      start_new_session=True)

@@ -73,6 +73,20 @@ def render_sglang(s: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_vllm(s: dict) -> str:
+    """vLLM 0.10.2's series (vllm-facts §4.2), with its labels, as its /metrics writes them."""
+    labels = 'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"'
+    rows = [("num_requests_running", "gauge", s.get("running", 8)), ("num_requests_waiting", "gauge", s.get("queued", 0)),
+            ("kv_cache_usage_perc", "gauge", s.get("kv_usage", 0.12)), ("generation_tokens_total", "counter", s.get("generation_tokens", 5000)),
+            ("spec_decode_num_drafts_total", "counter", s.get("drafts", 1000)),
+            ("spec_decode_num_accepted_tokens_total", "counter", s.get("accepted", 1850))]
+    lines = []
+    for name, kind, value in rows:
+        family = name[: -len("_total")] if name.endswith("_total") else name
+        lines += [f"# HELP vllm:{family} {family}", f"# TYPE vllm:{family} {kind}", f"vllm:{name}{{{labels}}} {float(value)}"]
+    return "\n".join(lines) + "\n"
+
+
 class Exporter:
     def __init__(self, scenario_path: str):
         self.path = scenario_path
@@ -89,7 +103,8 @@ class Exporter:
                 while (await reader.readline()) not in (b"\r\n", b"\n", b""):
                     pass
                 scenario = self.scenario()
-                body = (render_sglang(scenario["sglang"]) if name == "sglang" else render(name, scenario["hosts"][name])).encode()
+                body = (render_sglang(scenario["sglang"]) if name == "sglang" else render_vllm(scenario["vllm"]) if name == "vllm"
+                        else render(name, scenario["hosts"][name])).encode()
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
                              + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
                 await writer.drain()
@@ -108,8 +123,9 @@ class Exporter:
                 await asyncio.sleep(0.2)
                 continue
             wanted = {name: h["port"] for name, h in scenario.get("hosts", {}).items() if not h.get("stopped")}
-            if scenario.get("sglang"):
-                wanted["sglang"] = scenario["sglang"]["port"]
+            for engine in ("sglang", "vllm"):
+                if scenario.get(engine):
+                    wanted[engine] = scenario[engine]["port"]
             for name in list(self.servers):
                 if name not in wanted:
                     self.servers.pop(name).close()
