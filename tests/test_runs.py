@@ -266,8 +266,9 @@ def test_e4_state_dirs_need_an_export_and_temp_files_mean_not_yet(tmp_path):
     asyncio.run(go())
 
 
-def test_layers0_checkpoint_is_judged_per_sglang_version(tmp_path):
-    """A checkpoint with layers.0.* keys (a vLLM-style export): not ready for 0.5.2, ready for 0.5.14."""
+def test_layers0_checkpoint_is_judged_per_engine_and_version(tmp_path):
+    """A checkpoint with layers.0.* keys (a vLLM-style export): not ready for SGLang 0.5.2, ready for 0.5.14, and
+    ready for vLLM 0.10.2 (its loader takes layers.0.* as they are) when the run says vLLM serves it."""
     from cockpit.drafter.header import encode_header
 
     directory = write_checkpoint(tmp_path / "out" / "epoch_0", "E1", "outputs__tiny-llama-eagle3__epoch_0")
@@ -280,13 +281,16 @@ def test_layers0_checkpoint_is_judged_per_sglang_version(tmp_path):
         handle.write(header)
         handle.truncate(len(header) + end)
 
-    async def go(version):
-        status, _ = await RunWatcher(RunSpec("r", "here", output_dir=str(tmp_path / "out"), sglang=version), local()).poll()
+    async def go(version, engine="sglang"):
+        spec = RunSpec("r", "here", output_dir=str(tmp_path / "out"), **{engine: version})
+        status, _ = await RunWatcher(spec, local()).poll()
         return status.latest_checkpoint
 
-    old, new = asyncio.run(go("0.5.2")), asyncio.run(go("0.5.14"))
+    old, new, vllm = asyncio.run(go("0.5.2")), asyncio.run(go("0.5.14")), asyncio.run(go("0.10.2", "vllm"))
     assert old["key_layout"] == "layers.0.*" and old["verdict"].startswith("not ready for SGLang 0.5.2")
     assert new["verdict"] == "ready for SGLang 0.5.14"
+    assert vllm["verdict"] == "ready for vLLM 0.10.2"
+    assert asyncio.run(go(None))["verdict"] == "ready for SGLang >=0.5.12"  # no version: every range it loads in
 
 
 # --- the CLI ----------------------------------------------------------------------------------------

@@ -183,6 +183,7 @@ def build(root: Path, engine: str = "sglang") -> DemoWorld:
         extra = json.dumps(["--speculative-model", str(draft), "--num-speculative-tokens", "16"])
         stats_env = ', VLLM_LOG_STATS_INTERVAL = "2"'  # vLLM logs its figures every 10 s; the demo is in a hurry
         server_words = "the vLLM server replays vLLM 0.10.2"
+        runs_judge = 'vllm = "0.10.2"                       # the serving host\'s vLLM: checkpoints judged for it'
     else:
         judge = 'sglang = "0.5.2"'
         engine_line = ""
@@ -190,6 +191,7 @@ def build(root: Path, engine: str = "sglang") -> DemoWorld:
                             "--num-speculative-tokens", "16"])
         stats_env = ""
         server_words = "the SGLang server replays SGLang 0.5.23"
+        runs_judge = 'sglang = "0.5.2"                      # the serving host\'s SGLang: checkpoints judged for it'
     text = f"""# cockpit DEMO: the deployment of the story, on this machine. Hosts replay nvidia-smi output recorded
 # on a real H200; {server_words}. Nothing leaves loopback.
 
@@ -221,7 +223,7 @@ host = "trainer"
 log = {json.dumps(str(root / 'train.log'))}
 output_dir = {json.dumps(str(root / 'outputs'))}
 depth = 16                            # the story's serving depth: the estimate is truncated there
-sglang = "0.5.2"                      # the serving host's SGLang: checkpoints judged for it
+{runs_judge}
 poll_s = 1
 
 [runbook]

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from cockpit.drafter.header import HeaderError, header_length, parse_header_bytes
-from cockpit.drafter.inspect import RANGES, build_report, version_range
+from cockpit.drafter.inspect import EVERY, build_report, ranges_of
 from cockpit.hosts.transport import FileStat, Transport
 
 _EPOCH = re.compile(r"^epoch_(?P<epoch>\d+)(?:_step_(?P<step>\d+))?$")
@@ -46,15 +46,22 @@ class Checkpoint:
         return {"path": self.path, "name": self.name, "complete": self.complete, "why": self.why, "key_layout": self.key_layout,
                 "layout": self.layout, "needs_export": self.needs_export, "ready": self.ready, "problems": self.problems}
 
-    def verdict(self, version: str | None) -> str:
+    def verdict(self, version: str | None, engine: str = "sglang") -> str:
+        """Whether the engine that will serve it loads it as it is (`engine`'s loader, for `version`, else each of its
+        version ranges)."""
+        from cockpit.serving.engines import label
+
+        name = label(engine)
         if not self.complete:
             return f"incomplete: {self.why}"
         if self.needs_export:
             return "training state only: `specforge export --to sglang` makes the servable dir"
+        ranges = ranges_of(engine, version)
         if version:
-            ok = self.ready.get(version_range(version))
-            return f"ready for SGLang {version}" if ok else f"not ready for SGLang {version}: " + "; ".join(self.problems[:1])
-        return "ready for " + ", ".join(r for r, ok in self.ready.items() if ok) if any(self.ready.values()) else "not ready for any SGLang"
+            ok = all(self.ready.get(r) for r in ranges)
+            return f"ready for {name} {version}" if ok else f"not ready for {name} {version}: " + "; ".join(self.problems[:1])
+        ready = [r.removeprefix(name + " ") for r in ranges if self.ready.get(r)]  # vLLM's ranges carry its name
+        return f"ready for {name} " + ", ".join(ready) if ready else f"not ready for any {name}"
 
 
 def _order(name: str) -> tuple[int, int] | None:
@@ -138,8 +145,8 @@ async def inspect_checkpoint(transport: Transport, path: str, name: str, order: 
     checkpoint.key_layout = ("layers.0.*" if any(n.startswith("layers.0.") for n in tensor_names)
                              else "midlayer.*" if any(n.startswith("midlayer.") for n in tensor_names) else "unrecognised")
     checkpoint.layout = report.layout
-    verdicts = report.verdicts()
-    checkpoint.ready = {r: not verdicts[r] for r in RANGES}
+    verdicts = report.verdicts(engine="both")
+    checkpoint.ready = {r: not verdicts[r] for r in EVERY}  # every engine's version ranges
     checkpoint.problems = [p.message for p in report.problems]
     return checkpoint
 

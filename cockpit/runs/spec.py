@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from cockpit.config import Checker, Config, version_problem
 from cockpit.where.placement import PLACEMENT_KEYS, Placement, parse_placement
 
-RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "poll_s", "pid_file", "process"} | PLACEMENT_KEYS
+RUN_KEYS = {"host", "log", "output_dir", "depth", "stall_after_min", "total_steps", "sglang", "vllm", "poll_s", "pid_file", "process"} | PLACEMENT_KEYS
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,11 @@ class RunSpec:
     stall_after_s: float = 600.0
     total_steps: int | None = None  # for logs that never say it (SpecForge E4)
     sglang: str | None = None  # the serving host's SGLang version: checkpoint verdicts for it
+    vllm: str | None = None  # instead: the serving host's vLLM version (its loader judges the checkpoints)
+
+    def judge(self) -> tuple[str | None, str]:
+        """(the version, the engine) the checkpoints are judged for."""
+        return (self.vllm, "vllm") if self.vllm else (self.sglang, "sglang")
     poll_s: float = 2.0  # the log and the process are looked at this often: a death is seen within it
     pid_file: str | None = None  # the trainer's pid, written by whoever started it (else: the log's writers)
     process: str | None = None  # a regular expression over its command line (else: the log's writers)
@@ -29,7 +34,7 @@ class RunSpec:
 
     def to_json(self) -> dict:
         return {"name": self.name, "host": self.host, "log": self.log, "output_dir": self.output_dir, "depth": self.depth,
-                "stall_after_s": self.stall_after_s, "total_steps": self.total_steps, "sglang": self.sglang,
+                "stall_after_s": self.stall_after_s, "total_steps": self.total_steps, "sglang": self.sglang, "vllm": self.vllm,
                 "pid_file": self.pid_file, "process": self.process,
                 "where": self.placement.to_json() if self.placement else {"kind": "process"}}
 
@@ -67,6 +72,14 @@ def parse_runs(config: Config) -> dict[str, RunSpec]:
         sglang = check.get(table, data, "sglang", str, None)
         if sglang is not None and (problem := version_problem(sglang)):
             raise check.fail(table, "sglang", problem)
+        vllm = check.get(table, data, "vllm", str, None)
+        if vllm is not None:
+            from cockpit.serving.engines import engine
+
+            if (problem := engine("vllm").version_problem(vllm)):
+                raise check.fail(table, "vllm", problem)
+            if sglang is not None:
+                raise check.fail(table, "vllm", "give sglang or vllm (the engine whose loader judges the checkpoints), not both")
         pid_file = check.get(table, data, "pid_file", str, None)
         if pid_file is not None and not pid_file.startswith("/"):
             raise check.fail(table, "pid_file", f"'{pid_file}' must be an absolute path on {host}")
@@ -80,7 +93,7 @@ def parse_runs(config: Config) -> dict[str, RunSpec]:
             name=name, host=host, log=log, output_dir=output_dir, depth=depth,
             stall_after_s=60.0 * check.get(table, data, "stall_after_min", float, 10.0, minimum=0.1),
             total_steps=check.get(table, data, "total_steps", int, None, minimum=1),
-            sglang=sglang,
+            sglang=sglang, vllm=vllm,
             poll_s=check.get(table, data, "poll_s", float, 2.0, minimum=0.2),
             pid_file=pid_file, process=process or None, placement=placement,
         )

@@ -456,10 +456,10 @@ class RunWatcher:
         status.checkpoints = [c.to_json() for c in self._checkpoints]
         newest = latest(self._checkpoints)
         if newest is not None:
-            status.latest_checkpoint = {**newest.to_json(), "verdict": newest.verdict(self.spec.sglang)}
+            status.latest_checkpoint = {**newest.to_json(), "verdict": newest.verdict(*self.spec.judge())}
         elif self._checkpoints:
             last = self._checkpoints[-1]
-            status.latest_checkpoint = {**last.to_json(), "verdict": last.verdict(self.spec.sglang)}
+            status.latest_checkpoint = {**last.to_json(), "verdict": last.verdict(*self.spec.judge())}
         status.log_size = self.follower.offset if self.follower else None
         return status
 

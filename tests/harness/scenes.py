@@ -83,8 +83,8 @@ async def _bench(pilot) -> None:
 
 PANES = {
     "hosts": lambda pilot: _keys(pilot),
-    "zoomed-host": lambda pilot: _keys(pilot, "z"),
-    "one-gpu": lambda pilot: _keys(pilot, "z", "5"),
+    "zoomed-host": lambda pilot: _keys(pilot, "h", "z"),  # the hosts focused first: the server pane may have taken the focus
+    "one-gpu": lambda pilot: _keys(pilot, "h", "z", "5"),
     "checklist": lambda pilot: _keys(pilot, "c"),
     "checklist-raw": lambda pilot: _keys(pilot, "c", "x"),
     "server-log": lambda pilot: _keys(pilot, "h", "s") if not pilot.app.layout_state.shown("server") else _keys(pilot),
