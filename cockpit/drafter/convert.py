@@ -134,7 +134,7 @@ LAYER_SETTINGS = ("hidden_size", "intermediate_size", "num_attention_heads", "nu
 def sglang_config(config: dict[str, Any]) -> dict[str, Any]:
     """A speculators config.json as SGLang's EAGLE-3 loader reads one: architectures and model_type at the
     top, the layer's settings flattened out of transformer_layer_config, the target's vocabulary."""
-    layer = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
+    layer: dict = raw if isinstance(raw := config.get("transformer_layer_config"), dict) else {}
     out: dict[str, Any] = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}
     out.update({k: layer[k] for k in LAYER_SETTINGS if k in layer})
     out["num_hidden_layers"] = 1

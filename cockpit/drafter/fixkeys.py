@@ -310,7 +310,7 @@ def fix_keys(path: str | Path, rules=DEFAULT_RULES, dry_run: bool = False, ops=N
     if dry_run:
         return report
     for header, plan, new_bytes in plans:
-        if not plan.renames:
+        if not plan.renames or new_bytes is None:  # a plan with renames always has its new header
             continue
         if plan.in_place:
             fix_in_place(ops, header, plan, new_bytes)

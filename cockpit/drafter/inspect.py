@@ -166,7 +166,7 @@ def effective_config(config) -> dict:
     if not isinstance(config, dict):
         return {}
     if is_speculators(config):
-        nested = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
+        nested = raw if isinstance(raw := config.get("transformer_layer_config"), dict) else {}
         return {**nested, **{k: v for k, v in config.items() if k not in ("transformer_layer_config",) and k not in nested}}
     return config
 

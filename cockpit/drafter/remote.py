@@ -139,7 +139,7 @@ async def _fix_remote(transport, path: str, rules, dry_run: bool) -> FixReport:
         if dry_run:
             return
         for header, plan, new_bytes in plans:
-            if plan.renames:
+            if plan.renames and new_bytes is not None:  # a plan with renames always has its new header
                 fix_in_place(ops, header, plan, new_bytes)
         if index_data is not None and report.index_renames:
             ops.write_file_atomic(index, (json.dumps(index_data, indent=2) + "\n").encode())

@@ -18,7 +18,7 @@ def draft_path(ctx: RunContext | None, spec: StepSpec) -> str:
     if spec.params.get("path"):
         return spec.params["path"]
     source = spec.params.get("from_step")
-    result = ctx.runbook.result(source) if ctx is not None else None
+    result = ctx.runbook.result(source) if ctx is not None and source else None
     checkpoint = (result.evidence or {}).get("checkpoint") if result is not None and result.state is StepState.PASSED else None
     if not checkpoint or not checkpoint.get("path"):
         from cockpit.errors import CockpitError
