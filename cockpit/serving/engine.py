@@ -66,6 +66,13 @@ class LogReading:
     run_start_line: int | None = None
 
 
+def counter_deltas(before: dict[str, float] | None, after: dict[str, float] | None, keys: tuple[str, ...]) -> tuple[float, ...] | None:
+    """How much each counter of `keys` moved between two reads of an engine's series (None: a read or a counter missing)."""
+    if not before or not after or any(k not in before or k not in after for k in keys):
+        return None
+    return tuple(after[k] - before[k] for k in keys)
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str  # the config's word for it: engine = "sglang"

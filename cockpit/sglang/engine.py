@@ -8,7 +8,7 @@ from typing import Any
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.depth import DepthConfig, with_depth
-from cockpit.serving.engine import Capabilities, LiveLine, LogReading
+from cockpit.serving.engine import Capabilities, LiveLine, LogReading, counter_deltas
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport, apply_fix
 from cockpit.sglang import diagnose, launch, lint, loglines
@@ -112,12 +112,10 @@ class SGLang:
         return series  # the core's names are SGLang's
 
     def acceptance_between(self, before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
-        if not before or not after:
+        moved = counter_deltas(before, after, ("generation_tokens_total", "spec_verify_calls_total"))
+        if moved is None:
             return None
-        keys = ("generation_tokens_total", "spec_verify_calls_total")
-        if any(k not in before or k not in after for k in keys):
-            return None
-        tokens, verifies = (after[k] - before[k] for k in keys)
+        tokens, verifies = moved
         return tokens / verifies if verifies > 0 and tokens >= 0 else None
 
 

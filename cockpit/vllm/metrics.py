@@ -34,10 +34,10 @@ def series_of_samples(samples) -> dict[str, float]:
 
 def acceptance_between(before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
     """1 + Δaccepted / Δdrafts between two reads of the series; None without drafts in between."""
-    if not before or not after:
+    from cockpit.serving.engine import counter_deltas
+
+    moved = counter_deltas(before, after, ("spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total"))
+    if moved is None:
         return None
-    keys = ("spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total")
-    if any(k not in before or k not in after for k in keys):
-        return None
-    accepted, drafts = (after[k] - before[k] for k in keys)
+    accepted, drafts = moved
     return 1.0 + accepted / drafts if drafts > 0 and accepted >= 0 else None
