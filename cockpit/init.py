@@ -85,6 +85,33 @@ def one_of(choices: tuple[str, ...]) -> Check:
     return check
 
 
+TRAINER_FORMS = {"slurm": "slurm_job_name", "docker": "container", "podman": "container", "pod": "pod"}
+
+
+def trainer_place(text: str):
+    """Where a training host's trainer is watched: its log's absolute path, or where it runs (slurm:JOB_NAME,
+    docker:NAME, podman:NAME, pod:NAMESPACE/NAME), as a [runs.X] table's keys, checked as the config checks them."""
+    from cockpit.config import Checker
+    from cockpit.errors import ConfigError
+    from cockpit.where.placement import parse_placement
+
+    text = text.strip()
+    if not text:
+        return {}, None
+    if text.startswith("/"):
+        return ({"log": text}, None) if not any(c.isspace() for c in text) else (None, f"'{text}' has a space: give the log's path")
+    form, sep, name = text.partition(":")
+    if not sep or form not in TRAINER_FORMS:
+        return None, (f"'{text}' is neither a log's absolute path nor slurm:JOB_NAME, docker:NAME, podman:NAME or "
+                      "pod:NAMESPACE/NAME")
+    table = {TRAINER_FORMS[form]: name, **({"container_engine": "podman"} if form == "podman" else {})}
+    try:
+        parse_placement(Checker("the answer", ""), ("runs", "train"), table)
+    except ConfigError as exc:
+        return None, exc.detail
+    return table, None
+
+
 def depth_list(text: str):
     parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
     if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -122,7 +149,9 @@ def questionnaire(ask: Ask = _ask_stdin, here_has_gpus: bool | None = None) -> d
         port = ask_until(ask, f"  {name}: SSH port (empty: 22 or ~/.ssh/config)", "", whole(1, 65535, empty_ok=True))
         role = ask_until(ask, f"  {name}: role (serving or training)", "serving" if number == 0 else "training",
                          one_of(("serving", "training")))
-        answers["hosts"].append({"name": name, "address": address, "user": user, "port": port, "role": role})
+        trainer = ask_until(ask, f"  {name}: its trainer, to watch (its log's absolute path, or slurm:JOB_NAME, docker:NAME, podman:NAME, "
+                            "pod:NAMESPACE/NAME; empty: none)", "", trainer_place) if role == "training" else {}
+        answers["hosts"].append({"name": name, "address": address, "user": user, "port": port, "role": role, "trainer": trainer})
     serving = [h["name"] for h in answers["hosts"] if h["role"] == "serving"]
     answers["serving"] = serving[0] if serving else None
     if answers["serving"]:
@@ -150,6 +179,11 @@ def render_config(answers: dict) -> str:
             lines.append(f"port = {int(host['port'])}")
         lines.append(f"roles = [{_toml_string(host['role'])}]")
         lines.append("")
+    for host in answers["hosts"]:
+        if host.get("trainer"):
+            lines += [f"[runs.train-{host['name']}]", f"host = {_toml_string(host['name'])}",
+                      *(f"{key} = {_toml_string(value)}" for key, value in host["trainer"].items()),
+                      "# output_dir = \"/ckpt/run\"   # its checkpoints and runs/ TensorBoard events, judged as they are written", ""]
     serving = answers.get("serving")
     if serving:
         depths = answers["depths"]

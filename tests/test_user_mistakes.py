@@ -350,3 +350,25 @@ def test_status_watch_stopped_by_ctrl_c_exits_130(standin_path, tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and err == "", (proc.returncode, err)
+
+
+def test_init_asks_where_a_training_hosts_trainer_runs_and_writes_a_run_the_config_reads(tmp_path):
+    """A training host's trainer: its log, or where it runs (a Slurm job, a container, a pod), checked as the config
+    checks it (a bad answer asked again with why), written as a [runs] table that loads."""
+    from cockpit.config import load_config
+    from cockpit.init import questionnaire, render_config
+    from cockpit.runs.spec import parse_runs
+
+    for answer, expected in (("slurm:eagle3-train", ("slurm", "eagle3-train")), ("podman:trainer", ("podman", "trainer")),
+                             ("pod:ml/eagle3-0", ("pod", "eagle3-0")), ("/data/train.log", None)):
+        given = iter(["1", "trainbox", "10.0.0.9", "", "", "training", "docker:", answer])
+        answers = questionnaire(lambda question, default: next(given), here_has_gpus=False)
+        path = tmp_path / "c.toml"
+        path.write_text(render_config(answers))
+        runs = parse_runs(load_config(path))
+        run = runs["train-trainbox"]
+        assert run.host == "trainbox"
+        if expected is None:
+            assert run.log == "/data/train.log" and run.placement is None
+        else:
+            assert (run.placement.kind, run.placement.name) == expected
