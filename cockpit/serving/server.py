@@ -130,9 +130,12 @@ class ServerWatcher:
     The log pane runs it in a worker and posts what it returns."""
 
     def __init__(self, transport: Transport, pid: int | None, port: int | None, log: str | None, keep_lines: int = 2000, group=None,
-                 prometheus=None, placement=None):
+                 prometheus=None, placement=None, engine: str | None = None):
         from cockpit.serving.live import LiveServer
+        from cockpit.serving.engines import engine as engine_named, known
 
+        # whose log it is: the launch step's engine, asked once (None: a server named by hand, its log says whose)
+        self.engine = engine_named(engine) if engine is not None and known(engine) else None
         self.prometheus = prometheus  # (PrometheusSettings, selector): the engine's series as Prometheus scraped them
         self.group = group  # a GroupWatcher over every node of a launch group (rank 0 is this server)
         self.transport = transport
@@ -203,7 +206,7 @@ class ServerWatcher:
                 new and any(d.kind == "draft_weights_not_loaded" for d in self._report.diagnoses)):
             # ~70 ms for 2000 lines: made again when a line came that can change it, not for each second's
             # decode line of a server serving well (that was most of the cockpit's CPU with a server up)
-            self._report = diagnose_lines(self.lines, first_line=self._dropped + 1)
+            self._report = diagnose_lines(self.lines, first_line=self._dropped + 1, engine=self.engine)
         else:
             self._report.lines = len(self.lines)
         mgr = self.manager_state

@@ -81,7 +81,7 @@ def server_watcher(target: ServerTarget, get_transport, config):
 
     group = target.group_watcher(get_transport)
     return ServerWatcher(get_transport(target.host), target.pid, target.port, target.log, group=group,
-                         prometheus=prometheus_source(config), placement=target.placement)
+                         prometheus=prometheus_source(config), placement=target.placement, engine=target.engine)
 
 
 async def read_server(target: ServerTarget, get_transport, opener=None, prometheus=None, selector: str | None = None):
