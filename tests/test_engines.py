@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from cockpit.serving import engines
 from cockpit.serving.depth import DepthConfig
 from cockpit.serving.helpschema import load_schema
 from cockpit.serving.logread import diagnose_lines
+from harness.sshd import free_port
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PACKAGE = Path(__file__).parent.parent / "cockpit"
@@ -86,12 +86,6 @@ def test_its_capabilities_are_whole(engine):
     assert engine.version_problem("banana")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_its_stand_in_comes_up_and_serves_figures_the_core_reads(engine, tmp_path):
@@ -105,7 +99,7 @@ def test_its_stand_in_comes_up_and_serves_figures_the_core_reads(engine, tmp_pat
     from cockpit.serving.live import LiveServer, opener_for
     from cockpit.serving.server import wait_ready
 
-    port = _free_port()
+    port = free_port()
     python = serving_python(tmp_path, sys.executable)
     argv = engine.server_argv(python, "/models/target", "/ckpt/eagle3", DepthConfig.chain(3), "EAGLE3", None, port, None, None)
     log = tmp_path / "server.log"

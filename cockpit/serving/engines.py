@@ -60,6 +60,12 @@ def known(name: str | None) -> bool:
     return (name or DEFAULT) in _all()
 
 
+def engine_or_default(name: str | None) -> Engine:
+    """The engine of that name, or the default one for None or a name no engine has (a figure read before any line
+    said whose it is)."""
+    return engine(name if known(name) else None)
+
+
 def label(name: str | None) -> str:
     return engine(name).label if known(name) else str(name)
 

@@ -397,17 +397,15 @@ class LiveFigures:
 
 def _engine_of(name: str | None):
     """The engine whose lines or series were read; the default one before any was."""
-    from cockpit.serving.engines import engine, known
+    from cockpit.serving.engines import engine_or_default
 
-    return engine(name if known(name) else None)
+    return engine_or_default(name)
 
 
 def _watchdog(name: str | None) -> str:
-    from cockpit.serving.engines import engine, known
-
-    watch = engine(name) if known(name) else None
-    seconds = watch.capabilities.watchdog_s if watch is not None else None
-    return f"; {watch.label}'s watchdog kills it at {seconds:.0f} s" if watch is not None and seconds else ""
+    watch = _engine_of(name)
+    seconds = watch.capabilities.watchdog_s
+    return f"; {watch.label}'s watchdog kills it at {seconds:.0f} s" if seconds else ""
 
 
 _CRASH_TEXT = {

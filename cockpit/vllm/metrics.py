@@ -5,17 +5,6 @@ fraction's mean; and the acceptance length between two reads, as vLLM's own benc
 from __future__ import annotations
 
 
-def series(text: str) -> dict[str, float] | None:
-    """Every `vllm:` series of a /metrics text by name (without the prefix); None when it is not Prometheus text."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    try:
-        samples = [(s.name, dict(s.labels), float(s.value)) for f in text_string_to_metric_families(text) for s in f.samples]
-    except (ValueError, IndexError, KeyError, TypeError):
-        return None
-    return series_of_samples(samples)
-
-
 def series_of_samples(samples) -> dict[str, float]:
     """Every `vllm:` series by name (without the prefix), summed over its engines (a DP rank each); a fraction's
     mean.  From /metrics or as a Prometheus scraped them."""

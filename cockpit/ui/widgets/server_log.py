@@ -37,7 +37,7 @@ def status_line(status: ServerStatus | None, target: str) -> Text:
         text.append("  ")
     seen = {m for m, _ in status.report.milestones}
     engine = status.report.engine
-    for name in engines.engine(engine if engines.known(engine) else None).start_steps:
+    for name in engines.engine_or_default(engine).start_steps:
         text.append(("✔ " if name in seen else "· ") + name + "  ", style="green" if name in seen else "dim")
     return text
 
