@@ -190,7 +190,11 @@ def cmd_config(args) -> int:
         build_parser().parse_args(["config", "--help"])
     checked = load_checked(args.file)
     check_ui_settings(checked.config)  # the TUI's own settings: refused here exactly as the TUI would
-    emit(args, {"ok": True, "file": args.file, **checked.to_json()}, f"{args.file}: OK, {checked.render()}")
+    from cockpit.serving import engines
+
+    refused = engines.load_problems()  # installed engine packages that could not be taken: said, not silent
+    text = f"{args.file}: OK, {checked.render()}" + "".join(f"\nnote: engine '{name}' refused: {why}" for name, why in refused.items())
+    emit(args, {"ok": True, "file": args.file, **checked.to_json(), "engines": list(engines.names()), "engines_refused": refused}, text)
     return EXIT_OK
 
 
@@ -393,8 +397,11 @@ def cmd_drafter(args) -> int:
 
         if args.sglang and args.vllm:
             raise CockpitError("give --sglang VERSION or --vllm VERSION, not both (--engine both judges every range of each)")
-        engine = args.engine or ("vllm" if args.vllm else "sglang")
-        version = args.vllm if engine == "vllm" else args.sglang if engine == "sglang" else None
+        from cockpit.drafter.inspect import DEFAULT_LOADER, LOADERS
+
+        given = vars(args)  # --ENGINE VERSION: a version of that engine's loader
+        engine = args.engine or next((name for name in LOADERS if given.get(name)), DEFAULT_LOADER)
+        version = given.get(engine) if engine in LOADERS else None
         report = inspect_draft(args.path)
         emit(args, report.to_json(version, engine), render_report(report, version, args.keys, engine))
         return EXIT_OK if report.ready(version, engine) else EXIT_PROBLEM

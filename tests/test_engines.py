@@ -162,3 +162,41 @@ def test_the_old_step_kind_names_still_load(tmp_path):
         path.write_text(text.format(launch=launch, ready=ready))
         spec = parse_runbook(load_config(path))
         assert [spec.kind(s).name for s in spec.steps] == ["gpu_clean", "serve_launch", "serve_ready"]
+
+
+def test_an_installed_engine_that_cannot_be_taken_is_said_not_silent(tmp_path, monkeypatch, capsys):
+    """The `cockpit.engines` entry points of an installed package (real dist-info metadata on sys.path): one whose
+    module does not import, one that is not an engine, one that takes a built-in's name, and one good engine (a
+    re-export of vLLM's under another name).  The good one is registered; each refused one is said, with why, by
+    `config check` and by the error of a config that names it; the built-in engines still serve."""
+    from cockpit.cli import main
+
+    (tmp_path / "thirdparty_engine.py").write_text(
+        "from cockpit.vllm.engine import ENGINE as _vllm\nimport dataclasses\nNOT_AN_ENGINE = object()\nGOOD = _vllm\n")
+    info = tmp_path / "thirdparty_engine-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty-engine\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[cockpit.engines]\nbroken = no_such_module_here:ENGINE\nhollow = thirdparty_engine:NOT_AN_ENGINE\n"
+        "sglang = thirdparty_engine:GOOD\ngood = thirdparty_engine:GOOD\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    engines._all.cache_clear()
+    engines._PROBLEMS.clear()
+    try:
+        refused = engines.load_problems()
+        assert set(refused) == {"broken", "hollow", "sglang"}
+        assert "ModuleNotFoundError" in refused["broken"] and "no_such_module_here" in refused["broken"]
+        assert refused["hollow"].startswith("thirdparty_engine:NOT_AN_ENGINE is not an engine: it has no ")
+        assert "already an engine (SGLang)" in refused["sglang"]
+        assert engines.names()[:2] == ("sglang", "vllm") and "good" in engines.names()
+        assert engines.engine("sglang").label == "SGLang"
+        config = tmp_path / "c.toml"
+        config.write_text('[hosts.local]\nlocal = true\n')
+        assert main(["config", "check", str(config)]) == 0
+        out = capsys.readouterr().out
+        assert "note: engine 'broken' refused: no_such_module_here:ENGINE could not be loaded" in out
+        with pytest.raises(Exception, match="an installed engine of that name was refused: thirdparty_engine:NOT_AN_ENGINE"):
+            engines.engine("hollow")
+    finally:
+        engines._all.cache_clear()
+        engines._PROBLEMS.clear()

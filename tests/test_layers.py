@@ -117,11 +117,11 @@ def test_nothing_outside_an_engine_imports_it():
 
 def test_the_registry_names_every_engine_package_and_each_implements_the_seam():
     from cockpit.serving import engines
-    from cockpit.serving.engine import Engine
+    from cockpit.serving.engine import PROTOCOL_MEMBERS, Engine
 
     packages = sorted(p.name for p in ROOT.iterdir() if (p / "engine.py").exists() and "\nENGINE = " in (p / "engine.py").read_text())
     assert sorted(engines.BUILTIN) == packages == ["sglang", "vllm"]
     for engine in engines.engines():
         assert isinstance(engine, Engine), engine
-        missing = [name for name in dir(Engine) if not name.startswith("_") and not hasattr(engine, name)]
+        missing = [name for name in PROTOCOL_MEMBERS if not hasattr(engine, name)]
         assert missing == [], (engine.name, missing)

@@ -17,8 +17,7 @@ WITHIN_NOISE = 0.05  # a best config less than this ahead of the next (or with o
 
 
 def _median(runs: list[dict], key: str, quantile: str = "p50") -> float | None:
-    values = [(r.get(key) or {}).get(quantile) for r in runs]
-    values = [v for v in values if v is not None]
+    values: list[float] = [v for v in ((r.get(key) or {}).get(quantile) for r in runs) if v is not None]
     return round(statistics.median(values), 3) if values else None
 
 
@@ -108,7 +107,7 @@ class Decision:
         line = f"concurrency {self.concurrency}: {best['config']}, {best['throughput_median']:.0f} tok/s{speed}"
         if self.within_noise and self.runner_up:
             line += f"; WITHIN NOISE of {self.runner_up['config']} ({self.runner_up['throughput_median']:.0f} tok/s)"
-        if self.latency_differs:
+        if self.latency_differs and self.fastest:
             line += f"; lowest latency: {self.fastest['config']} (TPOT p50 {self.fastest['tpot_p50_ms']:.1f} ms)"
         return line
 

@@ -56,7 +56,7 @@ class BenchSweep(StepKind):
         from cockpit.bench.sweep import parse_sweep
 
         sweep = parse_sweep(ctx.hub.config, ctx.runbook.spec)
-        overrides = {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec.params.items() if v is not None}
+        overrides: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec.params.items() if v is not None}
         sweep = replace(sweep, **overrides)
         if not sweep.drafter_accuracy:
             # no accuracies in [bench]: the training run a step before waited for measured them
@@ -85,6 +85,9 @@ class BenchSweep(StepKind):
         if result.failures or not result.runs:
             return StepResult(StepState.FAILED, started, _now(), "; ".join(result.failures) or "no run completed", evidence)
         rec = result.recommendation()
+        if rec is None:
+            return StepResult(StepState.PASSED, started, _now(), f"{len(result.runs)} runs; nothing to recommend; {result.serving}",
+                              evidence)
         message = f"{len(result.runs)} runs; recommended at concurrency {rec.concurrency}: {rec.best['config']}"
         if rec.best["speedup"]:
             message += f", {rec.best['speedup']:.2f}x the baseline"

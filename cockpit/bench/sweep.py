@@ -205,7 +205,7 @@ def variant_of(depth: DepthConfig) -> dict[str, Any]:
     return {"depth": None, "steps": None, "topk": None, "draft_tokens": None, "draft_path": None}
 
 
-async def _relaunch(runbook, launch, depth: DepthConfig, confirm, report) -> tuple[Any, str | None]:
+async def _relaunch(runbook, launch, depth: DepthConfig | None, confirm, report) -> tuple[Any, str | None]:
     """Stop what the launch step runs and start it with `depth` (None: its own config), through its
     gate; the GPUs of a stopped server can take a moment to free.  (launched server, failure)."""
     await runbook.stop_server(launch.name, confirm, planned=True)
@@ -349,7 +349,7 @@ async def _leave_serving(runbook, launch, result: SweepResult, after: str, repor
         await runbook.stop_server(launch.name, _yes, planned=True)
         return "the server is stopped" + (" (nothing to recommend)" if after == "recommended" else "")
     depth = None
-    if after == "recommended":
+    if after == "recommended" and recommended is not None:
         depth = DepthConfig.from_json(recommended.best) or DepthConfig()
     server, failure = await _relaunch(runbook, launch, depth, _yes, report)
     if failure is not None:

@@ -279,8 +279,13 @@ def register_gpus(tp: int, name: str = "sglang::scheduler"):
         os._exit(0)
 
     signal.signal(signal.SIGTERM, forget)
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    atexit.register(_unlink_if_there, path)
     return busy
+
+
+def _unlink_if_there(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def main(argv: list[str] | None = None) -> int:

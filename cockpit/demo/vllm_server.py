@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from importlib import resources
 
 from cockpit.demo.server import WORDS, _int, event_stream, parse, register_gpus, reply, serve_connection, watch_parent
@@ -35,6 +36,21 @@ def refuse(usage: str, prog: str, message: str) -> int:
     return 2
 
 
+@dataclass
+class _Window:
+    """What the stand-in counts between two stats lines (vLLM's loggers print the interval's figures)."""
+
+    positions: int
+    generated: int = 0
+    prompt: int = 0
+    drafts: int = 0
+    accepted: int = 0
+    per_position: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.per_position = [0] * self.positions
+
+
 class StandInVllm:
     def __init__(self, model: str, config: dict | None):
         self.model_name = model
@@ -44,7 +60,7 @@ class StandInVllm:
         self.gpus_busy = lambda _flag: None  # the GPUs' replay follows the requests (demo/server.py register_gpus)
         self.prompt_tokens = self.generated = self.drafts = self.draft_tokens = self.accepted = 0
         self.per_position = [0] * steps
-        self.window = {"generated": 0, "prompt": 0, "drafts": 0, "accepted": 0, "per_position": [0] * steps}
+        self.window = _Window(steps)
 
     async def handle(self, reader, writer) -> None:
         await serve_connection(reader, writer, self.route)
@@ -86,37 +102,37 @@ class StandInVllm:
 
     def _step(self, tokens: int) -> None:
         self.generated += tokens
-        self.window["generated"] += tokens
+        self.window.generated += tokens
         if self.model.speculative:
             accepted = tokens - 1  # the bonus token is not an accepted draft token
             self.drafts += 1
             self.draft_tokens += self.model.steps
             self.accepted += accepted
-            self.window["drafts"] += 1
-            self.window["accepted"] += accepted
+            self.window.drafts += 1
+            self.window.accepted += accepted
             for position in range(accepted):
                 self.per_position[position] += 1
-                self.window["per_position"][position] += 1
+                self.window.per_position[position] += 1
 
     async def stats(self, interval: float) -> None:
         """vLLM 0.10.2's lines, every interval, while there is traffic (idle: at DEBUG, not shown)."""
         while True:
             await asyncio.sleep(interval)
             w = self.window
-            if not w["generated"] and not self.active:
+            if not w.generated and not self.active:
                 continue
-            log(f"Engine 000: Avg prompt throughput: {w['prompt'] / interval:.1f} tokens/s, Avg generation throughput: "
-                f"{w['generated'] / interval:.1f} tokens/s, Running: {self.active} reqs, Waiting: 0 reqs, GPU KV cache usage: "
+            log(f"Engine 000: Avg prompt throughput: {w.prompt / interval:.1f} tokens/s, Avg generation throughput: "
+                f"{w.generated / interval:.1f} tokens/s, Running: {self.active} reqs, Waiting: 0 reqs, GPU KV cache usage: "
                 f"{min(99.0, self.active * 0.4):.1f}%, Prefix cache hit rate: 0.0%", where="loggers.py:123")
-            if self.model.speculative and w["drafts"]:
-                drafts = w["drafts"]
-                rates = ", ".join(f"{count / drafts:.3f}" for count in w["per_position"])
-                log(f"SpecDecoding metrics: Mean acceptance length: {1 + w['accepted'] / drafts:.2f}, Accepted throughput: "
-                    f"{w['accepted'] / interval:.2f} tokens/s, Drafted throughput: {drafts * self.model.steps / interval:.2f} tokens/s, "
-                    f"Accepted: {w['accepted']} tokens, Drafted: {drafts * self.model.steps} tokens, Per-position acceptance rate: "
-                    f"{rates}, Avg Draft acceptance rate: {100.0 * w['accepted'] / (drafts * self.model.steps):.1f}%",
+            if self.model.speculative and w.drafts:
+                drafts = w.drafts
+                rates = ", ".join(f"{count / drafts:.3f}" for count in w.per_position)
+                log(f"SpecDecoding metrics: Mean acceptance length: {1 + w.accepted / drafts:.2f}, Accepted throughput: "
+                    f"{w.accepted / interval:.2f} tokens/s, Drafted throughput: {drafts * self.model.steps / interval:.2f} tokens/s, "
+                    f"Accepted: {w.accepted} tokens, Drafted: {drafts * self.model.steps} tokens, Per-position acceptance rate: "
+                    f"{rates}, Avg Draft acceptance rate: {100.0 * w.accepted / (drafts * self.model.steps):.1f}%",
                     where="metrics.py:96")
-            self.window = {"generated": 0, "prompt": 0, "drafts": 0, "accepted": 0, "per_position": [0] * len(self.per_position)}
+            self.window = _Window(len(self.per_position))
 
     async def chat(self, body: dict, writer) -> None:
         max_tokens = int(body.get("max_tokens") or 16)
@@ -126,7 +142,7 @@ class StandInVllm:
         if self.active == 1:
             self.gpus_busy(True)
         self.prompt_tokens += 24
-        self.window["prompt"] += 24
+        self.window.prompt += 24
         produced = 0
         try:
             send(json.dumps({"id": "chatcmpl-standin", "object": "chat.completion.chunk", "model": self.model_name,

@@ -16,6 +16,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from cockpit.config import Config, parse_config
 from cockpit.drafter.header import encode_header
@@ -54,6 +55,34 @@ class DemoWorld:
                     pass
 
 
+
+@dataclass(frozen=True)
+class Story:
+    """The story's deployment in one engine's own terms: the habit that crashes (its 16 draft tokens), the
+    versions the draft and the checkpoints are judged for, and what the demo's config says of its server."""
+
+    judge: str  # the drafter step's version line
+    engine_line: str  # the launch step's engine lines
+    habit: Callable[[str], list[str]]  # the story's launch flags for a draft path
+    stats_env: str  # env for the stand-in server
+    server_words: str
+    runs_judge: str  # [runs.X]'s version line
+
+
+STORIES: dict[str, Story] = {
+    # vLLM <= 0.8.2's separate flags, on a vLLM 0.10.2 (vLLM logs its figures every 10 s; the demo is in a hurry)
+    "vllm": Story('vllm = "0.10.2"                       # vLLM loads layers.0.* keys as they are',
+                  'engine = "vllm"\nvllm_version = "0.10.2"\n',
+                  lambda draft: ["--speculative-model", draft, "--num-speculative-tokens", "16"],
+                  ', VLLM_LOG_STATS_INTERVAL = "2"', "the vLLM server replays vLLM 0.10.2",
+                  'vllm = "0.10.2"                       # the serving host\'s vLLM: checkpoints judged for it'),
+    "sglang": Story('sglang = "0.5.2"', "",
+                    lambda draft: ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
+                                   "--num-speculative-tokens", "16"],
+                    "", "the SGLang server replays SGLang 0.5.23",
+                    'sglang = "0.5.2"                      # the serving host\'s SGLang: checkpoints judged for it'),
+}
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -87,7 +116,8 @@ def write_draft(folder: Path) -> None:
         "t2d": ("BOOL", [vocab]),
     }
     sizes = {"BF16": 2, "I64": 8, "BOOL": 1}
-    raw, offset = {"__metadata__": {"format": "pt"}}, 0
+    raw: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
     for name, (dtype, shape) in shapes.items():
         count = 1
         for d in shape:
@@ -177,21 +207,12 @@ def build(root: Path, engine: str = "sglang") -> DemoWorld:
     server_python = serving_python(root, python)
     draft = root / "outputs" / "epoch_1"  # the training run's last checkpoint (it writes it as the demo starts)
     port = _free_port()
-    if engine == "vllm":  # the story's habit in vLLM's own terms: vLLM <= 0.8.2's separate flags, on a vLLM 0.10.2
-        judge = 'vllm = "0.10.2"                       # vLLM loads layers.0.* keys as they are'
-        engine_line = 'engine = "vllm"\nvllm_version = "0.10.2"\n'
-        extra = json.dumps(["--speculative-model", str(draft), "--num-speculative-tokens", "16"])
-        stats_env = ', VLLM_LOG_STATS_INTERVAL = "2"'  # vLLM logs its figures every 10 s; the demo is in a hurry
-        server_words = "the vLLM server replays vLLM 0.10.2"
-        runs_judge = 'vllm = "0.10.2"                       # the serving host\'s vLLM: checkpoints judged for it'
-    else:
-        judge = 'sglang = "0.5.2"'
-        engine_line = ""
-        extra = json.dumps(["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(draft),
-                            "--num-speculative-tokens", "16"])
-        stats_env = ""
-        server_words = "the SGLang server replays SGLang 0.5.23"
-        runs_judge = 'sglang = "0.5.2"                      # the serving host\'s SGLang: checkpoints judged for it'
+    story = STORIES.get(engine)
+    if story is None:
+        raise CockpitError(f"the demo tells its story with {' or '.join(STORIES)}; it has none for the engine '{engine}'")
+    judge, engine_line, stats_env, server_words, runs_judge = (story.judge, story.engine_line, story.stats_env, story.server_words,
+                                                                 story.runs_judge)
+    extra = json.dumps(story.habit(str(draft)))
     text = f"""# cockpit DEMO: the deployment of the story, on this machine. Hosts replay nvidia-smi output recorded
 # on a real H200; {server_words}. Nothing leaves loopback.
 

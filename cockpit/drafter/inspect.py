@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from cockpit.drafter.files import JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, HeaderError, read_header
@@ -56,13 +56,36 @@ def vllm_range(version: str) -> str:
     return VLLM_RANGES[3]
 
 
-def ranges_of(engine: str = "sglang", version: str | None = None) -> tuple[str, ...]:
-    """The version ranges a verdict is given for: one engine's (all of them, or the one of `version`), or both."""
-    if engine == "vllm":
-        return (vllm_range(version),) if version else VLLM_RANGES
-    if engine == "both":
-        return RANGES + VLLM_RANGES
-    return (version_range(version),) if version else RANGES
+@dataclass(frozen=True)
+class Loader:
+    """What one engine's draft loader is judged by: its version ranges (where its loading of a draft changed),
+    and which range a version falls in."""
+
+    label: str
+    ranges: tuple[str, ...]
+    range_of: Callable[[str], str]
+
+
+# the loaders a draft is judged for, by engine name (facts: the module's docstring)
+LOADERS: dict[str, Loader] = {"sglang": Loader("SGLang", RANGES, version_range), "vllm": Loader("vLLM", VLLM_RANGES, vllm_range)}
+DEFAULT_LOADER = "sglang"
+
+
+def ranges_of(engine: str = DEFAULT_LOADER, version: str | None = None) -> tuple[str, ...]:
+    """The version ranges a verdict is given for: one engine's (all of them, or the one of `version`), or, for
+    "both" (every engine), all of every engine's."""
+    loader = LOADERS.get(engine)
+    if loader is None:
+        return tuple(r for each in LOADERS.values() for r in each.ranges)
+    return (loader.range_of(version),) if version else loader.ranges
+
+
+def range_label(version_range: str) -> str:
+    """A range with its engine's name: `SGLang >=0.5.12`, `vLLM 0.8.5-0.9` (vLLM's ranges carry it already)."""
+    for loader in LOADERS.values():
+        if version_range in loader.ranges:
+            return version_range if version_range.startswith(loader.label) else f"{loader.label} {version_range}"
+    return version_range
 
 
 @dataclass(frozen=True)
@@ -87,17 +110,17 @@ class DraftReport:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def verdicts(self, version: str | None = None, engine: str = "sglang") -> dict[str, list[Problem]]:
+    def verdicts(self, version: str | None = None, engine: str = DEFAULT_LOADER) -> dict[str, list[Problem]]:
         return {r: [p for p in self.problems if r in p.ranges] for r in ranges_of(engine, version)}
 
-    def ready(self, version: str | None = None, engine: str = "sglang") -> bool:
+    def ready(self, version: str | None = None, engine: str = DEFAULT_LOADER) -> bool:
         return not any(self.verdicts(version, engine).values())
 
-    def to_json(self, version: str | None = None, engine: str = "sglang") -> dict:
+    def to_json(self, version: str | None = None, engine: str = DEFAULT_LOADER) -> dict:
         return {
             "path": self.path, "files": self.files, "total_bytes": self.total_bytes, "tensor_count": len(self.tensors),
             "tensors": self.tensors, "config": self.config, "layout": self.layout, "ready": self.ready(version, engine),
-            "engine": engine, "sglang" if engine != "vllm" else "vllm": version,
+            "engine": engine, (engine if engine in LOADERS else DEFAULT_LOADER): version,
             "verdicts": {r: {"ready": not ps, "problems": [p.to_json() for p in ps]} for r, ps in self.verdicts(version, engine).items()},
             "problems": [p.to_json() for p in self.problems], "notes": self.notes,
         }
@@ -283,22 +306,22 @@ def _check_shapes(report: DraftReport) -> None:
         report.problems.append(Problem("t2d_dtype", f"t2d is {t2d['dtype']}, SGLang expects bool", RANGES))
 
 
-def render_report(report: DraftReport, version: str | None = None, keys: bool = False, engine: str = "sglang") -> str:
+def render_report(report: DraftReport, version: str | None = None, keys: bool = False, engine: str = DEFAULT_LOADER) -> str:
     lines = [f"{report.path}: {plural(len(report.tensors), 'tensor')} in {plural(len(report.files), 'file')}, {size(report.total_bytes)}",
              f"layout: {report.layout}"]
     if keys:
         for name, info in sorted(report.tensors.items()):
             lines.append(f"  {name:<50} {info['dtype']:<5} {info['shape']}")
     verdicts = report.verdicts(version, engine)
-    for name, own in (("SGLang", RANGES), ("vLLM", VLLM_RANGES)):
-        mine = {r: ps for r, ps in verdicts.items() if r in own}
+    for loader in LOADERS.values():
+        mine = {r: ps for r, ps in verdicts.items() if r in loader.ranges}
         if mine:
-            lines.append(name + " " + ";  ".join(f"{r.removeprefix('vLLM ')}: " + ("ready" if not ps else plural(len(ps), "problem"))
+            lines.append(loader.label + " " + ";  ".join(f"{r.removeprefix(loader.label + ' ')}: " + ("ready" if not ps else plural(len(ps), "problem"))
                                                   for r, ps in mine.items()))
     shown = [p for p in report.problems if any(r in verdicts for r in p.ranges)]
     for problem in shown:  # each problem once, with the versions it breaks
         ranges = [r for r in problem.ranges if r in verdicts]
-        where = "" if len(ranges) == len(verdicts) else "[" + ", ".join(r if r.startswith("vLLM") else f"SGLang {r}" for r in ranges) + "] "
+        where = "" if len(ranges) == len(verdicts) else "[" + ", ".join(range_label(r) for r in ranges) + "] "
         lines.append(f"  - {where}{problem.message}")
         if problem.fix:
             lines.append(f"    fix: {problem.fix}")
@@ -308,4 +331,4 @@ def render_report(report: DraftReport, version: str | None = None, keys: bool = 
 
 
 __all__ = ["inspect_draft", "DraftReport", "Problem", "HeaderError", "version_range", "vllm_range", "render_report", "RANGES",
-           "VLLM_RANGES"]
+           "VLLM_RANGES", "LOADERS", "DEFAULT_LOADER", "range_label", "ranges_of"]

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from cockpit.drafter.fixkeys import DEFAULT_RULES
+from cockpit.drafter.inspect import range_label
 from cockpit.format import size
 from cockpit.runbook.kind import Param, RunContext, StepKind
 from cockpit.runbook.kind import now as _now
@@ -113,7 +114,7 @@ class DrafterCheck(StepKind):
         if evidence.get("fixed"):
             lines.append(f"renamed {evidence['fixed']} keys layers.0.* to midlayer.* (header only)")
         for version_range, problems in (evidence.get("verdicts") or {}).items():
-            who = version_range if version_range.startswith("vLLM") else f"SGLang {version_range}"
+            who = range_label(version_range)
             lines.append(f"{who}: " + ("ready" if not problems else "; ".join(problems)))
         return lines
 

@@ -16,6 +16,7 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable, TypeGuard
 
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT
 
@@ -82,7 +83,7 @@ def _duration(text: str) -> float | None:
     return seconds
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
@@ -116,7 +117,7 @@ class Point:
 
 @dataclass
 class TrainingLog:
-    clock: object = time.time
+    clock: Callable[[], float] = time.time
     stall_after_s: float = STALL_AFTER_S
     total_hint: int | None = None  # [runs.X] total_steps, for eras whose log never says it (E4)
     step: int | None = None
@@ -193,7 +194,8 @@ class TrainingLog:
     @property
     def bar_complete(self) -> bool:
         """The training bar stands at the run's last step (a run whose last word is its 100 % bar)."""
-        return self.step is not None and bool(self.total) and self.step >= self.total and self.phase == "training"
+        return (self.step is not None and self.total is not None and self.total > 0 and self.step >= self.total
+                and self.phase == "training")
 
     # --- per line ------------------------------------------------------------------------------
 
@@ -534,13 +536,14 @@ class TrainingLog:
         return "unknown"
 
     def stalled(self, now: float) -> bool:
-        return (self.last_progress_at is not None and not self.finished and not self.crashed
-                and now - self.last_progress_at > self.stall_after_s)
+        if self.last_progress_at is None or self.finished or self.crashed:
+            return False
+        return now - self.last_progress_at > self.stall_after_s
 
     def current_flags(self, now: float | None = None) -> list[Flag]:
         now = self.clock() if now is None else now
         flags = list(self.flags)
-        if self.stalled(now):
+        if self.stalled(now) and self.last_progress_at is not None:
             minutes = (now - self.last_progress_at) / 60
             flags.append(Flag("stalled", "", f"no progress for {minutes:.0f} min (step {self.step}); a hung rank or collective?"))
         return flags

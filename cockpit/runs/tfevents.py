@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -70,12 +71,13 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _fields(buf: bytes):
+def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) for each field of a protobuf message."""
     pos = 0
     while pos < len(buf):
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        value: Any  # an int (varint) or the field's bytes, by its wire type
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:

@@ -208,10 +208,12 @@ class RunWatcher:
                 self.log.last_progress_at = min(self.log.last_progress_at, update.mtime)
             if self.follower.skipped and first:
                 self.log.notes.append(f"the log is large: read from its last {self.follower.tail_bytes >> 20} MiB")
-            if not catch_up or update.size is None or self.follower.offset >= update.size:
+            if not catch_up or update.size is None or (self.follower.offset or 0) >= update.size:
                 return
 
     async def _poll_events(self) -> None:
+        if not self.spec.output_dir:
+            return
         candidates = []
         for runs_dir in (posixpath.join(self.spec.output_dir, "runs"),):
             for entry in await self.transport.list_dir(runs_dir) or []:
@@ -247,6 +249,8 @@ class RunWatcher:
     async def _read_totals(self) -> None:
         """Once, from the run's first process seen: its command line, and the config file it names."""
         cwd = posixpath.dirname(self.spec.log) if self.spec.log else None
+        if self._live is None or not self._live.procs:
+            return
         trainer = next((p for p in self._live.procs if "train" in p.args), self._live.procs[0])
         totals = from_command(trainer.args, cwd)
         if totals.config:
@@ -277,7 +281,8 @@ class RunWatcher:
         (the log's own completion line, or the final checkpoint complete), else ended: whether it finished or
         died cannot be told."""
         log = self.log
-        strong = bool(log.finished) and (log.finished.startswith("the last epoch") or "Training completed" in log.finished)
+        said = log.finished or ""
+        strong = said.startswith("the last epoch") or "Training completed" in said
         if strong:
             return "finished", f"the log: {log.finished}; no process writes it any more"
         final = self._final_checkpoint()
@@ -321,7 +326,7 @@ class RunWatcher:
         hidden = live is not None and (live.state == "unknown" or (live.state == "gone" and not live.complete))
         if alive_by is None and hidden and self._log_mtime is not None and 0 <= now - self._log_mtime <= max(10.0, 3 * self.spec.poll_s):
             # its processes cannot all be seen, but its log was written a moment ago: someone writes it
-            alive_by = f"the log was written {now - self._log_mtime:.0f} s ago (its writer lives, whoever it is: {live.why})"
+            alive_by = f"the log was written {now - self._log_mtime:.0f} s ago (its writer lives, whoever it is: {live.why if live else ''})"
         if alive_by is not None:
             if word == "finished":
                 return "running", f"the log says it is done ({log.finished}) but {alive_by}: finishing (final eval or save?)"
@@ -329,7 +334,7 @@ class RunWatcher:
                 return "starting", f"{alive_by}; no progress line yet"
             if word == "stalled":
                 cpu = {True: "its CPU time still rises (busy in a step, a save or a collective?)",
-                       False: "its CPU time is flat (waiting on a hung rank, a collective or I/O?)"}.get(self._cpu_rising, "")
+                       False: "its CPU time is flat (waiting on a hung rank, a collective or I/O?)"}.get(self._cpu_rising, "") if self._cpu_rising is not None else ""
                 return "stalled", f"{alive_by} is alive, but the log has not moved for {self._ago(now)[:-4]}" + (f"; {cpu}" if cpu else "")
             return "running", f"{alive_by}; last progress {self._ago(now)}"
         gone_by = None  # what shows it gone, all of it seen

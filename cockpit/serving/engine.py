@@ -131,3 +131,8 @@ class Engine(Protocol):
                           now: float) -> dict[str, float]: ...
 
     def acceptance_between(self, before: dict[str, float] | None, after: dict[str, float] | None) -> float | None: ...
+
+
+# every member an engine must have (its attributes and its methods), as the registry checks an installed engine
+PROTOCOL_MEMBERS: tuple[str, ...] = tuple(sorted({name for name in Engine.__annotations__ if not name.startswith("_")}
+                                                 | {name for name in vars(Engine) if not name.startswith("_")}))

@@ -11,11 +11,14 @@ import importlib
 from functools import lru_cache
 
 from cockpit.errors import CockpitError
-from cockpit.serving.engine import Engine
+from cockpit.serving.engine import PROTOCOL_MEMBERS, Engine
 
 BUILTIN = {"sglang": "cockpit.sglang.engine", "vllm": "cockpit.vllm.engine"}
 DEFAULT = "sglang"  # the engine a launch step, a log or a line is taken for when nothing says otherwise
 ENTRY_POINTS = "cockpit.engines"
+
+
+_PROBLEMS: dict[str, str] = {}  # an engine package that could not be loaded -> why
 
 
 @lru_cache(maxsize=1)
@@ -23,15 +26,35 @@ def _all() -> dict[str, Engine]:
     found: dict[str, Engine] = {}
     for name, module in BUILTIN.items():
         found[name] = importlib.import_module(module).ENGINE
-    try:
-        from importlib.metadata import entry_points
+    from importlib.metadata import entry_points
 
-        for point in entry_points(group=ENTRY_POINTS):
-            if point.name not in found:
-                found[point.name] = point.load()
-    except Exception:  # a broken third-party engine must not take the built-in ones down  # noqa: BLE001
-        pass
+    try:
+        points = list(entry_points(group=ENTRY_POINTS))
+    except Exception as exc:  # broken installed metadata: the built-in engines still serve  # noqa: BLE001
+        _PROBLEMS["(entry points)"] = f"the installed packages' entry points could not be read: {type(exc).__name__}: {exc}"
+        points = []
+    for point in points:
+        if point.name in found:
+            _PROBLEMS[point.name] = f"{point.value} is not loaded: '{point.name}' is already an engine ({found[point.name].label})"
+            continue
+        try:
+            loaded = point.load()
+        except Exception as exc:  # a broken third-party engine must not take the built-in ones down  # noqa: BLE001
+            _PROBLEMS[point.name] = f"{point.value} could not be loaded: {type(exc).__name__}: {exc}"
+            continue
+        missing = [member for member in PROTOCOL_MEMBERS if not hasattr(loaded, member)]
+        if missing:
+            _PROBLEMS[point.name] = f"{point.value} is not an engine: it has no {', '.join(missing)}"
+            continue
+        found[point.name] = loaded
     return found
+
+
+def load_problems() -> dict[str, str]:
+    """Engines offered through the `cockpit.engines` entry points that could not be taken, and why (said by
+    `cockpit config check`, and by the error for a config that names one)."""
+    _all()
+    return dict(_PROBLEMS)
 
 
 def names() -> tuple[str, ...]:
@@ -47,7 +70,9 @@ def engine(name: str | None = None) -> Engine:
     """The engine of that name (None: the default); CockpitError naming the choices for another."""
     found = _all().get(name or DEFAULT)
     if found is None:
-        raise CockpitError(f"engine must be one of {', '.join(repr(n) for n in names())}, got {name!r}")
+        why = _PROBLEMS.get(name or DEFAULT)
+        raise CockpitError(f"engine must be one of {', '.join(repr(n) for n in names())}, got {name!r}"
+                           + (f" (an installed engine of that name was refused: {why})" if why else ""))
     return found
 
 

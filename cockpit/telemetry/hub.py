@@ -14,12 +14,12 @@ from cockpit.hosts.pool import TransportPool
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.history import HostHistory
 from cockpit.telemetry.model import HostSnapshot
-from cockpit.telemetry.monitor import NvmlMonitor, SmiMonitor, _MonitorBase
+from cockpit.telemetry.monitor import HostMonitor, NvmlMonitor, SmiMonitor
 
 Subscriber = Callable[[HostSnapshot], None]
 
 
-def make_monitor(host: HostConfig, config: Config, pool: TransportPool, publish) -> _MonitorBase:
+def make_monitor(host: HostConfig, config: Config, pool: TransportPool, publish) -> HostMonitor:
     transport = pool.get(host)
     if host.local and host.telemetry in ("auto", "nvml"):
         nvml = NvmlMonitor.load()
@@ -38,7 +38,7 @@ class TelemetryHub:
             h.name: HostSnapshot(name=h.name, state=HostState.CONNECTING, roles=h.roles) for h in config.hosts
         }
         self.history: dict[str, HostHistory] = {h.name: HostHistory(config.telemetry.history) for h in config.hosts}
-        self.monitors: dict[str, _MonitorBase] = {}
+        self.monitors: dict[str, HostMonitor] = {}
         self._factory = monitor_factory
         self.snapshots: Topic[HostSnapshot] = Topic()
         self._tasks: list[asyncio.Task] = []
@@ -59,8 +59,8 @@ class TelemetryHub:
         self.history[snapshot.name].add(snapshot)
         self.snapshots.publish(snapshot)
 
-    def monitor_for(self, host: HostConfig) -> _MonitorBase:
-        monitor = self.monitors.get(host.name)
+    def monitor_for(self, host: HostConfig) -> HostMonitor:
+        monitor: HostMonitor | None = self.monitors.get(host.name)
         if monitor is None:
             if host.telemetry == "prometheus" and self.prometheus is not None:
                 from cockpit.telemetry.prometheus import PrometheusMonitor

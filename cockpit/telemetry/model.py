@@ -94,7 +94,7 @@ class HostSnapshot:
             "source": self.source,
             "sampled_at": self.sampled_at,
             "retry_at": self.retry_at,
-            "age_s": None if now is None or self.sampled_at is None else round(self.age(now), 3),
+            "age_s": None if now is None or self.sampled_at is None else round(max(0.0, now - self.sampled_at), 3),
             "gpus": [g.to_json() for g in self.gpus],
             "processes": [p.to_json() for p in self.processes],
         }

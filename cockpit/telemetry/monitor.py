@@ -14,6 +14,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 from cockpit.aio import cancel_and_wait
 from cockpit.config import HostConfig, SshSettings, TelemetrySettings
@@ -71,6 +72,22 @@ def _norm_bus(bus: str) -> str:
     bus = bus.lower()
     # nvidia-smi writes 00000000:3B:00.0 in tables and 0000:3b:00.0 in some messages.
     return bus[-7:] if len(bus) >= 7 else bus
+
+
+class HostMonitor(Protocol):
+    """What the hub asks of a host's collector, whichever way it reads the GPUs (nvidia-smi over the
+    host's transport, NVML in this process, the shared Prometheus query)."""
+
+    retry_at: float | None
+    stop_requested: bool
+
+    async def run(self) -> None: ...
+
+    async def sample_once(self, timeout: float | None = None) -> HostSnapshot: ...
+
+    def snapshot(self) -> HostSnapshot: ...
+
+    def retry_now(self) -> None: ...
 
 
 class _MonitorBase:

@@ -138,7 +138,7 @@ def read(result: list[dict], hosts: list[HostConfig], settings: PrometheusSettin
     wanted = {(h.prometheus_host or h.name): h.name for h in hosts}
     labels = (settings.host_label,) if settings.host_label else HOST_LABELS
     reading = Reading(queried_at=now)
-    found: dict[str, dict[str, list[_Gpu]]] = {}
+    found: dict[str, dict[int, list[_Gpu]]] = {}
     fields = set(FIELDS.values())
     by_name = FIELDS
     for series in result:
@@ -263,26 +263,29 @@ def host_snapshot(host: HostConfig, reading: Reading | None, error: str | None, 
     """One host as the last query saw it.  Prometheus down: unreachable, with why.  The host's series
     missing (its exporter stopped): its last sample, stale and ageing, then gone.  Samples older than
     stale_after_s: stale, never shown as current."""
-    base = dict(name=host.name, roles=host.roles, source="prometheus")
+    def snapshot(state: HostState, error: str | None, gpus: tuple[GpuSample, ...] = (),
+                 sampled_at: float | None = None) -> HostSnapshot:
+        return HostSnapshot(name=host.name, state=state, error=error, roles=host.roles, source="prometheus", gpus=gpus,
+                            sampled_at=sampled_at)
+
     last_gpus = previous.gpus if previous is not None else ()
     last_time = previous.sampled_at if previous is not None else None
     if error is not None:
-        return HostSnapshot(state=HostState.UNREACHABLE, error=error, gpus=last_gpus, sampled_at=last_time, **base)
+        return snapshot(HostState.UNREACHABLE, error, last_gpus, last_time)
     gpus = reading.gpus.get(host.name) if reading is not None else None
-    if not gpus:
+    if reading is None or not gpus:
         if last_time is not None and now - last_time < settings.gone_after_s:
-            return HostSnapshot(state=HostState.STALE, error=f"no series in Prometheus for {now - last_time:.0f} s (its exporter "
-                                "stopped, or its target is down)", gpus=last_gpus, sampled_at=last_time, **base)
+            return snapshot(HostState.STALE, f"no series in Prometheus for {now - last_time:.0f} s (its exporter stopped, or its "
+                            "target is down)", last_gpus, last_time)
         label = host.prometheus_host or host.name
-        return HostSnapshot(state=HostState.UNREACHABLE, error=f"gone from Prometheus: no DCGM series with host label '{label}'",
-                            **base)
+        return snapshot(HostState.UNREACHABLE, f"gone from Prometheus: no DCGM series with host label '{label}'")
     sampled = reading.sampled_at.get(host.name) or reading.queried_at
     notes = reading.notes.get(host.name) or []
     age = now - sampled
     if age > settings.stale_after_s:
-        return HostSnapshot(state=HostState.STALE, error=f"the newest sample is {age:.0f} s old (stale_after_s "
-                            f"{settings.stale_after_s:g})", gpus=tuple(gpus), sampled_at=sampled, **base)
-    return HostSnapshot(state=HostState.UP, error="; ".join(notes) or None, gpus=tuple(gpus), sampled_at=sampled, **base)
+        return snapshot(HostState.STALE, f"the newest sample is {age:.0f} s old (stale_after_s {settings.stale_after_s:g})",
+                        tuple(gpus), sampled)
+    return snapshot(HostState.UP, "; ".join(notes) or None, tuple(gpus), sampled)
 
 
 class PrometheusMonitor:
@@ -296,7 +299,7 @@ class PrometheusMonitor:
         self._clock = clock
         self.current: HostSnapshot | None = None
         self.samples = 0  # snapshots with GPU data (as the other monitors count them)
-        self.retry_at = None
+        self.retry_at: float | None = None
         self.stop_requested = False
         self._wake = asyncio.Event()
 

@@ -178,7 +178,8 @@ def line_reader(fields: tuple[str, ...]) -> Callable[[str], GpuSample | LostGpu 
     tick; the values that move repeat often too) before it is parsed."""
     index_at, read = _line_plan(fields)
     width = len(fields)
-    plan = tuple((pos, attribute, field_name, kind, {}) for pos, attribute, field_name, kind in read)
+    plan: tuple[tuple[int, str, str, type, dict[str, tuple[object, str | None]]], ...] = tuple(
+        (pos, attribute, field_name, kind, {}) for pos, attribute, field_name, kind in read)
 
     def parse(line: str) -> GpuSample | LostGpu | None:
         line = line.strip().lstrip("\ufeff")
@@ -257,7 +258,8 @@ def parse_apps(text: str, gpus: tuple[GpuSample, ...] | list[GpuSample] = ()) ->
         used = _number(parts[2], "used_memory", problems, int)
         uuid = _text(parts[3], "gpu_uuid", problems)
         name = _text(parts[1], "process_name", problems)
-        processes.append(ComputeProcess(pid=int(parts[0]), name=name, used_memory_mib=used, gpu_uuid=uuid, gpu_index=by_uuid.get(uuid)))
+        processes.append(ComputeProcess(pid=int(parts[0]), name=name, used_memory_mib=None if used is None else int(used),
+                                        gpu_uuid=uuid, gpu_index=None if uuid is None else by_uuid.get(uuid)))
     return processes
 
 
