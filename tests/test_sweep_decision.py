@@ -120,7 +120,16 @@ drafter_accuracy = [0.747, 0.675, 0.635, 0.595, 0.565, 0.535, 0.505]
 """
     path = tmp_path / "c.toml"
     path.write_text(text)
-    return path
+    yield path
+    # the sweep leaves a server running (after = "original"): stopped here, never left behind the test run
+    import signal
+
+    server = Context.load(path).runbook.launched("launch")
+    if server is not None:
+        try:
+            os.kill(server.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 def test_the_sweep_finds_the_depth_that_depends_on_concurrency_and_reports_it(sweep_config, tmp_path):
