@@ -683,7 +683,42 @@ def cmd_ui(args) -> int:
     return app.return_code or EXIT_OK
 
 
+def cmd_procs(args) -> int:
+    from cockpit.hosts.proctable import ProcessTable, render_table, sort_rows
+
+    ctx = context(args)
+    host = ctx.config.host(args.host) if args.host else ctx.config.hosts[0]
+
+    async def go(c) -> int:
+        if args.kill:
+            confirmed: list[str] = []
+            result = await c.actions.kill_processes(host.name, args.kill, confirmer(args.yes, "killing processes needs an answer",
+                                                                                     confirmed if args.json else None))
+            ok = result.state.value == "passed"
+            emit(args, {"host": host.name, "pids": args.kill, "state": result.state.value, "message": result.message,
+                        "evidence": result.evidence, "plan": confirmed[0] if confirmed else None}, result.message)
+            return EXIT_OK if ok else EXIT_PROBLEM
+        snapshot = await c.hub.gate_sample(host, args.timeout if hasattr(args, "timeout") else None)
+        if snapshot.error and not snapshot.gpus:
+            print(f"cockpit: {host.name}: {snapshot.error}", file=sys.stderr)
+            return EXIT_UNREACHABLE
+        compute = [(p.pid, p.gpu_index, p.used_memory_mib) for p in snapshot.processes]
+        table = ProcessTable()
+        transport = c.pool.get(host)
+        rows = await table.poll(transport, compute)
+        if args.interval > 0 and rows:
+            await asyncio.sleep(args.interval)
+            rows = await table.poll(transport, compute)
+        rows = sort_rows(rows, args.sort, not args.asc)
+        emit(args, {"host": host.name, "sort": args.sort, "descending": not args.asc,
+                    "processes": [r.to_json() for r in rows]}, f"{host.name}:\n" + render_table(rows, args.sort, not args.asc))
+        return EXIT_OK
+
+    return with_context(ctx, go)
+
+
 COMMANDS = {
+    "procs": cmd_procs,
     "status": cmd_status, "config": cmd_config, "trust": cmd_trust, "verify": cmd_verify, "plan": cmd_plan,
     "parse-log": cmd_parse_log, "lint-flags": cmd_lint_flags, "drafter": cmd_drafter, "bench": cmd_bench,
     "init": cmd_init, "demo": cmd_demo, "runs": cmd_runs, "server": cmd_server, "alert": cmd_alert,

@@ -66,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="one line per host (the default beyond 16 hosts; --no-summary for every GPU)")
     status.add_argument("--no-summary", dest="summary", action="store_false", help="every GPU of every host, however many")
 
+    procs = _command(sub, "procs", "a host's compute processes as nvitop shows them (pid, user, GPU, memory, CPU, run time, "
+                     "command), or kill some of them", config=True, json=True, yes="kill without asking (the plan is printed)")
+    procs.add_argument("host", nargs="?", metavar="HOST", help="the host (default: the first configured)")
+    procs.add_argument("--sort", default="gpu_mib", choices=("pid", "user", "gpu", "gpu_mib", "cpu", "rss", "time", "command"),
+                       help="the column to sort by (default: gpu_mib)")
+    procs.add_argument("--asc", action="store_true", help="ascending (default: descending)")
+    procs.add_argument("--interval", type=float, default=1.0, metavar="S",
+                       help="CPU %% is measured over S seconds between two polls (default 1; 0: not measured)")
+    procs.add_argument("--kill", type=int, nargs="+", metavar="PID",
+                       help="kill these processes: SIGTERM, then SIGKILL after 10 s; your own only unless the host sets "
+                       "kill_any_user = true; shows exactly what first and asks (or --yes)")
+
     config_sub = sub.add_parser("config", help="check a config file").add_subparsers(dest="config_command", metavar="ACTION")
     _command(config_sub, "check", "parse and validate a config; exit 0 when it is good", json=True).add_argument("file", metavar="FILE")
 

@@ -54,6 +54,7 @@ class HostConfig:
     known_hosts: str | None = setting(None)
     accent: str | None = setting(None)
     prometheus_host: str | None = setting(None)  # the host's label value in Prometheus (default: its name)
+    kill_any_user: bool = setting(False)  # the process table may kill other users' processes too (shown as such first)
 
     @property
     def ssh_reachable(self) -> bool:

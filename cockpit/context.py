@@ -107,6 +107,7 @@ class Context:
         self.runs = checked.runs
         self.alerts = checked.alerts
         self._runbook = runbook
+        self._actions: Runbook | None = None
         self._store = store
 
     @classmethod
@@ -124,6 +125,16 @@ class Context:
         if self._runbook is None and self.checked.runbook.steps:
             self._runbook = Runbook(self.checked.runbook, self.hub, self._store)
         return self._runbook
+
+    @property
+    def actions(self) -> Runbook:
+        """What runs a one-off action (the process table's kill) with the runbook's plan, confirmation and audit log:
+        the runbook, or one with no steps for a config that has none."""
+        if self.runbook is not None:
+            return self.runbook
+        if self._actions is None:
+            self._actions = Runbook(self.checked.runbook, self.hub, self._store)
+        return self._actions
 
     def sweep_spec(self) -> SweepSpec:
         """The [bench] sweep (its defaults when the config has none): raises ConfigError without a launch step."""

@@ -169,6 +169,7 @@ class KillStale(StepKind):
     destructive = True
     params = {
         "pattern": Param(str, None, help="regular expression matched against full command lines"),
+        "pids": Param(list, None, help="exactly these process ids (the process table's kill)"),
         "gpu_processes": Param(bool, False, help="also every compute process on the host's GPUs"),
         "user": Param(str, None, help="only processes of this user (default: the user the cockpit acts as on the host)"),
         "any_user": Param(bool, False, help="also other users' processes (shown as such in the confirmation)"),
@@ -181,14 +182,19 @@ class KillStale(StepKind):
             what.append(f"/{spec.params['pattern']}/")
         if spec.params.get("gpu_processes"):
             what.append("GPU processes")
+        if spec.params.get("pids"):
+            what.append("pid " + ", ".join(map(str, spec.params["pids"])))
         return spec.title or f"kill stale {' and '.join(what)} on {spec.host}"
 
     def why(self, spec: StepSpec) -> str:
         return "leftover processes hold GPU memory and ports; they must be gone before a launch"
 
     def validate(self, spec: StepSpec) -> str | None:
-        if not spec.params.get("pattern") and not spec.params.get("gpu_processes"):
-            return "kill_stale needs 'pattern' and/or 'gpu_processes = true'"
+        if not spec.params.get("pattern") and not spec.params.get("gpu_processes") and not spec.params.get("pids"):
+            return "kill_stale needs 'pattern', 'gpu_processes = true' or 'pids'"
+        pids = spec.params.get("pids")
+        if pids is not None and (not pids or not all(isinstance(p, int) and not isinstance(p, bool) and p > 1 for p in pids)):
+            return "pids must be a list of process ids (integers above 1)"
         if spec.params.get("pattern"):
             try:
                 re.compile(spec.params["pattern"])
@@ -232,7 +238,8 @@ class KillStale(StepKind):
             if row.pid in protected or NEVER_KILL.match(row.args) or row.args.startswith("ps -") or row.args in running_commands:
                 continue
             gpus = tuple(sorted(held.get(row.pid, ()), key=lambda g: (g[0] is None, g[0] or 0)))
-            hit = (pattern is not None and pattern.search(row.args)) or (spec.params.get("gpu_processes") and row.pid in held)
+            hit = ((pattern is not None and pattern.search(row.args)) or (spec.params.get("gpu_processes") and row.pid in held)
+                   or row.pid in (spec.params.get("pids") or ()))
             if not hit:
                 continue
             mib = sum(m or 0 for _, m in gpus) if gpus else None

@@ -395,6 +395,33 @@ class Runbook:
             done.append(f"stopped pid {member.pid} on {host}" if gone else f"pid {member.pid} on {host} is still running after SIGKILL")
         return "; ".join(done)
 
+    async def run_adhoc(self, spec: StepSpec, confirm: Confirm = deny) -> StepResult:
+        """A step that is not the runbook's (the process table's kill): planned, shown and confirmed as the runbook's
+        own are, audited alike, and kept out of the runbook's state."""
+        kind = self.kind(spec)
+        problem = kind.validate(spec)
+        if problem:
+            raise CockpitError(f"{spec.kind}: {problem}")
+        context = self._context(confirm, None, spec.name)
+        text, planned = await kind.plan(context, spec)
+        if text is not None:
+            if not await confirm(text):
+                self.store.audit("declined", step=spec.name, host=spec.host, plan=text)
+                return StepResult(StepState.FAILED, self.clock(), self.clock(), "not confirmed: nothing was done")
+            self.store.audit("confirmed", step=spec.name, host=spec.host, plan=text)
+        self.store.audit("run", step=spec.name, kind=spec.kind, host=spec.host, note="ad hoc")
+        result = await kind.run(context, spec, planned)
+        self.store.audit("result", step=spec.name, state=result.state.value, message=result.message, evidence=result.evidence)
+        return result
+
+    async def kill_processes(self, host: str, pids: list[int], confirm: Confirm = deny) -> StepResult:
+        """Kill exactly these processes on a host, through kill_stale's plan: the user's own only, unless the host's
+        `kill_any_user = true` allows others' (each shown as such before the question)."""
+        config = self.hub.config.host(host)
+        spec = StepSpec(f"kill-{host}-{'-'.join(map(str, pids))}", "kill_stale", host,
+                        {"pids": list(pids), "any_user": bool(config.kill_any_user), "grace_s": 10.0})
+        return await self.run_adhoc(spec, confirm)
+
     def set_override(self, name: str, argv: list[str], why: str) -> None:
         """Replace a launch step's command line (a fix applied from a diagnosis); kept until reset."""
         self.spec.step(name)

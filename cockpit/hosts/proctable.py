@@ -1,0 +1,170 @@
+"""A host's compute processes as nvitop shows them: pid, user, GPU, GPU memory, CPU %, resident memory, run time and
+command line, sortable by any column.
+
+The GPUs' own list (nvidia-smi's compute apps, from the host's latest sample) says which processes hold GPU memory;
+one `ps` over the host's existing connection per poll says who they are.  CPU % is measured between two polls (the
+CPU time each process used over the wall time between them), never ps's lifetime average; the first poll has none.
+A process the GPU lists but ps cannot see (another PID namespace: a container; hidepid) is kept, its user and
+command said unknown, with why."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cockpit.hosts.transport import Transport, TransportError
+
+# one ps per poll: cumulative CPU seconds (times), resident KiB, seconds since start (etimes); -ww: whole command lines
+PS_TABLE_ARGV = ["ps", "-ww", "-eo", "pid=,user:32=,times=,rss=,etimes=,args="]
+COLUMNS = ("pid", "user", "gpu", "gpu_mib", "cpu", "rss", "time", "command")  # the order shown, and what `sort` takes
+NOT_SEEN = "not in ps on this host (another PID namespace, e.g. a container, or hidden by hidepid): user and command unknown"
+
+
+@dataclass(frozen=True)
+class ProcRow:
+    pid: int
+    gpus: tuple[int | None, ...]  # the GPU index of each GPU it holds
+    gpu_mib: int | None  # its GPU memory, summed over them
+    user: str | None = None
+    cpu_percent: float | None = None  # of one core, between the last two polls (None: the first poll, or not seen)
+    rss_kib: int | None = None
+    run_s: int | None = None
+    command: str | None = None
+    seen: bool = True  # whether ps saw it (False: why in NOT_SEEN)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "gpus": list(self.gpus), "gpu_mib": self.gpu_mib, "user": self.user, "cpu_percent": self.cpu_percent,
+                "rss_kib": self.rss_kib, "run_s": self.run_s, "command": self.command, "seen": self.seen,
+                **({} if self.seen else {"why": NOT_SEEN})}
+
+    def key(self, column: str) -> tuple:
+        """The sort key of one column; unknown values last whatever the direction."""
+        value: Any = {"pid": self.pid, "user": self.user, "gpu": min((g for g in self.gpus if g is not None), default=None),
+                      "gpu_mib": self.gpu_mib, "cpu": self.cpu_percent, "rss": self.rss_kib, "time": self.run_s,
+                      "command": self.command}[column]
+        return (value is None, value if value is not None else 0)
+
+
+@dataclass(frozen=True)
+class _PsRow:
+    user: str
+    cpu_s: int
+    rss_kib: int
+    run_s: int
+    args: str
+
+
+def parse_ps_table(text: str) -> dict[int, _PsRow]:
+    rows: dict[int, _PsRow] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5 or not all(p.isdigit() for p in (parts[0], parts[2], parts[3], parts[4])):
+            continue
+        rows[int(parts[0])] = _PsRow(parts[1], int(parts[2]), int(parts[3]), int(parts[4]), parts[5] if len(parts) > 5 else "")
+    return rows
+
+
+class ProcessTable:
+    """One host's table, kept between polls (for CPU %); bounded by the host's compute processes."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self._clock = clock
+        self._last: dict[int, tuple[float, int]] = {}  # pid -> (when, its CPU seconds then)
+        self.rows: list[ProcRow] = []
+        self.polled_at: float | None = None
+        self.error: str | None = None
+
+    def update(self, compute: list[tuple[int, int | None, int | None]], ps_text: str, now: float | None = None) -> list[ProcRow]:
+        """compute: (pid, GPU index, MiB) of each compute process on each GPU, as the GPU driver lists them."""
+        now = self._clock() if now is None else now
+        seen = parse_ps_table(ps_text)
+        held: dict[int, list[tuple[int | None, int | None]]] = {}
+        for pid, index, mib in compute:
+            held.setdefault(pid, []).append((index, mib))
+        rows, last = [], {}
+        for pid, gpus in held.items():
+            known = [m for _, m in gpus if m is not None]
+            base = ProcRow(pid, tuple(sorted((i for i, _ in gpus), key=lambda i: (i is None, i or 0))), sum(known) if known else None)
+            ps = seen.get(pid)
+            if ps is None:
+                rows.append(replace(base, seen=False))
+                continue
+            cpu = None
+            before = self._last.get(pid)
+            if before is not None and now > before[0]:
+                cpu = round(max(0.0, (ps.cpu_s - before[1]) / (now - before[0]) * 100.0), 1)
+            last[pid] = (now, ps.cpu_s)
+            rows.append(replace(base, user=ps.user, cpu_percent=cpu, rss_kib=ps.rss_kib, run_s=ps.run_s, command=ps.args))
+        self._last = last  # only the processes still there: bounded
+        self.rows, self.polled_at, self.error = rows, now, None
+        return rows
+
+    async def poll(self, transport: Transport, compute: list[tuple[int, int | None, int | None]]) -> list[ProcRow]:
+        """One ps over the host's connection, joined with its compute processes."""
+        done = await transport.run(PS_TABLE_ARGV, timeout=30)
+        if done.exit_status != 0:
+            self.error = f"ps failed on {transport.name}: {done.output.strip()[:200]}"
+            raise TransportError(self.error)
+        return self.update(compute, done.stdout)
+
+
+def sort_rows(rows: list[ProcRow], column: str = "gpu_mib", descending: bool = True) -> list[ProcRow]:
+    """Rows by one column (COLUMNS), unknown values last in either direction."""
+    if column not in COLUMNS:
+        raise ValueError(f"sort by one of {', '.join(COLUMNS)}, not {column!r}")
+    known = [r for r in rows if not r.key(column)[0]]
+    unknown = [r for r in rows if r.key(column)[0]]
+    known.sort(key=lambda r: (r.key(column)[1], r.pid), reverse=descending)
+    return known + sorted(unknown, key=lambda r: r.pid)
+
+
+def duration(seconds: int | None) -> str:
+    """nvitop's run time: 59s, 12:03, 3:02:11, 2d 04h."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours == 0:
+        return f"{minutes}:{secs:02d}"
+    days, hours = divmod(hours, 24)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if days == 0 else f"{days}d {hours:02d}h"
+
+
+def memory(kib: int | None) -> str:
+    if kib is None:
+        return "-"
+    if kib >= 1 << 20:
+        return f"{kib / (1 << 20):.1f}G"
+    return f"{kib / 1024:.0f}M"
+
+
+HEADINGS = {"pid": "PID", "user": "USER", "gpu": "GPU", "gpu_mib": "GPU-MEM", "cpu": "%CPU", "rss": "RSS", "time": "TIME",
+            "command": "COMMAND"}
+
+
+def cells(row: ProcRow) -> dict[str, str]:
+    """One row's cells as the table and `cockpit procs` show them."""
+    return {"pid": str(row.pid), "user": row.user if row.user is not None else "?",
+            "gpu": ",".join("?" if g is None else str(g) for g in row.gpus) or "-",
+            "gpu_mib": "-" if row.gpu_mib is None else f"{row.gpu_mib}MiB", "cpu": "-" if row.cpu_percent is None else f"{row.cpu_percent:.0f}",
+            "rss": memory(row.rss_kib), "time": duration(row.run_s),
+            "command": row.command if row.command is not None else "(not seen by ps: another PID namespace?)"}
+
+
+def render_table(rows: list[ProcRow], sort: str = "gpu_mib", descending: bool = True) -> str:
+    """The table as text: the sorted column marked, the command last and whole."""
+    if not rows:
+        return "no compute process on its GPUs"
+    shown = [cells(r) for r in rows]
+    widths = {c: max(len(HEADINGS[c]) + 1, *(len(s[c]) for s in shown)) for c in COLUMNS if c != "command"}
+    mark = "v" if descending else "^"
+    head = "  ".join((HEADINGS[c] + (mark if c == sort else "")).ljust(widths[c]) if c != "command" else HEADINGS[c] + (mark if c == sort else "")
+                     for c in COLUMNS)
+    lines = [head]
+    for s in shown:
+        lines.append("  ".join(s[c].rjust(widths[c]) if c in ("pid", "gpu_mib", "cpu", "rss", "time") else
+                               (s[c].ljust(widths[c]) if c != "command" else s[c]) for c in COLUMNS))
+    return "\n".join(lines)

@@ -1,0 +1,120 @@
+"""The process table (issue 40): a host's compute processes as nvitop shows them, sortable, and killed only through the
+kill steps' plan and confirmation.  The host is this machine with the STAND-IN nvidia-smi (tests/standin: it replays
+recorded H200 output with the compute processes a scenario names), the processes are real ones started here, and
+`ps` is the real one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cockpit.hosts.proctable import ProcessTable, ProcRow, duration, parse_ps_table, sort_rows
+
+
+def cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=120, **kw)
+
+
+PS = """\
+   4242 alice                              3601  8123456 100000 python -m sglang.launch_server --model-path /m --tp 2
+   4243 bob                                  12   204800     65 python train.py --lr 1e-4
+      1 root                                  0     1024 999999 /sbin/init
+"""
+
+
+def test_cpu_is_measured_between_polls_and_a_process_ps_cannot_see_is_kept_and_said_so():
+    table = ProcessTable(clock=lambda: 0.0)
+    compute = [(4242, 0, 30000), (4242, 1, 30000), (4243, 2, 1024), (777, 3, 512)]
+    first = {r.pid: r for r in table.update(compute, PS, now=100.0)}
+    assert first[4242].gpus == (0, 1) and first[4242].gpu_mib == 60000 and first[4242].cpu_percent is None  # one poll: no CPU yet
+    assert first[4242].user == "alice" and first[4242].rss_kib == 8123456 and first[4242].run_s == 100000
+    assert not first[777].seen and first[777].user is None and "another PID namespace" in first[777].to_json()["why"]
+    later = PS.replace("3601  8123456", "3611  8123456")  # 10 CPU seconds in 5 s of wall time: 200 % (two cores)
+    second = {r.pid: r for r in table.update(compute, later, now=105.0)}
+    assert second[4242].cpu_percent == 200.0 and second[4243].cpu_percent == 0.0
+    table.update([(4243, 2, 1024)], later, now=110.0)
+    assert set(table._last) == {4243}  # a process gone is forgotten: bounded
+    assert 1 not in first  # not a compute process: not in the table
+
+
+def test_rows_sort_by_any_column_with_unknowns_last():
+    rows = [ProcRow(1, (0,), 100, "a", 5.0, 10, 60, "x"), ProcRow(2, (1,), 300, "b", None, 20, 30, "y"),
+            ProcRow(3, (2,), None, None, None, None, None, None, seen=False)]
+    assert [r.pid for r in sort_rows(rows, "gpu_mib")] == [2, 1, 3]
+    assert [r.pid for r in sort_rows(rows, "gpu_mib", descending=False)] == [1, 2, 3]
+    assert [r.pid for r in sort_rows(rows, "cpu")] == [1, 2, 3]
+    assert [r.pid for r in sort_rows(rows, "time", descending=False)] == [2, 1, 3]
+    with pytest.raises(ValueError, match="sort by one of"):
+        sort_rows(rows, "colour")
+    assert (duration(59), duration(723), duration(10931), duration(2 * 86400 + 4 * 3600)) == ("59s", "12:03", "3:02:11", "2d 04h")
+    assert parse_ps_table("garbage\n12 x y z\n") == {}
+
+
+@pytest.fixture
+def holder(standin_path):
+    """A real process the stand-in nvidia-smi lists on GPUs 1 and 3."""
+    proc = subprocess.Popen(["/bin/sh", "-c", "sleep 60; : cockpit_procs_test"])
+    (standin_path / "default.json").write_text(json.dumps({"gpus": 4, "processes": [
+        {"pid": proc.pid, "name": "python3", "used_memory": 4000, "gpu": 1},
+        {"pid": proc.pid, "name": "python3", "used_memory": 2000, "gpu": 3}]}))
+    time.sleep(0.2)
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_cockpit_procs_shows_the_hosts_compute_processes_and_kills_only_through_the_plan(tmp_path, holder, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    config = tmp_path / "c.toml"
+    config.write_text('[hosts.here]\nlocal = true\ntelemetry = "smi"\n')
+    env = {**os.environ}
+    out = cli("procs", "--json", "--interval", "0.3", "--config", str(config), env=env)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    [row] = json.loads(out.stdout)["processes"]
+    assert row["pid"] == holder.pid and row["gpus"] == [1, 3] and row["gpu_mib"] == 6000
+    assert "cockpit_procs_test" in row["command"] and row["rss_kib"] > 0 and row["cpu_percent"] is not None
+    text = cli("procs", "--sort", "pid", "--asc", "--config", str(config), env=env)
+    assert text.returncode == 0 and "PID^" in text.stdout and "6000MiB" in text.stdout and "1,3" in text.stdout
+    # no terminal, no --yes: the plan is shown, nothing is killed
+    refused = cli("procs", "--kill", str(holder.pid), "--config", str(config), env=env)
+    assert refused.returncode == 1 and f"{holder.pid}" in refused.stderr and "SIGTERM" in refused.stderr
+    assert holder.poll() is None
+    killed = cli("procs", "--kill", str(holder.pid), "--yes", "--json", "--config", str(config), env=env)
+    assert killed.returncode == 0, killed.stdout + killed.stderr
+    data = json.loads(killed.stdout)
+    assert data["state"] == "passed" and "6000" in data["plan"] and "1:4000 3:2000" in data["plan"]
+    holder.wait(timeout=15)
+    audit = "".join(p.read_text() for p in (tmp_path / "state").rglob("*.jsonl"))
+    assert f'"pids": [{holder.pid}]' in audit and '"confirmed"' in audit
+
+
+def test_another_users_process_is_left_alone_unless_the_host_allows_it(tmp_path, standin_path, monkeypatch):
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("starting another user's process needs root (CI runs as root)")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    theirs = subprocess.Popen(["/bin/sh", "-c", "sleep 60; : cockpit_procs_other"], user=pwd.getpwnam("nobody").pw_name, cwd="/")
+    (standin_path / "default.json").write_text(json.dumps({"gpus": 2, "processes": [
+        {"pid": theirs.pid, "name": "python3", "used_memory": 1000, "gpu": 0}]}))
+    try:
+        time.sleep(0.2)
+        config = tmp_path / "c.toml"
+        config.write_text('[hosts.here]\nlocal = true\ntelemetry = "smi"\n')
+        left = cli("procs", "--kill", str(theirs.pid), "--yes", "--config", str(config))
+        assert left.returncode == 0 and "no matching process on here; 1 of other users left alone" in left.stdout, left.stdout
+        assert theirs.poll() is None
+        config.write_text('[hosts.here]\nlocal = true\ntelemetry = "smi"\nkill_any_user = true\n')
+        done = cli("procs", "--kill", str(theirs.pid), "--yes", "--config", str(config))
+        assert done.returncode == 0 and "<- another user" in done.stdout, done.stdout + done.stderr
+        theirs.wait(timeout=15)
+    finally:
+        if theirs.poll() is None:
+            theirs.kill()
+            theirs.wait()
