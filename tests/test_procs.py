@@ -118,3 +118,49 @@ def test_another_users_process_is_left_alone_unless_the_host_allows_it(tmp_path,
         if theirs.poll() is None:
             theirs.kill()
             theirs.wait()
+
+
+async def test_the_process_pane_sorts_selects_copies_and_kills_through_the_plan(tmp_path, holder, monkeypatch):
+    """p on a host: its compute processes (the stand-in nvidia-smi's, a real process), o/O sort, y copies the command
+    line (OSC 52), K shows the kill plan and kills on y; nothing is killed on n."""
+    from cockpit.config import parse_config
+    from cockpit.ui.app import CockpitApp
+    from cockpit.ui.screens.confirm import ConfirmScreen
+    from cockpit.ui.widgets.proc_pane import ProcessPane
+    from helpers import eventually
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    config = parse_config('[hosts.here]\nlocal = true\ntelemetry = "smi"\n[telemetry]\nprocesses_interval_s = 2\n')
+    app = CockpitApp(config)
+    copied: list[str] = []
+    monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await eventually(lambda: app.hub.latest.get("here") is not None and app.hub.latest["here"].processes, 15)
+        app.panes["here"].focus()
+        await pilot.press("p")
+        pane = app.query_one(ProcessPane)
+        await eventually(lambda: any(r.pid == holder.pid for r in pane.rows), 15)
+        assert pane.display and pane.host == "here"
+        text = str(pane.content)
+        assert f"{holder.pid}" in text and "6000MiB" in text and "cockpit_procs_test" in text and "GPU-MEMv" in text
+        pane.focus()
+        await pilot.press("o")
+        assert pane.sort == "cpu" and "%CPUv" in str(pane.content)
+        await pilot.press("O")
+        assert not pane.descending and "%CPU^" in str(pane.content)
+        await pilot.press("y")
+        assert copied and "cockpit_procs_test" in copied[0]
+        await pilot.press("K")
+        try:
+            await eventually(lambda: isinstance(app.screen, ConfirmScreen), 15)
+        except AssertionError:
+            raise AssertionError([n.message for n in app._notifications]) from None
+        assert f"{holder.pid}" in app.screen.plan and "1:4000 3:2000" in app.screen.plan
+        await pilot.press("n")
+        await pilot.pause(0.5)
+        assert holder.poll() is None  # refused: untouched
+        pane.focus()
+        await pilot.press("K")
+        await eventually(lambda: isinstance(app.screen, ConfirmScreen), 15)
+        await pilot.press("y")
+        await eventually(lambda: holder.poll() is not None, 20)

@@ -56,6 +56,9 @@ ACTIONS: tuple[Action, ...] = (
            palette_help="the sweep's decision, throughput, acceptance and latency per depth config", when="large"),
     Action("runs.toggle", "t", "toggle_runs", "runs", help="training runs: progress, accuracy, estimated acceptance, checkpoints (again, in it: hide it)",
            palette="Toggle training runs", palette_help="the [runs] of the config: progress, estimate, checkpoints, flags", when="large"),
+    Action("procs.toggle", "p", "toggle_procs", "processes", help="the focused host's compute processes as nvitop shows them: "
+           "pid, user, GPU, memory, CPU, run time, command (again, in it: hide it)", palette="Toggle the process table",
+           palette_help="sort, select, kill through the plan, copy a command line"),
     Action("app.toggle_log", "l", "toggle_log", "log", help="the command log: every command run on a host (again, in it: hide it)", palette="Toggle command log",
            palette_help="every command run on a host, with its exit status", when="large"),
     Action("app.hide_pane", "escape", "hide_pane", "hide pane", show=False, key_display="Esc",
@@ -75,6 +78,16 @@ ACTIONS: tuple[Action, ...] = (
     Action("bench.up", "up,k", "scroll(-1)", "scroll up", show=False, scope="bench", help="scroll the decision"),
     Action("runs.down", "down,j", "scroll_down", "scroll down", show=False, scope="runs", help="scroll the runs"),
     Action("runs.up", "up,k", "scroll_up", "scroll up", show=False, scope="runs", help="scroll the runs"),
+    Action("procs.down", "down,j", "move(1)", "next process", show=False, scope="procs"),
+    Action("procs.up", "up,k", "move(-1)", "previous process", show=False, scope="procs"),
+    Action("procs.sort", "o", "next_sort", "sort by", scope="procs", help="sort by the next column (pid, user, GPU, GPU memory, "
+           "CPU, RSS, run time, command)"),
+    Action("procs.reverse", "O", "reverse_sort", "reverse", scope="procs", help="reverse the sort"),
+    Action("procs.kill", "K", "kill_selected", "kill", scope="procs", writes=True, help="kill the selected process: its plan "
+           "(pid, user, GPU memory) first, then SIGTERM and SIGKILL after 10 s; your own processes only unless the host sets "
+           "kill_any_user = true"),
+    Action("procs.copy", "y", "copy_selected", "copy command", scope="procs", help="copy the selected process's command line "
+           "(OSC 52: works over ssh, and in tmux with set-clipboard on)"),
     Action("checklist.raw", "x", "toggle_raw", "raw evidence", show=False, scope="checklist", help="the selected step's evidence as raw JSON (again: readable)"),
 )
 SHOWN_WHEN = {"server.apply_fix": "a fix is offered"}  # in the footer only while it can do something
@@ -85,6 +98,10 @@ PANE_HELP = {
     "temperature, power history), then the host's compute processes. The border shows the host state "
     "and the age of its last sample.",
     "log": "The command log: every command the cockpit ran on a host, with its exit status.",
+    "procs": "The processes of the focused host's GPUs, as nvitop shows them: pid, user, GPUs, GPU memory, CPU % "
+    "(measured between two polls), resident memory, run time and command line; read while the pane is shown (the GPUs' "
+    "own list and one ps over the host's connection). o sorts by the next column, O reverses, K kills the selected "
+    "process through the kill steps' plan and confirmation, y copies its command line.",
     "server": "The server log: the launched server's start-up milestones, health, its log followed from the end, "
     "and the diagnosis of a crash with its fix (f applies it to the launch step and relaunches).",
     "bench": "Benchmarks: a sweep's progress, then its decision (the best depth per concurrency, speedup, "

@@ -41,6 +41,7 @@ from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.footer import CockpitFooter
 from cockpit.ui.widgets.host_pane import HostPane
 from cockpit.ui.widgets.hosts_view import HostsView
+from cockpit.ui.widgets.proc_pane import CopyRequested, KillRequested, ProcessPane
 from cockpit.ui.widgets.runs_pane import RunsPane
 from cockpit.ui.widgets.server_log import ServerLogPane
 
@@ -58,7 +59,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
     #main.-narrow #checklist { width: 1fr; height: 45%; }
     .-compact #main #checklist { width: 1fr; height: 1fr; }
     .-compact ServerLogPane, .-compact BenchPane, .-compact CommandLogPane { height: 1fr; }
-    .-compact RunsPane { height: 1fr; max-height: 100%; }
+    .-compact RunsPane, .-compact ProcessPane { height: 1fr; max-height: 100%; }
     Toast { display: none; }  /* messages go to the bar above the footer (ui/layout.py MessageBar) */
     #empty { padding: 1 2; }
     .hidden { display: none; }
@@ -98,6 +99,37 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
 
         self.alerter = Alerter(self.context.alerts, terminal=self._terminal_write)
 
+    # --- the process table (its keys are the pane's own: ui/widgets/proc_pane.py) -------------------------
+
+    def action_toggle_procs(self) -> None:
+        pane = self.query_one(ProcessPane)
+        focused = self._focused_host()
+        host = focused.host.name if focused is not None else (pane.host or self.config.hosts[0].name)
+        pane.follow(host)
+        self.press_view("procs")
+
+    def on_kill_requested(self, message: KillRequested) -> None:
+        """The selected process, killed through kill_stale's plan: exactly what is shown first, then asked."""
+        if self.read_only:
+            self.notify("Read-only mode: no process can be killed", severity="warning")
+            return
+
+        async def kill() -> None:
+            result = await self.context.actions.kill_processes(message.host, [message.pid], self._confirm)
+            self.notify(result.message, title=f"kill pid {message.pid} on {message.host}",
+                        severity="information" if result.state.value == "passed" else "warning", timeout=8)
+        self.run_worker(kill(), name=f"kill {message.pid}", group="procs-kill", exit_on_error=False)
+
+    def on_copy_requested(self, message: CopyRequested) -> None:
+        self.copy(message.text, message.what)
+
+    def copy(self, text: str, what: str) -> None:
+        """Copy through OSC 52 (Textual's copy_to_clipboard: over ssh too, and in tmux with set-clipboard on); the
+        message says what was copied and shows it, for a terminal that ignores OSC 52."""
+        self.copy_to_clipboard(text)
+        shown = text if len(text) <= 200 else text[:197] + "..."
+        self.notify(f"copied {what} (OSC 52; if your terminal ignores it: {shown})", title="copied", timeout=8)
+
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield ViewBar(id="views")
@@ -106,6 +138,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
             if self.runbook is not None:
                 yield ChecklistPane(ascii_only=self.ascii_only, id="checklist")
         yield TabLine(id="tabs")
+        yield ProcessPane(id="procs", classes="hidden")
         if self.context.runs:
             yield RunsPane(list(self.context.runs), id="runs", classes="hidden")
         if self.runbook is not None and any(is_launch(s.kind) for s in self.runbook.spec.steps):

@@ -13,11 +13,11 @@ from rich.text import Text
 from textual.widgets import Static
 
 COMPACT_WIDTH, COMPACT_HEIGHT = 100, 28
-VIEWS = (("hosts", "h"), ("checklist", "c"), ("runs", "t"), ("server", "s"), ("bench", "b"), ("log", "l"))
-BOTTOM = ("runs", "server", "bench", "log")
-NAMES = {"runs": "training runs", "server": "server log", "bench": "benchmarks", "log": "command log"}
+VIEWS = (("hosts", "h"), ("checklist", "c"), ("procs", "p"), ("runs", "t"), ("server", "s"), ("bench", "b"), ("log", "l"))
+BOTTOM = ("procs", "runs", "server", "bench", "log")
+NAMES = {"procs": "processes", "runs": "training runs", "server": "server log", "bench": "benchmarks", "log": "command log"}
 KEYS = dict(VIEWS)
-DESIRED = {"runs": 10, "server": 14, "bench": 16, "log": 8}  # a bottom pane's rows when there is room for them all
+DESIRED = {"procs": 8, "runs": 10, "server": 14, "bench": 16, "log": 8}  # a bottom pane's rows when there is room for them all
 MIN_PANE = 5  # no pane below 3 rows of its own (and its border)
 
 

@@ -15,6 +15,7 @@ from cockpit.ui.widgets.checklist import ChecklistPane
 from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.host_pane import HostPane
 from cockpit.ui.widgets.runs_pane import RunsPane
+from cockpit.ui.widgets.proc_pane import ProcessPane
 from cockpit.ui.widgets.server_log import ServerLogPane
 
 
@@ -34,8 +35,8 @@ class ViewActions:
 
     def _panes(self) -> dict[str, object]:
         found = {"hosts": self.hosts_view}
-        for view, kind in (("checklist", ChecklistPane), ("runs", RunsPane), ("server", ServerLogPane), ("bench", BenchPane),
-                           ("log", CommandLogPane)):
+        for view, kind in (("checklist", ChecklistPane), ("procs", ProcessPane), ("runs", RunsPane), ("server", ServerLogPane),
+                           ("bench", BenchPane), ("log", CommandLogPane)):
             panes = self.query(kind)
             if panes:
                 found[view] = panes.first()

@@ -81,7 +81,25 @@ async def _bench(pilot) -> None:
     await _keys(pilot, "b")
 
 
+async def _procs(pilot) -> None:
+    """p on gpu-server: its process table, the rows fixed (the pane's own poll stopped: the host is not reachable here)."""
+    from cockpit.hosts.proctable import ProcRow
+    from cockpit.ui.widgets.proc_pane import ProcessesPolled, ProcessPane
+
+    await _keys(pilot, "h", "p")
+    pane = pilot.app.query_one(ProcessPane)
+    pilot.app.workers.cancel_group(pane, "procs")
+    rows = [ProcRow(4242, (5,), 30000, "alice", 97.5, 9_437_184, 3 * 3600 + 125, "python3 -m sglang.launch_server --model-path "
+                    "/models/Llama-3.3-70B-Instruct --tp-size 8 --speculative-algorithm EAGLE3 --speculative-num-steps 16"),
+            ProcRow(5151, (0, 1), 2048, "bob", 3.0, 1_048_576, 59, "python train.py --config eagle3.yaml"),
+            ProcRow(6060, (2,), 512, None, None, None, None, None, seen=False)]
+    pane.on_processes_polled(ProcessesPolled(pane.host or "gpu-server", rows, None))
+    pane.focus()
+    await pilot.pause()
+
+
 PANES = {
+    "processes": _procs,
     "hosts": lambda pilot: _keys(pilot),
     "zoomed-host": lambda pilot: _keys(pilot, "h", "z"),  # the hosts focused first: the server pane may have taken the focus
     "one-gpu": lambda pilot: _keys(pilot, "h", "z", "5"),

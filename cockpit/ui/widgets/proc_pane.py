@@ -1,0 +1,186 @@
+"""The processes pane (issue 40): one host's compute processes as nvitop shows them (hosts/proctable.py), sorted by any
+column, one selected; K kills the selected one through the kill steps' plan and confirmation, y copies its command
+line.  The pane polls only while it is shown: the host's latest GPU sample and one `ps` over its connection."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import Static
+
+from cockpit.hosts.proctable import COLUMNS, HEADINGS, ProcessTable, ProcRow, cells, sort_rows
+from cockpit.hosts.transport import TransportError
+from cockpit.ui import actions
+
+NUMERIC = ("pid", "gpu_mib", "cpu", "rss", "time")
+
+
+@dataclass
+class ProcessesPolled(Message):
+    host: str
+    rows: list[ProcRow]
+    error: str | None
+
+
+class ProcessPane(Static, can_focus=True):
+    DEFAULT_CSS = """
+    ProcessPane {
+        height: auto;
+        max-height: 12;
+        border: round $primary-darken-2;
+        padding: 0 1;
+    }
+    ProcessPane:focus {
+        border: heavy $accent;
+    }
+    """
+    BINDINGS = actions.bindings("procs")
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("", **kwargs)
+        self.border_title = "processes"
+        self.host: str | None = None
+        self.rows: list[ProcRow] = []
+        self.sort, self.descending = "gpu_mib", True
+        self.selected_pid: int | None = None
+        self.error: str | None = None
+        self._table = ProcessTable()
+        self._shown: tuple | None = None
+
+    # --- what the app asks ------------------------------------------------------------------------
+
+    def follow(self, host: str) -> None:
+        """Show this host's processes (the host in focus when the pane was opened)."""
+        if host != self.host:
+            self.host, self.rows, self.selected_pid, self.error = host, [], None, None
+            self._table = ProcessTable()
+            self._draw()
+
+    def on_mount(self) -> None:
+        self._draw()
+        self.run_worker(self._poll(), name="process table", group="procs", exclusive=True, exit_on_error=False)
+
+    async def _poll(self) -> None:
+        """While shown: the host's compute processes (its latest sample) and one ps, every processes_interval_s."""
+        app = self.app
+        interval = max(1.0, app.config.telemetry.processes_interval_s / 2)  # type: ignore[attr-defined]
+        while True:
+            host = self.host
+            if host is not None and self.display and self.is_attached:
+                snapshot = app.hub.latest.get(host)  # type: ignore[attr-defined]
+                compute = [(p.pid, p.gpu_index, p.used_memory_mib) for p in (snapshot.processes if snapshot else ())]
+                try:
+                    rows = await self._table.poll(app.hub.pool.get(app.config.host(host)), compute)  # type: ignore[attr-defined]
+                    self.post_message(ProcessesPolled(host, rows, None))
+                except (TransportError, OSError, asyncio.TimeoutError) as exc:
+                    self.post_message(ProcessesPolled(host, [], f"{host}: {exc}"))
+            await asyncio.sleep(interval)
+
+    def on_processes_polled(self, message: ProcessesPolled) -> None:
+        if message.host != self.host:
+            return  # the pane moved to another host meanwhile
+        self.rows, self.error = message.rows, message.error
+        self._draw()
+
+    # --- keys ---------------------------------------------------------------------------------------
+
+    def ordered(self) -> list[ProcRow]:
+        return sort_rows(self.rows, self.sort, self.descending)
+
+    def selected(self) -> ProcRow | None:
+        rows = self.ordered()
+        return next((r for r in rows if r.pid == self.selected_pid), rows[0] if rows else None)
+
+    def action_move(self, step: int) -> None:
+        rows = self.ordered()
+        if not rows:
+            return
+        current = self.selected()
+        index = rows.index(current) if current in rows else 0
+        self.selected_pid = rows[max(0, min(len(rows) - 1, index + step))].pid
+        self._draw()
+
+    def action_next_sort(self) -> None:
+        self.sort = COLUMNS[(COLUMNS.index(self.sort) + 1) % len(COLUMNS)]
+        self.descending = self.sort in NUMERIC  # the biggest first for numbers, A to Z for words
+        self._draw()
+
+    def action_reverse_sort(self) -> None:
+        self.descending = not self.descending
+        self._draw()
+
+    def action_kill_selected(self) -> None:
+        row = self.selected()
+        if row is None or self.host is None:
+            self.app.notify("no process selected", severity="warning")
+            return
+        self.post_message(KillRequested(self.host, row.pid))
+
+    def action_copy_selected(self) -> None:
+        row = self.selected()
+        if row is None or row.command is None:
+            self.app.notify("no command line to copy (the process is not seen by ps here)", severity="warning")
+            return
+        self.post_message(CopyRequested(row.command, f"the command line of pid {row.pid}"))
+
+    # --- drawing --------------------------------------------------------------------------------------
+
+    def _draw(self) -> None:
+        rows = self.ordered()
+        selected = self.selected()
+        width = max(20, self.size.width - 2)
+        title = f"processes · {self.host or 'no host'} · by {HEADINGS[self.sort]} {'v' if self.descending else '^'}"
+        lines: list[Text] = []
+        if self.error:
+            lines.append(Text(f"could not read: {self.error}", style="yellow", no_wrap=True, overflow="ellipsis"))
+        if not rows:
+            lines.append(Text("no compute process on its GPUs" if self.host else "focus a host, then p", style="dim"))
+        else:
+            shown = [cells(r) for r in rows]
+            widths = {c: max(len(HEADINGS[c]) + 1, *(len(s[c]) for s in shown)) for c in COLUMNS if c != "command"}
+            widths["user"] = min(widths["user"], 10)
+
+            def line(values: dict[str, str]) -> str:
+                return " ".join(values[c][: widths[c]].rjust(widths[c]) if c in NUMERIC else values[c][: widths[c]].ljust(widths[c])
+                                for c in COLUMNS if c != "command") + " " + values["command"]
+
+            head = {c: HEADINGS[c] + ("v" if self.descending else "^") * (c == self.sort) for c in COLUMNS}
+            lines.append(Text(line(head)[:width], style="bold", no_wrap=True))
+            for row, values in zip(rows, shown):
+                style = "reverse" if row is selected and self.has_focus else ("bold" if row is selected else "")
+                if not row.seen:
+                    style += " dim"
+                lines.append(Text(line(values)[:width], style=style.strip(), no_wrap=True))
+        drawn = (title, tuple(t.plain for t in lines), tuple(str(t.style) for t in lines), self.has_focus)
+        if drawn == self._shown:
+            return
+        layout = self._shown is None or len(self._shown[1]) != len(lines)
+        self._shown = drawn
+        if title != self.border_title:
+            self.border_title = title
+        self.update(Text("\n").join(lines), layout=layout)
+
+    def on_focus(self) -> None:
+        self._draw()
+
+    def on_blur(self) -> None:
+        self._draw()
+
+    def on_resize(self, _event) -> None:
+        self._shown = None
+        self._draw()
+
+
+@dataclass
+class KillRequested(Message):
+    host: str
+    pid: int
+
+
+@dataclass
+class CopyRequested(Message):
+    text: str
+    what: str
