@@ -88,6 +88,14 @@ ACTIONS: tuple[Action, ...] = (
            "kill_any_user = true"),
     Action("procs.copy", "y", "copy_selected", "copy command", scope="procs", help="copy the selected process's command line "
            "(OSC 52: works over ssh, and in tmux with set-clipboard on)"),
+    Action("logview.search", "slash", "search", "search", key_display="/", scope="logview",
+           help="search the log: a regular expression, case-smart (an upper-case letter makes it case-sensitive); matches marked"),
+    Action("logview.next", "n", "search_next(1)", "next match", show=False, scope="logview"),
+    Action("logview.previous", "N", "search_next(-1)", "previous match", show=False, scope="logview"),
+    Action("logview.follow", "G", "follow", "follow", scope="logview", help="follow the log again (scrolling up pauses it, and says so)"),
+    Action("logview.wrap", "w", "toggle_wrap", "wrap", scope="logview", help="wrap long lines on or off (off: cut at the pane's edge)"),
+    Action("logview.copy", "y", "copy_match", "copy line", show=False, scope="logview",
+           help="copy the current match's line (or the last line) through OSC 52"),
     Action("checklist.raw", "x", "toggle_raw", "raw evidence", show=False, scope="checklist", help="the selected step's evidence as raw JSON (again: readable)"),
 )
 SHOWN_WHEN = {"server.apply_fix": "a fix is offered"}  # in the footer only while it can do something

@@ -12,11 +12,17 @@ horizontal scrollbar that covered the last line (the server's "ready to roll").
 
 from __future__ import annotations
 
+import re
 from collections import deque
 
 from rich.text import Text
 from textual.events import Resize
 from textual.widgets import RichLog
+
+from cockpit.ui import actions
+
+MATCH_STYLE = "black on yellow"
+CURRENT_STYLE = "bold black on dark_orange"
 
 
 class BoundedRichLog(RichLog):
@@ -27,8 +33,14 @@ class BoundedRichLog(RichLog):
     }
     """
 
+    BINDINGS = actions.bindings("logview")
+
     def __init__(self, *args, max_lines: int, **kwargs):
         super().__init__(*args, max_lines=max_lines, min_width=1, **kwargs)
+        self.search: re.Pattern | None = None
+        self.search_text = ""
+        self.match_at: int | None = None  # the index (in kept) of the current match
+        self.following = True  # new lines scroll to the end; scrolling up pauses it, G resumes
         self.kept: deque[object] = deque(maxlen=max_lines)  # what is shown, to draw again at a new width
         self.backlog: deque[object] = deque(maxlen=max_lines)  # written while it had no size
         self._drawn_at = 0  # the width the shown lines were drawn at
@@ -40,20 +52,157 @@ class BoundedRichLog(RichLog):
             return super().write(content, *args, **kwargs)
         if isinstance(content, str):
             content = Text(content)
-        if isinstance(content, Text) and not self.wrap:
-            content.no_wrap, content.overflow = True, "ellipsis"
+        if isinstance(content, Text):
+            content.no_wrap, content.overflow = True, "ellipsis"  # kept cut; drawn wrapped (a copy) while wrap is on
         self.kept.append(content)
         if not self.size.width:
             self.backlog.append(content)
             return self
         return self._draw(content)
 
-    def _draw(self, content):
+    def _shaped(self, content, index: int | None = None):
+        """A kept line as drawn now: cut with an ellipsis or wrapped, its search matches marked."""
+        if not isinstance(content, Text):
+            return content
+        if self.search is None and not self.wrap and content.no_wrap and content.overflow == "ellipsis":
+            return content
+        shaped = content.copy()
+        shaped.no_wrap, shaped.overflow = (False, "fold") if self.wrap else (True, "ellipsis")
+        if self.search is not None:
+            current = index is not None and index == self.match_at
+            shaped.highlight_regex(self.search, style=CURRENT_STYLE if current else MATCH_STYLE)
+        return shaped
+
+    def _draw(self, content, index: int | None = None):
         width = self.scrollable_content_region.width
         self._drawn_at = width
+        content = self._shaped(content, len(self.kept) - 1 if index is None else index)
+        scroll = self.following if self.auto_scroll else False
         if isinstance(content, Text) and width:
-            return super().write(content, width=width)  # not measured: Rich caps a measure at the console's width
-        return super().write(content)
+            return super().write(content, width=width, scroll_end=scroll)  # not measured: Rich caps a measure at the console's width
+        return super().write(content, scroll_end=scroll)
+
+    def _redraw(self) -> None:
+        """Every kept line again (a new search, wrap turned on or off, a new width)."""
+        if not self.size.width:
+            return
+        RichLog.clear(self)
+        self.backlog.clear()
+        for index, content in enumerate(self.kept):
+            self._draw(content, index)
+
+    # --- search, follow, wrap (the keys: ui/actions.py scope "logview") ---------------------------------
+
+    def set_search(self, text: str | None) -> int:
+        """Search the kept lines (None or empty: clear); jumps to the newest match.  Returns how many lines match."""
+        from cockpit.ui.screens.search import compile_search
+
+        self.search_text = text or ""
+        self.search = compile_search(self.search_text)
+        found = self.matches()
+        self.match_at = found[-1] if found else None
+        self._redraw()
+        self._show_match()
+        self._say()
+        return len(found)
+
+    def matches(self) -> list[int]:
+        if self.search is None:
+            return []
+        return [i for i, line in enumerate(self.kept) if self.search.search(line.plain if isinstance(line, Text) else str(line))]
+
+    def action_search_next(self, step: int) -> None:
+        found = self.matches()
+        if not found:
+            self._say()
+            return
+        if self.match_at is None:
+            self.match_at = found[-1]
+        else:
+            after = [i for i in found if (i - self.match_at) * step > 0]
+            self.match_at = (min(after) if step > 0 else max(after)) if after else (found[0] if step > 0 else found[-1])
+        self._redraw()
+        self._show_match()
+        self._say()
+
+    def _show_match(self) -> None:
+        if self.match_at is None or self.wrap:
+            return  # wrapped lines take rows of their own: the view stays (the matches are marked)
+        self.following = False
+        self.scroll_to(y=max(0, self.match_at - self.scrollable_content_region.height // 2), animate=False)
+
+    def action_search(self) -> None:
+        from cockpit.ui.screens.search import SearchScreen
+
+        self.app.push_screen(SearchScreen(self.border_title or "the log", self.search_text),
+                             lambda text: text is not None and self.set_search(text))
+
+    def action_copy_match(self) -> None:
+        """Through the app's copy (OSC 52): the current match's line; else the fix the pane offers (a server's crash:
+        the flags that fix it, shell-quoted so they paste as they run); else the newest line."""
+        from cockpit.format import shell_words
+
+        fix = getattr(self.parent, "top_fix", None)
+        if self.match_at is not None and self.match_at < len(self.kept):
+            line, what = self.kept[self.match_at], "the matching line"
+            text = line.plain if isinstance(line, Text) else str(line)
+        elif fix is not None and (fix.replacement or fix.suggestions):
+            text = shell_words(list(fix.replacement)) if fix.replacement else fix.suggestions[0]
+            what = "the fix"
+        elif self.kept:
+            line, what = self.kept[-1], "the last line"
+            text = line.plain if isinstance(line, Text) else str(line)
+        else:
+            return
+        copy = getattr(self.app, "copy", None)
+        if copy is not None:
+            copy(text, what)
+        else:
+            self.app.copy_to_clipboard(text)
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+        self._redraw()
+        self._say()
+
+    def action_follow(self) -> None:
+        self.following = True
+        self.scroll_end(animate=False)
+        self._say()
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if new < old and new < self.max_scroll_y:  # the reader scrolled up: new lines no longer pull the view down
+            if self.following:
+                self.following = False
+                self._say()
+        elif new >= self.max_scroll_y and not self.following and self.search is None:
+            self.following = True
+            self._say()
+
+    def _say(self) -> None:
+        """The log's state in its bottom border: following or paused, wrap, the search and its matches."""
+        parts = ["following" if self.following else "paused: G follows"]
+        if self.wrap:
+            parts.append("wrap")
+        if self.search is not None:
+            found = self.matches()
+            where = f"{found.index(self.match_at) + 1}/{len(found)}" if self.match_at in found else f"{len(found)} lines"
+            parts.append(f"/{self.search_text}/ {where}" if found else f"/{self.search_text}/ not found")
+        said = " · ".join(parts)
+        # said in the border of the log, or of the pane it sits in (the server log's lines have no border of their own)
+        holder = self if self.styles.border_bottom[0] not in ("", "none", "hidden") or self.parent is None else self.parent
+        if said != holder.border_subtitle:
+            holder.border_subtitle = said
+
+    @property
+    def state_line(self) -> str:
+        """What the border says of the log (following or paused, wrap, the search)."""
+        holder = self if self.styles.border_bottom[0] not in ("", "none", "hidden") or self.parent is None else self.parent
+        return str(holder.border_subtitle or "")
+
+    def on_mount(self) -> None:
+        self._say()
 
     def on_resize(self, event: Resize) -> None:
         self._replaying = True
@@ -64,10 +213,12 @@ class BoundedRichLog(RichLog):
         if not event.size.width:
             return
         if self.scrollable_content_region.width != self._drawn_at and len(self.kept) > len(self.backlog):
-            RichLog.clear(self)  # lines drawn at another width: all again, at this one
-            self.backlog = deque(self.kept, maxlen=self.backlog.maxlen)
+            self._redraw()  # lines drawn at another width: all again, at this one
+            return
+        start = len(self.kept) - len(self.backlog)
         while self.backlog:
-            self._draw(self.backlog.popleft())
+            self._draw(self.backlog.popleft(), start)
+            start += 1
 
     def clear(self):
         self.backlog.clear()

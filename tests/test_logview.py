@@ -1,0 +1,71 @@
+"""Search, follow and wrap in the logs, as less and k9s users reach for them (issue 40): `/` a case-smart regular
+expression with its matches marked and counted, n/N between them, scrolling up pauses following and says so, G
+resumes, w wraps long lines, y copies the line (OSC 52).  The command log pane, fed real command records."""
+
+from __future__ import annotations
+
+from cockpit.config import parse_config
+from cockpit.hosts.commandlog import CommandLog
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.screens.search import SearchScreen, compile_search
+from cockpit.ui.widgets.command_log import CommandLogPane
+
+
+def test_a_search_is_case_smart():
+    assert compile_search("error").search("ERROR: x") and not compile_search("Error").search("ERROR: x")
+    assert compile_search("") is None
+
+
+async def test_search_follow_wrap_and_copy_in_a_log(monkeypatch):
+    config = parse_config('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n')
+    app = CockpitApp(config)
+    copied: list[str] = []
+    monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("l")
+        await pilot.pause(0.2)
+        pane = app.query_one(CommandLogPane)
+        log = CommandLog()
+        for n in range(300):
+            pane.add(log.finish(log.start("here", f"probe-{n} " + "x" * 150), 1))  # failures are always written
+        pane.focus()
+        await pilot.pause(0.2)
+        assert pane.following and "following" in pane.state_line
+        await pilot.press("slash")
+        assert isinstance(app.screen, SearchScreen)
+        await pilot.press(*"probe-29\\d ")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert len(pane.matches()) == 10 and "10/10" in pane.state_line and not pane.following  # at the newest match
+        await pilot.press("N")
+        assert "9/10" in pane.state_line
+        await pilot.press("n", "n")
+        assert "1/10" in pane.state_line  # past the newest: around to the first
+        await pilot.press("y")
+        assert copied and "probe-290 " in copied[-1]
+        await pilot.press("slash")
+        await pilot.press(*"PROBE-29\\d ")  # an upper-case letter: case-sensitive
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert pane.matches() == [] and "not found" in pane.state_line
+        await pilot.press("slash", "ctrl+u", "enter")  # empty: the search is cleared
+        await pilot.pause(0.2)
+        assert pane.search is None
+        await pilot.press("G")
+        assert pane.following and pane.scroll_y == pane.max_scroll_y
+        pane.scroll_to(y=0, animate=False)
+        await pilot.pause(0.2)
+        assert not pane.following and "paused: G follows" in pane.state_line
+        pane.add(log.finish(log.start("here", "a new line while paused"), 1))
+        await pilot.pause(0.2)
+        assert pane.scroll_y == 0  # a new line does not pull the reader down while paused
+        await pilot.press("G")
+        await pilot.pause(0.2)
+        assert pane.following and pane.scroll_y == pane.max_scroll_y
+        rows = len(pane.lines)
+        await pilot.press("w")
+        await pilot.pause(0.2)
+        assert pane.wrap and "wrap" in pane.state_line and len(pane.lines) > rows  # the long lines take two rows each
+        await pilot.press("w")
+        await pilot.pause(0.2)
+        assert not pane.wrap and len(pane.lines) == rows
