@@ -69,3 +69,39 @@ async def test_search_follow_wrap_and_copy_in_a_log(monkeypatch):
         await pilot.press("w")
         await pilot.pause(0.2)
         assert not pane.wrap and len(pane.lines) == rows
+
+
+async def test_colon_jumps_to_a_host_a_step_or_a_pane_by_a_few_letters():
+    """`:` as k9s: a fuzzy list of the cockpit's places; a few letters and enter go there."""
+    from cockpit.ui.widgets.checklist import ChecklistPane
+    from cockpit.ui.widgets.host_pane import HostPane
+
+    config = parse_config('[hosts.gpu-server]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n'
+                          '[hosts.trainer]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n'
+                          '[runbook]\nname = "r"\n[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "gpu-server"\n'
+                          '[[runbook.steps]]\nname = "look"\nkind = "command"\nhost = "trainer"\nargv = ["true"]\n')
+    app = CockpitApp(config)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        await pilot.press("colon")
+        await pilot.pause(0.2)
+        await pilot.press(*"trainr")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert isinstance(app.focused, HostPane) and app.focused.host.name == "trainer"
+        await pilot.press("colon")
+        await pilot.pause(0.2)
+        await pilot.press(*"step look")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        checklist = app.query_one(ChecklistPane)
+        assert app.focused is checklist and checklist.selected_view.spec.name == "look"
+        await pilot.press("colon")
+        await pilot.pause(0.2)
+        await pilot.press(*"pane command")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert app.layout_state.shown("log") and isinstance(app.focused, CommandLogPane)

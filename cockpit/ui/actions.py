@@ -59,6 +59,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("procs.toggle", "p", "toggle_procs", "processes", help="the focused host's compute processes as nvitop shows them: "
            "pid, user, GPU, memory, CPU, run time, command (again, in it: hide it)", palette="Toggle the process table",
            palette_help="sort, select, kill through the plan, copy a command line"),
+    Action("app.jump", "colon", "jump", "jump", key_display=":", show=False, help="jump to a host, a step, a run or a pane by "
+           "a few letters of its name (fuzzy, as k9s's :)", palette="Jump to…", palette_help="a host, a step, a run or a pane"),
     Action("app.toggle_log", "l", "toggle_log", "log", help="the command log: every command run on a host (again, in it: hide it)", palette="Toggle command log",
            palette_help="every command run on a host, with its exit status", when="large"),
     Action("app.hide_pane", "escape", "hide_pane", "hide pane", show=False, key_display="Esc",

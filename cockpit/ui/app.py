@@ -108,6 +108,34 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         pane.follow(host)
         self.press_view("procs")
 
+    # --- : jumps anywhere (ui/jump.py) --------------------------------------------------------------------
+
+    def action_jump(self) -> None:
+        from textual.command import CommandPalette
+
+        from cockpit.ui.jump import JumpProvider
+
+        self.push_screen(CommandPalette(providers=[JumpProvider], placeholder="jump to a host, a step, a run or a pane…"))
+
+    def jump_to_host(self, name: str) -> None:
+        self.press_view("hosts") if not self.layout_state.shown("hosts") else None
+        pane = self.panes.get(name)
+        if pane is None:
+            return
+        if self.zoomed is not None and self.zoomed != name:
+            self.hosts_view.toggle_zoom(None)  # back to every host
+        if not pane.display:
+            self.hosts_view.toggle_zoom(pane)  # a fleet too big to show each host: this one, zoomed
+        pane.focus()
+        pane.scroll_visible()
+
+    def jump_to_step(self, name: str) -> None:
+        self.press_view("checklist") if not self.layout_state.shown("checklist") else None
+        checklist = self.query(ChecklistPane)
+        if checklist:
+            checklist.first().select(name)
+            checklist.first().focus()
+
     def on_kill_requested(self, message: KillRequested) -> None:
         """The selected process, killed through kill_stale's plan: exactly what is shown first, then asked."""
         if self.read_only:
