@@ -66,9 +66,15 @@ async def test_search_follow_wrap_and_copy_in_a_log(monkeypatch):
         await pilot.press("w")
         await pilot.pause(0.2)
         assert pane.wrap and "wrap" in pane.state_line and len(pane.lines) > rows  # the long lines take two rows each
-        await pilot.press("w")
+        await pilot.press("w")  # whole lines, read sideways
         await pilot.pause(0.2)
-        assert not pane.wrap and len(pane.lines) == rows
+        assert not pane.wrap and pane.wide and len(pane.lines) == rows and pane.max_scroll_x > 0
+        assert "left/right" in pane.state_line
+        await pilot.press("right")
+        assert pane.scroll_x > 0
+        await pilot.press("w")  # back to cut at the edge
+        await pilot.pause(0.2)
+        assert not pane.wide and pane.scroll_x == 0 and len(pane.lines) == rows
 
 
 async def test_colon_jumps_to_a_host_a_step_or_a_pane_by_a_few_letters():

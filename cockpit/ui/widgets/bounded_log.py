@@ -41,6 +41,7 @@ class BoundedRichLog(RichLog):
         self.search_text = ""
         self.match_at: int | None = None  # the index (in kept) of the current match
         self.following = True  # new lines scroll to the end; scrolling up pauses it, G resumes
+        self.wide = False  # long lines drawn whole, read by scrolling sideways (left/right), instead of cut or wrapped
         self.kept: deque[object] = deque(maxlen=max_lines)  # what is shown, to draw again at a new width
         self.backlog: deque[object] = deque(maxlen=max_lines)  # written while it had no size
         self._drawn_at = 0  # the width the shown lines were drawn at
@@ -64,10 +65,10 @@ class BoundedRichLog(RichLog):
         """A kept line as drawn now: cut with an ellipsis or wrapped, its search matches marked."""
         if not isinstance(content, Text):
             return content
-        if self.search is None and not self.wrap and content.no_wrap and content.overflow == "ellipsis":
+        if self.search is None and not self.wrap and not self.wide and content.no_wrap and content.overflow == "ellipsis":
             return content
         shaped = content.copy()
-        shaped.no_wrap, shaped.overflow = (False, "fold") if self.wrap else (True, "ellipsis")
+        shaped.no_wrap, shaped.overflow = (False, "fold") if self.wrap else ((True, "ignore") if self.wide else (True, "ellipsis"))
         if self.search is not None:
             current = index is not None and index == self.match_at
             shaped.highlight_regex(self.search, style=CURRENT_STYLE if current else MATCH_STYLE)
@@ -78,6 +79,8 @@ class BoundedRichLog(RichLog):
         self._drawn_at = width
         content = self._shaped(content, len(self.kept) - 1 if index is None else index)
         scroll = self.following if self.auto_scroll else False
+        if isinstance(content, Text) and self.wide:
+            return super().write(content, width=max(width, min(4000, content.cell_len)), scroll_end=scroll)  # whole: read sideways
         if isinstance(content, Text) and width:
             return super().write(content, width=width, scroll_end=scroll)  # not measured: Rich caps a measure at the console's width
         return super().write(content, scroll_end=scroll)
@@ -161,9 +164,24 @@ class BoundedRichLog(RichLog):
             self.app.copy_to_clipboard(text)
 
     def action_toggle_wrap(self) -> None:
-        self.wrap = not self.wrap
+        """w: cut at the edge -> wrapped -> whole lines read sideways (left/right) -> cut."""
+        if not self.wrap and not self.wide:
+            self.wrap = True
+        elif self.wrap:
+            self.wrap, self.wide = False, True
+        else:
+            self.wide = False
+        self.styles.overflow_x = "auto" if self.wide else "hidden"
+        if not self.wide:
+            self.scroll_to(x=0, animate=False)
         self._redraw()
         self._say()
+
+    def action_sideways(self, step: int) -> None:
+        if not self.wide:
+            self.app.notify("w (twice) draws long lines whole, to read them sideways", timeout=4)
+            return
+        self.scroll_to(x=max(0, self.scroll_x + step * max(8, self.scrollable_content_region.width // 2)), animate=False)
 
     def action_follow(self) -> None:
         self.following = True
@@ -185,6 +203,8 @@ class BoundedRichLog(RichLog):
         parts = ["following" if self.following else "paused: G follows"]
         if self.wrap:
             parts.append("wrap")
+        elif self.wide:
+            parts.append("whole lines: left/right")
         if self.search is not None:
             found = self.matches()
             where = f"{found.index(self.match_at) + 1}/{len(found)}" if self.match_at in found else f"{len(found)} lines"
