@@ -87,27 +87,38 @@ async def test_colon_jumps_to_a_host_a_step_or_a_pane_by_a_few_letters():
                           '[runbook]\nname = "r"\n[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "gpu-server"\n'
                           '[[runbook.steps]]\nname = "look"\nkind = "command"\nhost = "trainer"\nargv = ["true"]\n')
     app = CockpitApp(config)
+
+    async def jump(pilot, letters: str) -> None:
+        await pilot.press("colon")
+        await pilot.pause(0.2)
+        await pilot.press(*letters)
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause(0.2)
-        await pilot.press("colon")
-        await pilot.pause(0.2)
-        await pilot.press(*"trainr")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
-        await pilot.pause(0.3)
+        await jump(pilot, "trainr")
         assert isinstance(app.focused, HostPane) and app.focused.host.name == "trainer"
-        await pilot.press("colon")
-        await pilot.pause(0.2)
-        await pilot.press(*"step look")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
-        await pilot.pause(0.3)
+        await jump(pilot, "step look")
         checklist = app.query_one(ChecklistPane)
         assert app.focused is checklist and checklist.selected_view.spec.name == "look"
-        await pilot.press("colon")
-        await pilot.pause(0.2)
-        await pilot.press(*"pane command")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
-        await pilot.pause(0.3)
+        await jump(pilot, "pane command")
         assert app.layout_state.shown("log") and isinstance(app.focused, CommandLogPane)
+
+
+async def test_y_on_a_step_copies_its_command_line_shell_quoted(monkeypatch):
+    config = parse_config('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n'
+                          '[runbook]\nname = "r"\n[[runbook.steps]]\nname = "look"\nkind = "command"\nhost = "here"\n'
+                          'argv = ["echo", "a b", "it\'s"]\n')
+    app = CockpitApp(config)
+    copied: list[str] = []
+    monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("c")
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await pilot.pause(0.2)
+        import shlex
+
+        assert len(copied) == 1 and shlex.split(copied[0]) == ["echo", "a b", "it's"]  # pastes as it runs

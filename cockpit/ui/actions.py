@@ -101,6 +101,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("logview.right", "right", "sideways(1)", "scroll right", show=False, scope="logview"),
     Action("logview.copy", "y", "copy_match", "copy line", show=False, scope="logview",
            help="copy the current match's line (or the last line) through OSC 52"),
+    Action("checklist.copy", "y", "copy_selected", "copy", show=False, scope="checklist",
+           help="copy the selected step's command line (shell-quoted), else its evidence (JSON), else its path: OSC 52"),
     Action("checklist.raw", "x", "toggle_raw", "raw evidence", show=False, scope="checklist", help="the selected step's evidence as raw JSON (again: readable)"),
 )
 SHOWN_WHEN = {"server.apply_fix": "a fix is offered"}  # in the footer only while it can do something

@@ -183,6 +183,29 @@ class ChecklistPane(Widget, can_focus=True):
         if self.views:
             self.post_message(self.RunRequested(self.views[self.selected].spec.name))
 
+    def action_copy_selected(self) -> None:
+        """y: the selected step's command line (a launch: the argv it ran or will run, shell-quoted; a path it names),
+        else its evidence as JSON, through the app's copy (OSC 52)."""
+        import json
+
+        from cockpit.format import shell_words
+        from cockpit.ui.widgets.proc_pane import CopyRequested
+
+        view = self.selected_view
+        if view is None:
+            return
+        evidence = view.result.evidence if view.result is not None else {}
+        argv = evidence.get("argv") or view.spec.params.get("argv")
+        path = next((view.spec.params[k] for k in ("path", "draft_path", "log") if isinstance(view.spec.params.get(k), str)), None)
+        if isinstance(argv, list) and argv:
+            self.post_message(CopyRequested(shell_words([str(w) for w in argv]), f"the command line of '{view.spec.name}'"))
+        elif evidence:
+            self.post_message(CopyRequested(json.dumps(evidence, indent=1, sort_keys=True, default=str), f"the evidence of '{view.spec.name}'"))
+        elif path:
+            self.post_message(CopyRequested(path, f"the path of '{view.spec.name}'"))
+        else:
+            self.app.notify(f"'{view.spec.name}' has no command line, evidence or path to copy yet", severity="warning")
+
     @property
     def selected_view(self) -> StepView | None:
         return self.views[self.selected] if self.views else None
