@@ -397,3 +397,73 @@ def test_a_busy_rendezvous_port_on_rank_0_refuses(tmp_path, nodes4):
                 await ctx.close()
 
         asyncio.run(go())
+
+
+VLLM_TWO_NODES = """[hosts.gpu-a]
+address = "10.0.0.1"
+[hosts.gpu-b]
+address = "10.0.0.2"
+
+[runbook]
+name = "vllm-dp"
+
+[[runbook.steps]]
+name = "launch"
+kind = "serve_launch"
+engine = "vllm"
+vllm_version = "{version}"
+hosts = ["gpu-a", "gpu-b"]
+model_path = "/models/Llama-3.3-70B-Instruct"
+draft_path = "/ckpt/eagle3"
+depth = 3
+tp = 2
+"""
+
+
+def test_vllm_over_two_nodes_is_handed_to_slurm_as_data_parallel_with_headless_workers(tmp_path):
+    """Issue 39 class 6 (the hand-off): node 0 serves, node 1 runs headless engines from its own data-parallel rank; the
+    sbatch script run by bash with stand-ins for srun/scontrol/curl (no Slurm here).  The cockpit's own launch of a vLLM
+    group over SSH is not built, and `plan run` says so naming the hand-off."""
+    config = tmp_path / "c.toml"
+    config.write_text(VLLM_TWO_NODES.format(version="0.10.2"))
+    record = tmp_path / "record.sh"
+    record.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/task-$SLURM_PROCID.argv\n')
+    record.chmod(0o755)
+    result = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "slurm", "--python", str(record),
+                             "-c", str(config)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'gpu-a\\ngpu-b\\n'\n")
+    (bin_dir / "curl").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").write_text('#!/bin/bash\nn=1\nwhile [[ "$1" == --* ]]; do case "$1" in --ntasks=*) n="${1#--ntasks=}";; esac; '
+                                  'shift; done\nfor ((i=0; i<n; i++)); do SLURM_PROCID=$i "$@" & done\nwait\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    (tmp_path / "job.sh").write_text(result.stdout)
+    ran = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu-[a-b]"})
+    assert ran.returncode == 0, ran.stderr
+    head, worker = [(tmp_path / f"task-{i}.argv").read_text().split() for i in range(2)]
+
+    def flag(words, name):
+        return words[words.index(name) + 1]
+
+    assert "--headless" not in head and "--headless" in worker
+    for words in (head, worker):
+        assert (flag(words, "--data-parallel-size"), flag(words, "--data-parallel-size-local")) == ("8", "4")  # 8 GPUs / TP 2
+        assert flag(words, "--data-parallel-address") == "gpu-a" and flag(words, "--tensor-parallel-size") == "2"
+        assert "--speculative-config" in words
+    assert "--data-parallel-start-rank" not in head and flag(worker, "--data-parallel-start-rank") == "4"
+    lws = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "lws", "-c", str(config)],
+                         capture_output=True, text=True, timeout=60)
+    assert lws.returncode == 0 and "--headless" in lws.stdout and "$(( LWS_WORKER_INDEX * 4 ))" in lws.stdout
+    assert "vllm/vllm-openai" in lws.stdout
+    refused = subprocess.run([sys.executable, "-m", "cockpit", "plan", "run", "launch", "--yes", "--force", "launch", "--reason", "t",
+                              "-c", str(config)], capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "plan emit launch --format slurm|lws" in refused.stdout + refused.stderr
+    old = tmp_path / "old.toml"
+    old.write_text(VLLM_TWO_NODES.format(version="0.8.5"))  # its recorded parser (0.8.5.post1) has no --headless
+    too_old = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "slurm", "-c", str(old)], capture_output=True,
+                             text=True, timeout=60)
+    assert too_old.returncode == 2 and "--headless" in too_old.stderr and "Traceback" not in too_old.stderr

@@ -60,8 +60,13 @@ def test_the_old_separate_flags_are_named_with_the_json_that_replaced_them_per_v
 
 def test_a_version_beyond_the_newest_read_is_judged_by_the_newest_rules_and_says_so():
     report = lint(STORY, "0.41.0")
-    assert kinds(report)[0] == "version_beyond_read" and "0.34.0" in report.diagnoses[0].message and not report.ok
-    assert era("0.41.0").name == ">=0.34.0" and era("0.9.1").name == "0.8.5-0.9" and era("0.10.2").name == "0.10.2-0.33"
+    [beyond] = [d for d in report.diagnoses if d.kind == "version_beyond_read"]
+    assert "0.34.0" in beyond.message and not report.ok and report.diagnoses[-1] is beyond  # what is wrong first, how judged after
+    # each recorded version by its own facts; another by its minor's recording, or the one before it, said so
+    assert era("0.41.0").name == "0.34.0" and era("0.9.1").name == "0.9.2" and era("0.10.2").name == "0.10.2"
+    assert era("0.8.2").name == "0.8.2"  # before every recording: the eras read by hand
+    [nearest] = [d for d in lint(STORY, "0.10.1").diagnoses if d.kind == "version_nearest"]
+    assert "judged by 0.10.2's recorded facts" in nearest.message
 
 
 @pytest.mark.parametrize("version,severity,words", [
@@ -119,7 +124,11 @@ def test_flags_are_checked_against_the_recorded_help_of_vllm_0_10_2():
     assert by_kind["invalid_choice"].replacement == ("--dtype", "float16")
     assert by_kind["unrecognized_argument"].replacement == ("--gpu-memory-utilization", "0.9")
     assert "not a vLLM flag" in by_kind["unrecognized_argument"].message
-    assert shipped_schema("0.10.2").get("--speculative-config") is not None and shipped_schema("0.9.2") is None
+    # the recorded parser of each released minor (cockpit/vllm/data/versions.json); before every recording, none
+    assert shipped_schema("0.10.2").get("--speculative-config") is not None and shipped_schema("0.10.2").version == "0.10.2"
+    assert shipped_schema("0.10.1").version == "0.10.2"  # its own minor's recording, the nearest
+    assert shipped_schema("0.8.2") is None  # older than every recording: the eras read by hand judge it, no flags
+    assert shipped_schema("0.10.2").get("--tensor-parallel-size").value_type == "int"  # the parser's own type
 
 
 def test_sglang_flags_in_a_vllm_line_get_the_vllm_line_that_means_the_same():
@@ -161,7 +170,7 @@ def for_log(lines: list[str]):
 
 @pytest.mark.parametrize("version", ["0.10.2", "0.34.0"])
 @pytest.mark.parametrize("name,kind,value", [
-    ("unrecognized", "unrecognized_argument", None),
+    ("unrecognized", "unrecognized_argument", "/ckpt/eagle3"),
     ("bad_json", "invalid_json", "{method: eagle3}"),
     ("bad_choice", "invalid_choice", "fp16"),
     ("bad_method", "invalid_choice", "eagle-3"),
@@ -178,7 +187,9 @@ def test_the_recorded_crashes_are_named_with_their_fix(version, name, kind, valu
     assert (first.kind, first.value) == (kind, value), [(d.kind, d.value, d.message) for d in found]
     assert "Traceback" not in first.message and lines[first.line - 1]  # the line it was read from
     if name == "unrecognized":
-        assert first.replacement == ("--speculative-config", JSON16)
+        # every flag argparse listed, each with its value and the one --speculative-config that replaces them all
+        assert [(d.flag, d.value) for d in found] == [("--speculative-model", "/ckpt/eagle3"), ("--num-speculative-tokens", "16")]
+        assert all(d.replacement == ("--speculative-config", JSON16) for d in found)
     if name == "unknown_key" and version == "0.10.2":
         # 0.10.2 ignores the key without a word and stops later on the missing depth: the cause comes first, with its fix
         assert [d.kind for d in found] == ["unknown_key", "missing_depth"] and "ignored without a word" in first.message
@@ -274,7 +285,8 @@ def test_vllm_0_8_5_mean_length_is_given_with_the_bonus_token_as_sglang_counts_i
 
 def test_a_vllm_draft_that_is_not_used_is_flagged_with_vllms_causes():
     figures = LiveFigures(clock=lambda: 1000.0)
-    dead = SPEC_0_10.replace("Mean acceptance length: 2.95", "Mean acceptance length: 1.00")
+    dead = SPEC_0_10.replace("Mean acceptance length: 2.95", "Mean acceptance length: 1.00").replace(
+        "0.780, 0.620, 0.550", "0.000, 0.000, 0.000")  # a line of vLLM's is consistent: its positions say the same
     for _ in range(3):
         figures.feed([clean(THROUGHPUT), clean(dead)])
     [flag] = figures.current_flags()
@@ -415,3 +427,117 @@ def test_an_sglang_log_that_names_vllm_modules_is_read_as_sglangs(fixtures):
     assert for_log(["[2025-01-01 10:00:00] server_args=ServerArgs(model_path='/m')", *traceback,
                     "ImportError: cannot import name 'x' from 'vllm'"]) is None
     assert for_log((FIXTURES / "unrecognized_0.10.2.log").read_text().splitlines()) is not None  # vLLM's own words
+
+
+# --- issue 39: the figures exact in every version's lines; an idle server keeps its last acceptance; OOM named --------------
+
+RATE_FIRST_WITH_BONUS = ("INFO 12-01 10:00:00 [metrics.py:96] SpecDecoding metrics: Draft acceptance rate: 61.7%, Mean acceptance "
+                         "length: 2.85, Accepted: 185 tokens, Drafted: 300 tokens, Per-position acceptance rate: 0.800, 0.600, 0.450")
+
+
+def test_a_mean_length_that_counts_the_bonus_token_is_never_given_one_more():
+    """Whatever the field order, the line's own per-position rates say whether its mean counts the bonus token: 2.85
+    is 2.85 (not 3.85), and a collapse to 1.01 is 1.01, flagged under load (not 2.01, unflagged)."""
+    assert parse_spec(RATE_FIRST_WITH_BONUS).mean_acceptance_length == 2.85
+    assert parse_spec(RATE_FIRST_WITH_BONUS).bonus_in_line is True
+    collapsed = RATE_FIRST_WITH_BONUS.replace("length: 2.85", "length: 1.01").replace("0.800, 0.600, 0.450", "0.006, 0.003, 0.001")
+    assert parse_spec(collapsed).mean_acceptance_length == 1.01
+    figures = LiveFigures(clock=lambda: 1000.0)
+    for _ in range(3):
+        figures.feed([clean(THROUGHPUT), collapsed])
+    assert [f.kind for f in figures.current_flags()] == ["draft_not_used"]
+    # and a line that prints the mean without the bonus (0.8.5's formula, its wheel's source) still gets it added
+    assert parse_spec(SPEC_0_8_5).mean_acceptance_length == pytest.approx(2.85)
+
+
+IDLE = ("(APIServer pid=123) INFO 12-04 10:00:10 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%")
+
+
+def test_an_idle_vllm_keeps_its_last_acceptance_said_as_the_last():
+    """vLLM logs no SpecDecoding line while nothing is drafted: the last acceptance read stays, with its age, never as
+    the current window's (the pane and `cockpit server` say the same)."""
+    from cockpit.serving.live import render_live
+
+    now = [1000.0]
+    figures = LiveFigures(clock=lambda: now[0])
+    figures.feed([clean(THROUGHPUT), clean(SPEC_0_10)])
+    for _ in range(3):
+        now[0] += 10
+        figures.feed([clean(IDLE)])
+    accept = figures.to_json()["accept_length"]
+    assert accept["window"] is None and accept["last"] == 2.95 and accept["last_age_s"] == 30.0
+    assert "none drafted in it; the last 2.95, 30 s ago" in render_live(figures.to_json())
+    figures.feed([clean(THROUGHPUT), clean(SPEC_0_10.replace("length: 2.95", "length: 3.10"))])
+    assert figures.to_json()["accept_length"]["window"] == 3.10 and "last" not in figures.to_json()["accept_length"]
+
+
+def _rendered(source_line: str) -> str:
+    """A recorded source line's message (its string literals joined, each {placeholder} a number), as vLLM prints it."""
+    import re as _re
+
+    body = source_line.split(": ", 1)[1]
+    text = "".join(m.group(1) for m in _re.finditer(r'f?"((?:[^"\\]|\\.)*)"', body))
+    return _re.sub(r"\{[^}]*\}", "4096", text)
+
+
+def test_the_kv_cache_start_failure_is_an_oom_with_vllms_fix_in_every_recorded_versions_words():
+    """Each recorded wheel's own KV-cache failure texts (its source, cockpit/vllm/data/versions.json): named with the
+    --gpu-memory-utilization / --max-model-len fix, and the live watch calls it an OOM, not only a crash."""
+    from cockpit.vllm.versions import recorded_facts
+
+    seen = 0
+    for version, facts in recorded_facts().items():
+        for source in facts["kv_cache_sources"]:
+            message = _rendered(source)
+            if "max seq len (" not in message and "KV cache is needed" not in message:
+                continue  # its "No available memory for the cache blocks": another test
+            line = "ValueError: " + message
+            found = diagnose([line])
+            assert found and found[0].kind == "kv_cache_too_small", (version, line)
+            assert "--max-model-len" in found[0].message and "--gpu-memory-utilization" in found[0].message
+            figures = LiveFigures(clock=lambda: 0.0)
+            figures.feed([line])
+            assert [f.kind for f in figures.current_flags()] == ["oom"], (version, line)
+            assert "--gpu-memory-utilization" in figures.current_flags()[0].message
+            seen += 1
+    assert seen >= len(recorded_facts())  # every version has one
+
+
+def test_deep_lint_reads_the_hosts_own_speculative_config_through_its_python(tmp_path, monkeypatch):
+    """`lint-flags --host H --deep` for vLLM: the host's own SpeculativeConfig (its keys, its methods, whether it refuses
+    an unknown key) read by its own interpreter, no server started.  The host's vLLM here is a STAND-IN package (a real
+    Python runs the real script against it): version 0.10.9, a stdlib dataclass whose method literal has `eagle3` and a
+    made-up `eagle9`, and a key no recorded version has; its `vllm serve --help` is 0.10.2's recorded one."""
+    import asyncio
+
+    from cockpit.config import HostConfig
+    from cockpit.hosts.commandlog import CommandLog
+    from cockpit.hosts.local import LocalTransport
+    from cockpit.vllm.lint import lint_line
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    package = tmp_path / "site" / "vllm"
+    (package / "entrypoints" / "cli").mkdir(parents=True)
+    (package / "__init__.py").write_text('__version__ = "0.10.9"\n')
+    (package / "config.py").write_text(
+        "import dataclasses\nfrom typing import Literal, Optional\n\n@dataclasses.dataclass\nclass SpeculativeConfig:\n"
+        "    method: Optional[Literal['ngram', 'eagle', 'eagle3', 'eagle9']] = None\n    model: Optional[str] = None\n"
+        "    num_speculative_tokens: Optional[int] = None\n    host_only_key: int = 0\n")
+    (package / "entrypoints" / "__init__.py").write_text("")
+    (package / "entrypoints" / "cli" / "__init__.py").write_text("")
+    (package / "entrypoints" / "cli" / "main.py").write_text(
+        f"import sys\nprint(open({str(FIXTURES / 'help_0.10.2.txt')!r}).read())\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    transport = LocalTransport(HostConfig(name="here", local=True), CommandLog())
+    line = ["vllm", "serve", "/m", "--speculative-config",
+            '{"method": "eagle9", "model": "/d", "num_speculative_tokens": 3, "host_only_key": 1}']
+    deep = asyncio.run(lint_line(line, transport=transport, python=sys.executable, deep=True))
+    assert deep.report.ok, deep.text  # its own method and its own key: fine on that host
+    assert "its SpeculativeConfig, read there" in deep.text
+    typo = [*line[:-1], '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3, "host_only_kye": 1}']
+    refused = asyncio.run(lint_line(typo, transport=transport, python=sys.executable, deep=True))
+    [problem] = [d for d in refused.report.diagnoses if d.kind == "unknown_key"]
+    assert "host_only_key" in problem.suggestions[0] and problem.severity == "error"  # a stdlib dataclass: a TypeError
+    shallow = asyncio.run(lint_line(line, transport=transport, python=sys.executable))  # the recorded rules: eagle9 unknown
+    assert {d.value for d in shallow.report.diagnoses} >= {"eagle9", "host_only_key"}

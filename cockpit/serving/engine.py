@@ -85,6 +85,8 @@ class Engine(Protocol):
     bulk_words: tuple[bytes, ...]  # the bulk of its serving log (decode lines): a whole-log read keeps only the last ones
     version_key: str  # the launch step's parameter for its version, for the rules its lint applies
     draft_not_used_causes: str  # what to look at when its acceptance stays at 1 under load
+    # lines of a running server that end or doom it: (kind "crashed" | "oom" | "hung", pattern, what to do), first match wins
+    crash_lines: tuple[tuple[str, re.Pattern, str], ...]
     group: Any  # its launch over several nodes (plan_group, run_group, wait_group_ready, GroupWatcher, emit); None without
 
     # --- its command line --------------------------------------------------------------------------

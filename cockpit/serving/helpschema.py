@@ -48,6 +48,8 @@ class Flag:
     required: bool = False
     negation: str | None = None  # --no-x of a BooleanOptionalAction
     help: str = ""
+    kind: str | None = None  # argparse's own type ("int", "float") where the engine's parser was read, not its --help
+
 
     @property
     def option_strings(self) -> tuple[str, ...]:
@@ -55,6 +57,10 @@ class Flag:
 
     @property
     def value_type(self) -> str | None:
+        if self.kind in ("int", "float"):
+            return self.kind
+        if self.kind is not None:
+            return None  # the parser's own type says it is no number
         names = set(self.option_strings)
         if names & INT_FLAGS:
             return "int"
@@ -77,6 +83,8 @@ class Flag:
             return "int"
         if _PATH_META.search(self.metavar or "") or _PATH_HELP.search(first_sentence):
             return "path"
+        if self.kind is not None:
+            return "text"  # the parser's own type is known: no guess from the name
         if _FRACTION.search(self.name):
             return "fraction"
         if _INT_NAME.search(self.name):
@@ -168,7 +176,7 @@ class FlagSchema:
             ref = reference.get(flag.name)
             if not flag.help and ref is not None and ref.takes_value == flag.takes_value:
                 flag = Flag(flag.name, flag.aliases or ref.aliases, flag.takes_value, flag.nargs, flag.metavar, flag.choices,
-                            flag.required, flag.negation, ref.help)
+                            flag.required, flag.negation, ref.help, flag.kind or ref.kind)
             flags.append(flag)
         return FlagSchema(prog=self.prog, version=self.version, flags=flags)
 

@@ -17,12 +17,12 @@ import asyncio
 import json
 import math
 import re
+from functools import lru_cache
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.hosts.http import request
 from cockpit.hosts.procs import LAUNCH_MARKER
 from cockpit.format import plural
@@ -33,14 +33,6 @@ DRAFT_NOT_USED_WINDOWS = 3
 HUNG_FACTOR = 3.0
 MIN_INTERVAL_S = 1.0
 
-_CRASH = [
-    ("crashed", re.compile(r"[Ww]atchdog timeout \(|SIGQUIT received\.|Subprocess \S+ \(pid=\d+\) crashed with exit code|"
-                           + SCHEDULER_DIED + "|" + NCCL_TIMEOUT + r"|EngineCore failed to start|Engine core initialization failed|"
-                           r"EngineDeadError|EngineCore encountered a fatal error")),
-    ("oom", re.compile(CUDA_OOM + r"|(?:Prefill|Decode) out of memory\. Try to lower|^Out of memory\. Try to lower|"
-                       r"alloc_req_slots runs out of memory|Out of memory even after retracting")),
-    ("hung", re.compile(r"Health check failed\. Server couldn't get a response")),
-]
 ACCESS_LINE = re.compile(r'INFO: +[\d.:\[\]a-f]+ - "(?:GET|POST) /\S* HTTP/[\d.]+" \d{3}')
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests|Decode out of memory happened\. #retracted_reqs")
 
@@ -169,9 +161,9 @@ class LiveFigures:
                 if _RETRACT.search(line):
                     self.retractions += 1
                     continue
-                for kind, pattern in _CRASH:
+                for kind, pattern, text in _crash_lines(self.engine):
                     if pattern.search(line):
-                        self._flag(kind, line, _CRASH_TEXT[kind])
+                        self._flag(kind, line, text)
                         break
 
     def _event(self, engine: str | None, event: LiveLine, line: str, now: float) -> None:
@@ -370,6 +362,16 @@ class LiveFigures:
     def latest(self) -> Window | None:
         return self.history[-1] if self.history else None
 
+    def _last_accept(self, now: float, window_accept: float | None) -> dict:
+        """While the newest window has no acceptance (an idle server drafts nothing: vLLM logs no SpecDecoding line),
+        the last one read and how old it is: kept, said as the last, never shown as the current window's."""
+        if window_accept is not None:
+            return {}
+        last = next((w for w in reversed(self.history) if w.accept_len is not None), None)
+        if last is None:
+            return {}
+        return {"last": last.accept_len, "last_age_s": round(max(0.0, now - last.at), 1)}
+
     def to_json(self, now: float | None = None, history: int = 30) -> dict:
         now = self.clock() if now is None else now
         last = self.latest()
@@ -384,7 +386,8 @@ class LiveFigures:
             "token_usage": last.token_usage if last else self.metrics.get("token_usage"),
             "figures_age_s": None if self.last_decode_at is None and self.metrics_at is None else round(
                 now - max(t for t in (self.last_decode_at, self.metrics_at) if t is not None), 1),
-            "accept_length": {"window": window_accept, "lifetime": self.lifetime_accept, "counters": self.counter_accept},
+            "accept_length": {"window": window_accept, "lifetime": self.lifetime_accept, "counters": self.counter_accept,
+                              **self._last_accept(now, window_accept)},
             "history": [w.to_json() for w in list(self.history)[-history:]],
             "flags": [f.to_json() for f in self.current_flags(now)],
             "retractions": self.retractions,
@@ -408,11 +411,13 @@ def _watchdog(name: str | None) -> str:
     return f"; {watch.label}'s watchdog kills it at {seconds:.0f} s" if seconds else ""
 
 
-_CRASH_TEXT = {
-    "crashed": "the server crashed (its scheduler died or the watchdog fired): see the line, then the log before it",
-    "oom": "out of memory: lower --mem-fraction-static, --max-running-requests or --cuda-graph-max-bs",
-    "hung": "SGLang's health check got no answer from the detokenizer: the scheduler is stuck",
-}
+@lru_cache(maxsize=8)
+def _crash_lines(name: str | None) -> tuple[tuple[str, re.Pattern, str], ...]:
+    """Every engine's crash lines, the engine of this log's first (its words and its fix win)."""
+    from cockpit.serving.engines import engines
+
+    first = _engine_of(name)
+    return first.crash_lines + tuple(c for e in engines() if e is not first for c in e.crash_lines)
 
 
 def _int(value) -> int | None:
@@ -534,7 +539,10 @@ def render_live(data: dict) -> str:
     accept = data["accept_length"]
     lines = [f"throughput {fmt(data['throughput_tok_s'], '{:.0f}')} tok/s, running {fmt(data['running'], '{}')}, "
              f"queued {fmt(data['queued'], '{}')}, token usage {fmt(data['token_usage'])}",
-             f"acceptance length: window {fmt(accept['window'])}, lifetime {fmt(accept['lifetime'])}"
+             f"acceptance length: window {fmt(accept['window'])}"
+             + (f" (none drafted in it; the last {fmt(accept['last'])}, {accept['last_age_s']:.0f} s ago)"
+                if accept.get("last") is not None else "")
+             + f", lifetime {fmt(accept['lifetime'])}"
              + (f", from counters {fmt(accept['counters'])}" if accept.get("counters") is not None else "")
              + " (the bonus token counted)"]
     history = data.get("history") or []

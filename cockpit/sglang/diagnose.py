@@ -16,9 +16,9 @@ from cockpit.errors import CockpitError
 from cockpit.hosts.procs import LAUNCH_MARKER  # written by the cockpit before a launched server starts
 from cockpit.serving.engine import LogReading
 from cockpit.serving.helpschema import FlagSchema, parse_argparse_text
-from cockpit.serving.suggest import most_likely, numeric_guess, suggest, type_words
+from cockpit.serving.argparse_errors import ARG_PREFIX, diagnose_argparse, split_unknown  # noqa: F401  (re-exported)
+from cockpit.serving.suggest import most_likely
 from cockpit.diagnosis import Diagnosis
-from cockpit.serving.lint import invalid_choice
 from cockpit.sglang.flags import reference_schema
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -26,83 +26,6 @@ READY_LINE = "The server is fired up and ready to roll!"
 # --- argparse errors ------------------------------------------------------------------------------
 
 ERROR_LINE = re.compile(r"^(?P<prog>\S+(?: serve)?): error: (?P<msg>.*)$")
-ARG_PREFIX = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$")
-
-
-def _primary(flag_text: str) -> str:
-    return flag_text.split("/")[0].strip()
-
-
-def split_unknown(words: list[str]) -> list[tuple[str, str | None]]:
-    """`--a 1 --b --c x y` -> [(--a, 1), (--b, None), (--c, 'x y')]; a lone word is its own item."""
-    items: list[list[str]] = []
-    for word in words:
-        is_flag = word.startswith("-") and not re.match(r"^-\d", word)
-        if is_flag or not items:
-            items.append([word])
-        else:
-            items[-1].append(word)
-    out = []
-    for item in items:
-        head, rest = item[0], item[1:]
-        if "=" in head and head.startswith("-"):
-            head, inline = head.split("=", 1)
-            rest = [inline, *rest]
-        out.append((head, " ".join(rest) if rest else None))
-    return out
-
-
-def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None) -> list[Diagnosis]:
-    if message.startswith("unrecognized arguments: "):
-        diagnoses = []
-        for flag, value in split_unknown(message[len("unrecognized arguments: "):].split()):
-            if not flag.startswith("-"):
-                diagnoses.append(Diagnosis("unrecognized_argument", f"SGLang takes no positional argument '{flag}'", None, flag, (), line))
-                continue
-            fixes = suggest(flag, value, schema)
-            shown = f" {value}" if value else ""
-            hint = f"; did you mean {fixes[0].text}?" if fixes else ""
-            note = f" ({fixes[0].note})" if fixes and fixes[0].note else ""
-            diagnoses.append(Diagnosis("unrecognized_argument", f"{flag}{shown} is not an SGLang flag{hint}{note}", flag, value,
-                                       tuple(f.text for f in fixes), line, fixes[0].replacement if fixes else None))
-        return diagnoses
-    ambiguous = re.match(r"^ambiguous option: (?P<opt>\S+?)(?:=(?P<val>\S*))? could match (?P<cands>.*)$", message)
-    if ambiguous:
-        candidates = tuple(c.strip() for c in ambiguous.group("cands").split(","))
-        return [Diagnosis("ambiguous_option", f"{ambiguous.group('opt')} is a prefix of several flags: write one in full",
-                          ambiguous.group("opt"), ambiguous.group("val"), candidates, line)]
-    required = re.match(r"^the following arguments are required: (?P<flags>.*)$", message)
-    if required:
-        out = []
-        for group in required.group("flags").split(", "):
-            flag = _primary(group)
-            out.append(Diagnosis("missing_required", f"{group} is required", flag, None, (f"{flag} VALUE",), line))
-        return out
-    argument = ARG_PREFIX.match(message)
-    if argument:
-        flag = _primary(argument.group("flag"))
-        rest = argument.group("rest")
-        choice = re.match(r"^invalid choice: '(?P<val>.*)' \(choose from (?P<choices>.*)\)$", rest)
-        if choice:
-            choices = tuple(c.strip().strip("'\"") for c in choice.group("choices").split(","))
-            return [invalid_choice(flag, choice.group("val"), choices, line)]
-        bad_type = re.match(r"^invalid (?P<type>\w+) value: '(?P<val>.*)'$", rest)
-        if bad_type:
-            guess = numeric_guess(bad_type.group("val"))
-            if guess is not None and bad_type.group("type") == "int" and "." in guess:
-                guess = None
-            return [Diagnosis("invalid_value", f"{flag} needs {type_words(bad_type.group('type'))}, got '{bad_type.group('val')}'",
-                              flag, bad_type.group("val"), (guess,) if guess else (), line, (flag, guess) if guess else None)]
-        if rest.startswith("expected"):
-            return [Diagnosis("missing_value", f"{flag} {rest}", flag, None, (f"{flag} VALUE",), line)]
-        if rest.startswith("not allowed with argument"):
-            other = _primary(rest[len("not allowed with argument "):])
-            return [Diagnosis("conflicting_arguments", f"{flag} cannot be combined with {other}", flag, None, (other,), line)]
-        if rest.startswith("ignored explicit argument"):
-            value = rest.split("'")[1] if "'" in rest else None
-            return [Diagnosis("invalid_value", f"{flag} is a switch and takes no value", flag, value, (flag,), line, (flag,))]
-        return [Diagnosis("argparse_error", f"{flag}: {rest}", flag, None, (), line)]
-    return [Diagnosis("argparse_error", message, None, None, (), line)]
 
 
 # --- crash signatures -----------------------------------------------------------------------------

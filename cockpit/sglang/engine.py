@@ -8,6 +8,7 @@ from typing import Any
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.depth import DepthConfig, with_depth
+from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.serving.engine import Capabilities, LiveLine, LogReading, counter_deltas
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport, apply_fix
@@ -31,6 +32,16 @@ class SGLang:
     bulk_words = (b"Decode batch",)
     version_key = "sglang_version"
     draft_not_used_causes = "layers.0.* keys skipped by SGLang 0.4.9-0.5.11? wrong aux layers? a draft for another target?"
+    crash_lines = (
+        ("crashed", re.compile(r"[Ww]atchdog timeout \(|SIGQUIT received\.|Subprocess \S+ \(pid=\d+\) crashed with exit code|"
+                               + SCHEDULER_DIED + "|" + NCCL_TIMEOUT),
+         "the server crashed (its scheduler died or the watchdog fired): see the line, then the log before it"),
+        ("oom", re.compile(CUDA_OOM + r"|(?:Prefill|Decode) out of memory\. Try to lower|^Out of memory\. Try to lower|"
+                           r"alloc_req_slots runs out of memory|Out of memory even after retracting"),
+         "out of memory: lower --mem-fraction-static, --max-running-requests or --cuda-graph-max-bs"),
+        ("hung", re.compile(r"Health check failed\. Server couldn't get a response"),
+         "SGLang's health check got no answer from the detokenizer: the scheduler is stuck"),
+    )
 
     @property
     def group(self) -> Any:

@@ -8,31 +8,41 @@ import json
 import re
 from dataclasses import replace
 
-from cockpit.crashtexts import CUDA_OOM
+from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT
 from cockpit.intake import clean
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.engine import LogReading
 from cockpit.vllm import specconfig
-from cockpit.vllm.versions import LEGACY_FLAGS
+from cockpit.format import shell_words
+from cockpit.serving.argparse_errors import diagnose_argparse
+from cockpit.serving.helpschema import FlagSchema
+from cockpit.vllm.fixes import fixes_for_line
 
 # what only vLLM's own server prints (a module path with "vllm" in it is not enough: SGLang 0.4 imported vLLM's
 # kernels, and its tracebacks name them)
 LOOKS_LIKE_VLLM = re.compile(r"vLLM (?:API )?server version|^usage: vllm|^(?:vllm|vllm serve|api_server\.py): error: |"
                              r"^\(APIServer pid=\d+\)|EngineCore[_ ]|validation errors? for SpeculativeConfig|SpecDecoding metrics: |"
-                             r"Avg prompt throughput: ")
+                             r"Avg prompt throughput: |RuntimeError: Failed to infer device type")
 # what only SGLang's server prints: with any of it, the log is SGLang's whatever else it says
-_UNRECOGNIZED = re.compile(r"^(?:vllm|api_server\.py|vllm serve): error: unrecognized arguments: (?P<args>.*)$")
-_BAD_JSON = re.compile(r"error: argument --speculative-config(?:/-sc)?: (?:invalid loads value: '(?P<v1>.*)'|Value (?P<v2>.*) cannot be "
-                       r"converted to <function loads)")
-_BAD_CHOICE = re.compile(r"error: argument (?P<flag>--[\w-]+)(?:/-\w+)?: invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
-_BAD_NUMBER = re.compile(r"error: argument (?P<flag>--[\w-]+)(?:/-\w+)?: (?:invalid (?P<type>int|float) value: '(?P<v1>[^']*)'|"
-                         r"Value (?P<v2>\S+) cannot be converted to <class '(?P<type2>\w+)'>)")
+# argparse's failure line, as each version's entry point names its program
+_ERROR_LINE = re.compile(r"^(?:vllm(?: serve)?|\S*api_server\.py): error: (?P<msg>.*)$")
+# 0.8/0.9 print the value with repr(): in double quotes when it holds single quotes
+_BAD_JSON = re.compile(r"^argument --speculative-config(?:/-sc)?: (?:invalid loads value: (?P<q>['\"])(?P<v1>.*)(?P=q)$|"
+                       r"Value (?P<v2>.*) cannot be converted to <function loads)")
+# newer versions' own conversion message for a typed flag (not argparse's)
+_CONVERT = re.compile(r"^argument (?P<flag>--[\w-]+)(?:/-\w+)?: Value (?P<value>\S+) cannot be converted to <class '(?P<type>\w+)'>")
 _METHOD_LITERAL = re.compile(r"Input should be ('ngram'.*?) \[type=literal_error, input_value='(?P<value>[^']*)'")
 _METHOD_UNKNOWN = re.compile(r"Unknown speculative method '(?P<value>[^']*)'")
 _UNEXPECTED_KEY = re.compile(r"SpeculativeConfig\.__init__\(\) got an unexpected keyword argument '(?P<key>[^']*)'")
 _PROCESS = re.compile(r"^\(\w+ pid=\d+\)\s?")  # vLLM's per-process prefix (0.10.2 writes it in ANSI colour)
 _PYDANTIC = re.compile(r"\d+ validation errors? for SpeculativeConfig")
 _NONE_DEPTH = re.compile(r"TypeError: 'NoneType' object cannot be interpreted as an integer")
+
+# the KV cache cannot hold one request of the model's length, in every version's words (the V1 engine's, 0.8.5 on;
+# the V0 workers'): facts recorded from each wheel's source (cockpit/vllm/data)
+KV_CACHE_TOO_SMALL = (r"To serve at least one request with the models?'s max seq len \(\d+\)|"
+                      r"The model's max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV cache|"
+                      r"KV cache is needed, which is larger than the available KV cache memory")
 
 # (kind, pattern, message, suggestions): texts that name their own cause
 FIXED = [
@@ -61,9 +71,9 @@ FIXED = [
     ("kv_cache_memory", r"No available memory for the cache blocks",
      "no GPU memory left for the KV cache after the weights: raise --gpu-memory-utilization (0.9 default) or free the GPUs "
      "(`cockpit status`: another process?)", ("--gpu-memory-utilization 0.95",)),
-    ("kv_cache_too_small", r"To serve at least one request with the models?'s max seq len \(\d+\)",
-     "the KV cache cannot hold one request of --max-model-len: lower --max-model-len or raise --gpu-memory-utilization",
-     ("--max-model-len 32768",)),
+    ("kv_cache_too_small", KV_CACHE_TOO_SMALL,
+     "out of GPU memory for the KV cache: it cannot hold one request of --max-model-len; lower --max-model-len or raise "
+     "--gpu-memory-utilization (0.9 default; or free the GPUs)", ("--max-model-len 32768", "--gpu-memory-utilization 0.95")),
     ("gpu_not_free", r"Free memory on device (?:\S+ )?\([\d.]+/[\d.]+ GiB\) on startup is less than desired GPU memory utilization",
      "another process holds GPU memory: vLLM wants --gpu-memory-utilization of the whole GPU free (`cockpit status` shows who)",
      ("free the GPUs, or lower --gpu-memory-utilization",)),
@@ -72,10 +82,23 @@ FIXED = [
     ("oom", CUDA_OOM, "CUDA out of memory: lower --gpu-memory-utilization, --max-num-seqs or --max-model-len, or use more GPUs", ()),
     ("port_in_use", r"\[Errno 98\] (?:error while attempting to bind on address|Address already in use)",
      "the port is taken (another server?): --port another, or stop the one there", ()),
+    ("no_device", r"RuntimeError: Failed to infer device type",
+     "vLLM found no GPU to run on (it infers the device while it builds its arguments): run it on a GPU host; check "
+     "`nvidia-smi` there, CUDA_VISIBLE_DEVICES, and a container's --gpus / --device nvidia.com/gpu=all",
+     ("nvidia-smi", "--gpus all")),
     ("v1_fallback", r"Speculative Decoding is not supported by the V1 Engine\. Falling back to V0",
      "vLLM fell back to its V0 engine: give \"method\" explicitly (eagle3) for V1", ('"method": "eagle3"',)),
 ]
 _FIXED = [(kind, re.compile(pattern), message, tips) for kind, pattern, message, tips in FIXED]
+# a running (or starting) server's lines that end it, for the live watch (serving/live.py): its OOMs with vLLM's fix
+CRASH_LINES = (
+    ("oom", re.compile(CUDA_OOM), "out of memory: lower --gpu-memory-utilization, --max-num-seqs or --max-model-len, or use more GPUs"),
+    ("oom", re.compile(KV_CACHE_TOO_SMALL + r"|No available memory for the cache blocks"),
+     "out of GPU memory for the KV cache: lower --max-model-len, or raise --gpu-memory-utilization (or free the GPUs)"),
+    ("crashed", re.compile(r"EngineCore failed to start|Engine core initialization failed|EngineDeadError|"
+                           r"EngineCore encountered a fatal error|" + NCCL_TIMEOUT),
+     "vLLM's engine died: the cause is logged above this line (EngineCore)"),
+)
 _ENGINE_FAILED = re.compile(r"Engine core initialization failed|EngineCore failed to start")
 
 
@@ -87,11 +110,16 @@ def _bare(line: str) -> str:
 
 
 def owns_line(line: str) -> bool:
-    """vLLM's own words on a line (whose log is it: serving/engines.py asks every engine)."""
+    """vLLM's own words on a line (whose log is it: serving/engines.py asks every engine): its process prefix
+    (`(APIServer pid=N)`, 0.10 on) or its own texts."""
+    if "\x1b" in line:
+        line = clean(line)
+    if line.startswith("(") and _PROCESS.match(line) and line.startswith(("(APIServer pid=", "(EngineCore", "(Worker")):
+        return True
     return LOOKS_LIKE_VLLM.search(_bare(line)) is not None
 
 
-def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) -> list[Diagnosis]:
+def diagnose(lines: list[str], first_line: int = 1, version: str | None = None, schema: FlagSchema | None = None) -> list[Diagnosis]:
     """Every named failure in `lines`, with the line it was read from (1-based, from first_line)."""
     out: list[Diagnosis] = []
     seen: set[tuple[str, str]] = set()
@@ -110,7 +138,7 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
         number = first_line + offset
         text = line.strip()
         if _PYDANTIC.search(text):
-            found = _pydantic(lines[offset + 1:offset + 4], number)
+            found = _pydantic(lines[offset + 1:offset + 4], number, version)
             if found is not None:
                 add(found)
                 skip_to = offset + 4
@@ -119,31 +147,9 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
             add(Diagnosis("missing_depth", "--speculative-config has no num_speculative_tokens (vLLM 0.10.2 stops with this "
                           "TypeError): the depth of the chain", "--speculative-config", None, ('"num_speculative_tokens": N',), number))
             continue
-        if (m := _UNRECOGNIZED.search(text)):
-            words = m.group("args").split()
-            legacy = [w for w in words if w.split("=", 1)[0].replace("_", "-") in LEGACY_FLAGS]
-            if legacy:
-                config, _ = specconfig.legacy_config(words)
-                fixed = specconfig.dumps(config)
-                add(Diagnosis("unrecognized_argument", f"{', '.join(legacy)}: vLLM 0.8.3 and later take none of these (0.8.2's "
-                              f"separate flags); one flag says it all: --speculative-config '{fixed}'", legacy[0], None,
-                              (f"--speculative-config '{fixed}'",), number, ("--speculative-config", fixed)))
-            else:
-                add(Diagnosis("unrecognized_argument", f"not vLLM flags: {m.group('args')}", words[0] if words else None, None,
-                              (), number))
-            continue
-        if (m := _BAD_JSON.search(text)):
-            value = m.group("v1") or m.group("v2")
-            add(Diagnosis("invalid_json", f"--speculative-config is not JSON: {value} (keys and strings in double quotes)",
-                          "--speculative-config", value, ('{"method": "eagle3", "model": "DRAFT", "num_speculative_tokens": N}',), number))
-            continue
-        if (m := _BAD_CHOICE.search(text)):
-            add(Diagnosis("invalid_choice", f"{m.group('flag')} '{m.group('value')}' is not one of {m.group('choices')}",
-                          m.group("flag"), m.group("value"), (), number))
-            continue
-        if (m := _BAD_NUMBER.search(text)):
-            value = m.group("v1") or m.group("v2")
-            add(Diagnosis("invalid_value", f"{m.group('flag')} needs a number, got '{value}'", m.group("flag"), value, (), number))
+        if (m := _ERROR_LINE.match(text)):
+            for found in _argparse(m.group("msg"), number, version, schema):
+                add(found)
             continue
         if (m := _METHOD_LITERAL.search(text)) or (m := _METHOD_UNKNOWN.search(text)):
             value = m.group("value")
@@ -151,8 +157,7 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
                           "--speculative-config", value, ('"method": "eagle3"',), number))
             continue
         if (m := _UNEXPECTED_KEY.search(text)):
-            add(Diagnosis("unknown_key", f"--speculative-config has a key this vLLM does not know: '{m.group('key')}'",
-                          "--speculative-config", m.group("key"), (), number))
+            add(_unknown_key(m.group("key"), version, number))
             continue
         for kind, pattern, message, tips in _FIXED:
             if pattern.search(text):
@@ -162,7 +167,7 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
     if given is not None:
         # what the server was started with (its `non-default args` line), judged by its own version's rules: a key
         # 0.10.2 ignored without a word is the cause of the failure it reports later
-        version = next((m.group(1) for line in lines if (m := re.search(r"vLLM (?:API )?server version (\S+?),?(?:\s|$)", line))), None)
+        version = version or next((m.group(1) or m.group(2) for line in lines if (m := _VERSION_LINE.search(line))), None)
         for found in specconfig.check(json.dumps(given), version):
             if found.kind == "unknown_key" and not any(d.kind == "unknown_key" for d in out):
                 out.insert(0, replace(found, line=next(i + first_line for i, line in enumerate(lines) if "non-default args" in line)))
@@ -173,6 +178,38 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None) 
                                      None, None, (), first_line + offset))
                 break
     return out
+
+
+def _argparse(message: str, number: int, version: str | None, schema: FlagSchema | None) -> list[Diagnosis]:
+    """vLLM's argparse failure: every flag it names, each with its value and its fix (serving/argparse_errors.py,
+    with vLLM's own ranking of fixes), its --speculative-config that is not JSON, its own typed-value message."""
+    if (m := _BAD_JSON.match(message)):
+        value = m.group("v1") if m.group("v1") is not None else m.group("v2")
+        fixed = _as_json(value)
+        return [Diagnosis("invalid_json", f"--speculative-config is not JSON: {value} (keys and strings in double quotes)",
+                          "--speculative-config", value, (shell_words(["--speculative-config", fixed]),) if fixed else
+                          ('{"method": "eagle3", "model": "DRAFT", "num_speculative_tokens": N}',), number,
+                          ("--speculative-config", fixed) if fixed else None)]
+    if (m := _CONVERT.match(message)):
+        message = f"argument {m.group('flag')}: invalid {m.group('type')} value: '{m.group('value')}'"
+    if schema is None:
+        from cockpit.vllm.lint import shipped_schema
+
+        schema = shipped_schema(version)
+    words = message[len("unrecognized arguments: "):].split() if message.startswith("unrecognized arguments: ") else []
+    return diagnose_argparse(message, schema, number, "vLLM", fixes_for_line(words))
+
+
+def _as_json(value: str) -> str | None:
+    """A Python-literal speculative config (single quotes, True/None) as the JSON that means the same; None when it
+    is not one."""
+    import ast
+
+    try:
+        data = ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return specconfig.dumps(data) if isinstance(data, dict) else None
 
 
 def _given_config(lines: list[str]) -> dict | None:
@@ -190,7 +227,20 @@ def _given_config(lines: list[str]) -> dict | None:
     return None
 
 
-def _pydantic(following: list[str], number: int) -> Diagnosis | None:
+def _unknown_key(key: str, version: str | None, number: int) -> Diagnosis:
+    """A key the version's SpeculativeConfig does not have, with the key of its own meant (ranked as a bad choice is)."""
+    from cockpit.serving.suggest import most_likely, rank_values
+    from cockpit.vllm.versions import era
+
+    keys = tuple(sorted(era(version).keys))
+    meant = most_likely(key, keys)
+    ranked = ([meant] if meant else []) + [k for k in rank_values(key, keys)[:3] if k != meant][: 2 if meant else 0]
+    hint = f"; did you mean '{meant}'?" if meant else ""
+    return Diagnosis("unknown_key", f"--speculative-config has a key this vLLM does not know: '{key}'{hint}", "--speculative-config",
+                     key, tuple(f'"{k}"' for k in ranked), number)
+
+
+def _pydantic(following: list[str], number: int, version: str | None = None) -> Diagnosis | None:
     """pydantic's block after `1 validation error for SpeculativeConfig`: the field (a bare name, absent
     for a model-level error) and its message (vLLM 0.10.2 and later)."""
     field, message = None, None
@@ -207,9 +257,8 @@ def _pydantic(following: list[str], number: int) -> Diagnosis | None:
         value = m.group(1) if m and field == "method" else (unknown.group("value") if unknown else None)
         return Diagnosis("invalid_choice", f"speculative method '{value}' is not one this vLLM runs (eagle3 for an EAGLE-3 draft)",
                          "--speculative-config", value, ('"method": "eagle3"',), number)
-    if "Unexpected keyword argument" in message and field:
-        return Diagnosis("unknown_key", f"--speculative-config has a key this vLLM does not know: '{field}'", "--speculative-config",
-                         field, (), number)
+    if ("Unexpected keyword argument" in message or "Extra inputs are not permitted" in message) and field:
+        return _unknown_key(field, version, number)
     for kind, pattern, said, tips in _FIXED:
         if pattern.search(message):
             return Diagnosis(kind, said, "--speculative-config", None, tips, number)
@@ -233,10 +282,12 @@ MILESTONES = (
 STEPS = tuple(name for name, _ in MILESTONES if name != "HTTP server up")
 
 
-RUN_START = re.compile(r"vLLM API server version|vLLM server version|^usage: vllm")
+# the version a log's start says: its server line, or (0.11 on) the banner's "version X" beside the art
+_VERSION_LINE = re.compile(r"vLLM (?:API )?server version (\d[\w.+]*?),?(?:\s|$)|[█▄▀]\s+version (\d[\w.+]*?)\s*$")
+RUN_START = re.compile(r"vLLM API server version|vLLM server version|^usage: vllm|[█▄▀]\s+version \d")
 
 
-def read_log(lines: list[str], numbers: list[int]) -> LogReading:
+def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = None) -> LogReading:
     """The last run of a vLLM log (its lines as the intake gave them, with their numbers): its diagnoses,
     whether it came up, its start-up milestones."""
     start = max((i for i, line in enumerate(lines) if RUN_START.search(line)), default=0)
@@ -246,7 +297,8 @@ def read_log(lines: list[str], numbers: list[int]) -> LogReading:
         index = start + offset - 1
         return numbers[index] if 0 <= index < len(numbers) else None
 
-    found = [replace(d, line=number(d.line)) if d.line else d for d in diagnose(run)]
+    version = next((m.group(1) or m.group(2) for line in run[:200] if (m := _VERSION_LINE.search(line))), None)
+    found = [replace(d, line=number(d.line)) if d.line else d for d in diagnose(run, version=version, schema=schema)]
     ready_at = next((i + 1 for i, line in enumerate(run) if READY.search(line)), None)
     if ready_at is not None:  # what was said before it came up did not stop it
         found = [d for d in found if d.line is None or d.line > (number(ready_at) or 0)]

@@ -30,7 +30,14 @@ class VLLM:
     bulk_words = (b"Avg prompt throughput",)
     version_key = "vllm_version"
     draft_not_used_causes = "wrong aux layers? a draft for another target? method eagle for an EAGLE-3 draft?"
-    group = None  # one node so far (issue 39: data parallel over nodes, Ray)
+    crash_lines = diagnose.CRASH_LINES
+    @property
+    def group(self) -> Any:
+        """Several nodes: data parallel over them, handed to Slurm or a LeaderWorkerSet (vllm/group.py); the cockpit's
+        own launch of such a group over SSH is not built, and planning one says so."""
+        from cockpit.vllm import group
+
+        return group
 
     # --- its command line --------------------------------------------------------------------------
     def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: DepthConfig | None, algorithm: str,
@@ -55,8 +62,6 @@ class VLLM:
 
         if params.get("vllm_version") and version_problem(str(params["vllm_version"])):
             return f"vllm_version: {version_problem(str(params['vllm_version']))}"
-        if nodes > 1:
-            return "a launch over several nodes is SGLang's only so far: give engine = \"sglang\", or one host"
         if str(params.get("algorithm") or "EAGLE3").upper() != "EAGLE3":
             return (f"algorithm {params['algorithm']!r}: vLLM's launch step drafts with method eagle3 only (an EAGLE-3 draft); "
                     "give another method in extra_args' --speculative-config, or leave algorithm out")
@@ -100,10 +105,10 @@ class VLLM:
         return diagnose.owns_line(line)
 
     def run_start(self, line: str) -> bool:
-        return "vLLM" in line and diagnose.RUN_START.search(line) is not None or line.startswith("usage: vllm")
+        return (("vLLM" in line or "version" in line) and diagnose.RUN_START.search(line) is not None) or line.startswith("usage: vllm")
 
     def read_log(self, lines: list[str], numbers: list[int], schema: FlagSchema | None) -> LogReading:
-        return diagnose.read_log(lines, numbers)
+        return diagnose.read_log(lines, numbers, schema)
 
     def live_line(self, line: str) -> LiveLine | None:
         return logs.live_line(line)

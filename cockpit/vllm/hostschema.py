@@ -45,3 +45,43 @@ async def host_vllm(transport, python: str = "python3", refresh: bool = False, l
     schema.version = number
     atomic_write(path, json.dumps(schema.to_json()))
     return number, schema
+
+
+# What the host's own vLLM takes in --speculative-config, read through its own Python (no server started, no device
+# touched): SpeculativeConfig's init fields, its method literal, and whether it refuses an unknown key.
+SPEC_FACTS = r"""
+import dataclasses, json, re, typing
+import vllm
+from vllm.config import SpeculativeConfig as S
+if dataclasses.is_dataclass(S):
+    fields = [f.name for f in dataclasses.fields(S) if f.init]
+else:
+    fields = sorted(getattr(S, "model_fields", {}))
+try:
+    hints = typing.get_type_hints(S)
+except Exception:
+    hints = {}
+    for k in reversed(S.__mro__):
+        hints.update(getattr(k, "__annotations__", {}))
+method = hints.get("method")
+names = sorted(set(re.findall(r"'([A-Za-z0-9_\-]+)'", str(method)))) or None
+config = getattr(S, "__pydantic_config__", None) or getattr(S, "model_config", None)
+pydantic = config is not None or hasattr(S, "__pydantic_fields__")
+unknown = "forbidden" if "forbid" in str(config) else ("ignored" if pydantic else "typeerror")
+print(json.dumps({"version": vllm.__version__, "spec_fields": fields, "methods": names, "unknown_keys": unknown}))
+"""
+
+
+async def host_spec_facts(transport, python: str = "python3", launcher: list[str] | None = None) -> dict:
+    """The host's vLLM's speculative-config facts (SPEC_FACTS, run by its own interpreter); CockpitError naming why not."""
+    prefix = list(launcher) if launcher else [python]
+    done = await transport.run([*prefix, "-c", SPEC_FACTS], timeout=300)
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    try:
+        data = json.loads(last) if done.exit_status == 0 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("spec_fields"), list):
+        said = (done.output.strip().splitlines() or ["no output"])[-1]
+        raise CockpitError(f"{transport.name}: its vLLM's SpeculativeConfig could not be read by {shell_words(prefix)}: {said[:200]}")
+    return data

@@ -15,7 +15,11 @@ from cockpit.serving.helpschema import FlagSchema
 from cockpit.vllm import specconfig
 from cockpit.vllm.argv import normalise, strip_launcher
 from cockpit.vllm.crosswalk import sglang_to_vllm
-from cockpit.vllm.versions import LEGACY_FLAGS, SWITCHES, beyond_read, era, label
+from functools import lru_cache
+
+from cockpit.serving.helpschema import Flag
+from cockpit.vllm.versions import (LEGACY_FLAGS, SWITCHES, Era, beyond_read, era, era_of_host, facts, judged_by, label, nearest,
+                                   recorded)
 
 ENGINE = "vLLM"
 SGLANG_ONLY = ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps", "--speculative-eagle-topk",
@@ -32,17 +36,33 @@ def _take(args: list[str], position: int, word: str) -> tuple[str | None, int]:
 
 
 def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None = None,
-         draft_exists: bool | None = None) -> LintReport:
+         draft_exists: bool | None = None, rules: Era | None = None) -> LintReport:
     """Every problem of a vLLM command line for `version` (None: the newest read rules), against
     `schema` (the host's `vllm serve --help`) when there is one."""
     args, model, _ = strip_launcher(argv)
     args = normalise(args)
-    chosen = era(version)
     report = LintReport()
     out = report.diagnoses
+    rules_of = version
+    if version is None and schema is not None:
+        # no version given, a --help is: the version whose recorded flags it lists, or the rules its --help shows
+        found, alike = identify(schema)
+        if found is not None:
+            rules_of = found
+            out.append(Diagnosis("version_from_help", f"no version given: the --help lists the flags of the recorded vLLM {found} "
+                                 f"({alike:.0%} alike): judged by its rules", None, found, severity="info"))
+        else:
+            out.append(Diagnosis("version_unknown", "no version given, and the --help matches no recorded vLLM "
+                                 f"(at best {alike:.0%} alike): its flags are checked; the speculative config by the newest "
+                                 "recorded rules, and the old separate flags by whether this --help lists them", None, None,
+                                 severity="info"))
+    chosen = rules or era(rules_of)
     if version and beyond_read(version):
-        out.append(Diagnosis("version_beyond_read", f"vLLM {version} is newer than the newest read here (0.34.0): judged by "
-                             "0.34.0's rules; its own --help (--host, --help-text) settles the flags", None, version, severity="info"))
+        newest = recorded()[-1]
+        out.append(Diagnosis("version_beyond_read", f"vLLM {version} is newer than the newest recorded here ({newest}): judged by "
+                             f"{newest}'s rules; its own --help (--host, --help-text) settles the flags", None, version, severity="info"))
+    elif version and (how := judged_by(version)):
+        out.append(Diagnosis("version_nearest", how, None, version, severity="info"))
     rest: list[str] = []
     configs: list[tuple[str, str]] = []  # (flag as written, value)
     dotted: dict[str, str] = {}
@@ -78,13 +98,14 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
         rest.append(word)
     if model:
         report.values["model"] = model
-    if legacy_seen and not chosen.legacy_flags:
+    legacy_ok = chosen.legacy_flags if schema is None else schema.get("--speculative-model") is not None  # its --help is the truth
+    if legacy_seen and not legacy_ok:
         config, _ = specconfig.legacy_config(args)
         fixed = specconfig.dumps(config)
         out.append(Diagnosis("unrecognized_argument", f"{', '.join(legacy_seen)}: {label(version, chosen)} has none of these "
                              f"(vLLM <= 0.8.2's separate flags); one flag says it all: --speculative-config '{fixed}'",
                              legacy_seen[0], None, (f"--speculative-config '{fixed}'",), replacement=("--speculative-config", fixed)))
-    elif legacy_seen and chosen.json_config:
+    elif legacy_seen and chosen.json_config and legacy_ok:
         config, _ = specconfig.legacy_config(args)
         out.append(Diagnosis("deprecated_flags", f"{', '.join(legacy_seen)} still work in {label(version, chosen)} but are gone from 0.8.3: "
                              f"--speculative-config '{specconfig.dumps(config)}'", legacy_seen[0], None,
@@ -113,13 +134,14 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
         out.append(Diagnosis("duplicate_flag", "--speculative-config is given more than once: the last one wins", "--speculative-config",
                              None, severity="warning"))
     for _, value in configs[-1:]:
-        out.extend(specconfig.check(value, version, draft_exists))
+        out.extend(specconfig.check(value, rules_of, draft_exists, rules))
     if schema is not None and rest:
         parsed = lint_args(rest, schema, ENGINE, rules=lambda values, _schema: [])
         out.extend(parsed.diagnoses)
         report.values.update(parsed.values)
     if model is None and schema is not None:
         out.append(Diagnosis("missing_required", "no model: `vllm serve MODEL` (or --model MODEL)", "--model", None, ("vllm serve MODEL",)))
+    report.diagnoses.sort(key=lambda d: d.severity == "info")  # what is wrong first; how it was judged after
     return report
 
 
@@ -151,26 +173,44 @@ def fixed_line(argv: list[str], version: str | None = None) -> list[str]:
     return head + rest + ["--speculative-config", specconfig.dumps(config)]
 
 
-SHIPPED_HELP = {"0.10.2": "help_0.10.2.txt", "0.34.0": "help_0.34.0.txt"}  # `vllm serve --help` (--help=all) recorded from the released wheels (tests/fixtures/vllm)
-
-
 def shipped_schema(version: str | None) -> FlagSchema | None:
-    """The flags of `version` when the cockpit ships its --help (exactly that version), else None."""
-    name = SHIPPED_HELP.get((version or "").lstrip("v"))
-    if name is None:
-        return None
-    from importlib import resources
+    """The flags of `version`'s parser as recorded from its wheel (each flag's own type and choices), or of the nearest
+    recorded version (versions.judged_by says which); None for a version older than every recording."""
+    chosen = nearest(version) if version else (recorded()[-1] if recorded() else None)
+    return _schema_of(chosen) if chosen else None
 
-    from cockpit.serving.helpschema import parse_argparse_text
 
-    return parse_argparse_text(resources.files("cockpit.vllm").joinpath("data", name).read_text())
+@lru_cache(maxsize=8)
+def _schema_of(recorded_version: str) -> FlagSchema:
+    flags = []
+    for options, kind, choices, nargs, switch in (facts(recorded_version) or {}).get("flags", []):
+        longs = [o for o in options if o.startswith("--")] or options
+        negation = next((o for o in longs[1:] if o.startswith("--no-") and o[5:] == longs[0][2:]), None)
+        aliases = tuple(o for o in options if o != longs[0] and o != negation)
+        flags.append(Flag(longs[0], aliases, not switch, nargs if nargs in ("?", "+", "*") else None, None,
+                          tuple(choices) if choices else None, False, negation, "", kind))
+    return FlagSchema(prog="vllm serve", version=recorded_version, flags=flags)
+
+
+def identify(schema: FlagSchema) -> tuple[str | None, float]:
+    """The recorded version whose parser has the flags a --help lists (no version given): (version, how alike, 0..1);
+    (None, best) when none is alike enough to say."""
+    mine = set(schema.options)
+    best, score = None, 0.0
+    for version in recorded():
+        theirs = set(_schema_of(version).options)
+        alike = len(mine & theirs) / max(1, len(mine | theirs))
+        if alike >= score:
+            best, score = version, alike
+    return (best, score) if score >= 0.9 else (None, score)
 
 
 def render(report: LintReport, version: str | None, schema: FlagSchema | None, help_source: str | None) -> str:
     from cockpit.serving.logread import render_diagnoses
 
     lines = [render_diagnoses(report.diagnoses)] if report.diagnoses else []
-    who = f"vLLM {version}" if version else "vLLM (no --vllm VERSION: the newest rules read, 0.34.0)"
+    newest = recorded()[-1] if recorded() else "?"
+    who = f"vLLM {version}" if version else f"vLLM (no --vllm VERSION: the newest recorded rules, {newest})"
     if schema is None:
         lines.append(f"(the flags themselves were not checked: no --help of {who}; give --help-text FILE with its "
                      "`vllm serve --help` (0.10.x) or `--help=all` (newer); the speculative config was)")
@@ -188,18 +228,22 @@ async def lint_line(words: list[str], version: str | None = None, help_text: str
     from cockpit.serving.helpschema import load_schema
     from cockpit.serving.lint import LineLint
 
-    if deep:
-        raise CockpitError("--deep runs SGLang's own parser on a host; for vLLM, --host H reads its flags there")
-    schema, source = None, None
+    if deep and transport is None:
+        raise CockpitError("--deep reads the host's own vLLM (its flags and its SpeculativeConfig): give --host HOST")
+    schema, source, rules = None, None, None
     if transport is not None:
-        from cockpit.vllm.hostschema import host_vllm
+        from cockpit.vllm.hostschema import host_spec_facts, host_vllm
 
         found, schema = await host_vllm(transport, python)
         version, source = version or found, f"the flags of vLLM {found} on {transport.name}"
+        if deep:  # its SpeculativeConfig too, through its own Python: the keys, methods and unknown-key rule of that install
+            rules = era_of_host(await host_spec_facts(transport, python), found)
+            source += " and its SpeculativeConfig, read there"
     elif help_text:
         schema, source = load_schema(help_text), help_text
     elif (schema := shipped_schema(version)) is not None:
-        source = f"the --help of vLLM {version} recorded from its wheel"
-    report = lint(words, version, schema)
+        source = (f"the flags of vLLM {version} recorded from its wheel" if not judged_by(version) else
+                  f"the flags of vLLM {schema.version} recorded from its wheel (the nearest recorded to {version})")
+    report = lint(words, version, schema, rules=rules)
     return LineLint(report, {"engine": "vllm", "version": version, "flags_checked": schema is not None},
                     render(report, version, schema, source))

@@ -65,6 +65,17 @@ def parse_throughput(line: str) -> ThroughputLine | None:
                           None if kv is None else kv / 100.0)
 
 
+def _counts_bonus(body: str, printed: float, positions: tuple[float, ...]) -> bool:
+    """Whether the printed mean acceptance length counts the bonus token.  The line's own per-position rates say it
+    (each is accepted-at-that-position over drafts: their sum is the mean without the bonus token, so the printed
+    mean is either that sum or one more), whatever the version; without them, the field order: 0.8.5-0.9 printed
+    `Draft acceptance rate` first and the mean without the bonus (their source's formula, cockpit/vllm/data)."""
+    if positions:
+        without = sum(positions)
+        return abs(printed - (without + 1.0)) < abs(printed - without)
+    return not body.split(":", 1)[1].lstrip().startswith("Draft acceptance rate")
+
+
 def parse_spec(line: str) -> SpecLine | None:
     m = SPEC_RE.match(line.strip())
     if m is None:
@@ -79,8 +90,7 @@ def parse_spec(line: str) -> SpecLine | None:
     bonus: bool | None = None
     mean = None
     if printed is not None:
-        # 0.8.5: "Draft acceptance rate: ..%, Mean acceptance length: .." (no bonus); 0.10.2+: mean length first (bonus)
-        bonus = not body.split(":", 1)[1].lstrip().startswith("Draft acceptance rate")
+        bonus = _counts_bonus(body, printed, positions)
         mean = printed if bonus else printed + 1.0
     elif positions:
         mean = 1.0 + sum(positions)  # per-position rates are unconditional: 1 + their sum (vllm-facts §4.1)
@@ -89,7 +99,8 @@ def parse_spec(line: str) -> SpecLine | None:
 
 
 # a vLLM server starting (vllm-facts §4.3): its figures before are another server's
-START_RE = re.compile(r"vLLM API server version \S+|vLLM server version \S+|Starting vLLM API server|Starting vLLM server on")
+START_RE = re.compile(r"vLLM API server version \S+|vLLM server version \S+|Starting vLLM API server|Starting vLLM server on|"
+                      r"[█▄▀]\s+version \d")  # 0.11 on: the banner's version beside its art
 
 
 def live_line(line: str):
@@ -101,6 +112,6 @@ def live_line(line: str):
         return LiveLine("decode", None, throughput.generation_tok_s, throughput.running, throughput.waiting, throughput.kv_usage)
     if " metrics: " in line and (spec := parse_spec(line)) is not None:
         return LiveLine("acceptance", accept_len=spec.mean_acceptance_length, detail=spec.to_json())
-    if "vLLM" in line and START_RE.search(line) is not None:  # the substring first: this runs per line
+    if ("vLLM" in line or "version" in line) and START_RE.search(line) is not None:  # the substrings first: this runs per line
         return LiveLine("start")
     return None

@@ -34,9 +34,10 @@ def parse(text: str, chosen: Era) -> tuple[dict | None, str | None]:
     return value, None
 
 
-def check(text: str, version: str | None = None, draft_exists: bool | None = None) -> list[Diagnosis]:
-    """Every problem of one `--speculative-config` value for `version` (None: the newest read)."""
-    chosen = era(version)
+def check(text: str, version: str | None = None, draft_exists: bool | None = None, rules: Era | None = None) -> list[Diagnosis]:
+    """Every problem of one `--speculative-config` value for `version` (None: the newest read); `rules`: the host's own
+    vLLM's, read there (vllm/hostschema.py), instead of the recorded ones."""
+    chosen = rules or era(version)
     out: list[Diagnosis] = []
     if not chosen.json_config:
         return [Diagnosis("unrecognized_argument", f"{label(version, chosen)} has no {FLAG}: it takes the separate flags "

@@ -1,13 +1,18 @@
-"""What each vLLM version takes for speculative decoding, by era (vllm-facts §1.2-1.3, read from the
-released wheels 0.7.3, 0.8.0, 0.8.2, 0.8.3, 0.8.5, 0.10.2 and 0.34.0).
+"""What each vLLM version takes for speculative decoding.
 
-A version between two read ones is judged by the era it falls in; a version newer than the newest
-read one is judged as that one (the newest rules are the likeliest to hold), and says so."""
+From 0.8.5 on, by each released minor's own facts (cockpit/vllm/data/versions.json, recorded from its wheel by
+tests/fixtures/record/vllm_versions.py: its parser's flags, SpeculativeConfig's keys and methods, how it meets an
+unknown key, a Python literal and a dotted flag, whether its mean acceptance length counts the bonus token); a
+version not recorded is judged by the nearest recorded one (its own minor's, else the one before it) and says
+which.  Before 0.8.5, by the eras read from the wheels 0.7.3, 0.8.0, 0.8.2 and 0.8.3 (vllm-facts §1.2-1.3)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
 NEWEST_READ = "0.34.0"
 READ = ("0.7.3", "0.8.0", "0.8.2", "0.8.3", "0.8.5", "0.10.2", "0.34.0")
@@ -97,11 +102,7 @@ def version_problem(text: str) -> str | None:
     return problem(text, "a vLLM version", "e.g. 0.10.2; `vllm --version` prints it")
 
 
-def era(version: str | None) -> Era:
-    """The era of `version`; None (unknown): the newest read."""
-    parsed = parse_version(version) if version else None
-    if parsed is None:
-        return ERAS[-1]
+def _hand_era(parsed: tuple[int, ...]) -> Era:
     chosen = ERAS[0]
     for candidate in ERAS:
         if parsed >= candidate.first:
@@ -109,12 +110,100 @@ def era(version: str | None) -> Era:
     return chosen
 
 
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version)[:4])
+
+
+@lru_cache(maxsize=1)
+def recorded_facts() -> dict[str, dict]:
+    """Every recorded version's facts, oldest first."""
+    raw = json.loads(resources.files("cockpit.vllm").joinpath("data/versions.json").read_text())
+    return {v: raw[v] for v in sorted(raw, key=_key)}
+
+
+def recorded() -> tuple[str, ...]:
+    return tuple(recorded_facts())
+
+
+def nearest(version: str) -> str | None:
+    """The recorded version a version is judged by: itself, else the newest recorded of its own minor, else the newest
+    recorded before it; None for one older than every recording (the eras read by hand judge those: 0.8.0-0.8.4
+    differ from 0.8.5)."""
+    parsed = parse_version(version)
+    if parsed is None or not recorded():
+        return None
+    text = version.strip().lstrip("v")
+    if text in recorded_facts():
+        return text
+    if parsed < _key(recorded()[0])[:3]:
+        return None
+    same_minor = [v for v in recorded() if _key(v)[:2] == parsed[:2]]
+    if same_minor:
+        return same_minor[-1]
+    before = [v for v in recorded() if _key(v) < parsed]
+    return before[-1] if before else None
+
+
+def facts(version: str | None) -> dict | None:
+    """The recorded facts `version` is judged by (None: not judged by a recording; None given: the newest)."""
+    if version is None:
+        return recorded_facts()[recorded()[-1]] if recorded() else None
+    chosen = nearest(version)
+    return recorded_facts()[chosen] if chosen else None
+
+
+@lru_cache(maxsize=64)
+def _era_of_facts(recorded_version: str) -> Era:
+    f = recorded_facts()[recorded_version]
+    hand = _hand_era(_key(recorded_version))  # what no recording shows: the target types EAGLE-3 takes
+    return Era(recorded_version, _key(recorded_version), bool(f["legacy_flags"]), bool(f["json_config"]), f["json_parser"] or "json",
+               frozenset(f["spec_keys"] or hand.keys),
+               tuple(f["methods"]) if f["methods"] and f.get("methods_enforced") is not False else None,  # None: any name passes
+               f["unknown_keys"] or hand.unknown_keys, hand.eagle3_targets, bool(f["dotted"]),
+               bool(f["bonus_in_mean_length"]) if f["bonus_in_mean_length"] is not None else hand.bonus_in_mean_length)
+
+
+def era(version: str | None) -> Era:
+    """The rules `version` is judged by: its own recorded facts, the nearest recorded version's, or (before 0.8.5)
+    the era read by hand; None (unknown): the newest recorded."""
+    parsed = parse_version(version) if version else None
+    if parsed is None:
+        return _era_of_facts(recorded()[-1]) if recorded() else ERAS[-1]
+    chosen = nearest(version) if version else None
+    if chosen is not None:
+        return _era_of_facts(chosen)
+    return _hand_era(parsed)
+
+
 def beyond_read(version: str | None) -> bool:
     parsed = parse_version(version) if version else None
-    newest = parse_version(NEWEST_READ)
+    newest = parse_version(recorded()[-1] if recorded() else NEWEST_READ)
     return parsed is not None and newest is not None and parsed > newest
 
 
+def judged_by(version: str | None) -> str | None:
+    """How a version that was not recorded is judged (None: it was, or it is older than the recordings)."""
+    if not version:
+        return None
+    chosen = nearest(version)
+    if chosen is None or chosen == version.strip().lstrip("v"):
+        return None
+    return f"vLLM {version} was not recorded here: judged by {chosen}'s recorded facts, the nearest"
+
+
 def label(version: str | None, chosen: Era) -> str:
-    """How a message names the vLLM it judges: the version given, else the era's rules."""
+    """How a message names the vLLM it judges: the version given, else the rules it was judged by."""
     return f"vLLM {version}" if version else f"vLLM {chosen.name} (no version given)"
+
+
+def era_of_host(host: dict, version: str) -> Era:
+    """The rules of a host's own vLLM, read there (vllm/hostschema.py SPEC_FACTS): its SpeculativeConfig's keys, methods
+    and unknown-key rule over the recorded (or nearest) version's other facts."""
+    from dataclasses import replace
+
+    base = era(version)
+    keys = frozenset(k for k in host.get("spec_fields") or () if k not in ENGINE_FILLED) or base.keys
+    methods = tuple(host["methods"]) if host.get("methods") else base.methods
+    said = host.get("unknown_keys")
+    unknown = said if isinstance(said, str) and said in ("typeerror", "ignored", "forbidden") else base.unknown_keys
+    return replace(base, name=f"{version} (read on its host)", keys=keys, methods=methods, unknown_keys=unknown)

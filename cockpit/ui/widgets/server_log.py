@@ -105,7 +105,11 @@ def live_text(figures: dict) -> Text:
         text.append(f"(figures of {age:.0f} s ago) ", style="dim")
     text.append(f"{fmt(figures['throughput_tok_s'], '{:.0f}')} tok/s · {fmt(figures['running'], '{}')} running · "
                 f"{fmt(figures['queued'], '{}')} queued · KV {fmt(figures['token_usage'], '{:.0%}')} · ")
-    text.append(f"accept {fmt(accept['window'], '{:.2f}')}", style="bold")
+    if accept.get("window") is None and accept.get("last") is not None:
+        # idle: nothing drafted in the newest window; the last acceptance read stays, said as the last one
+        text.append(f"accept (last, {accept['last_age_s']:.0f} s ago) {accept['last']:.2f}", style="bold")
+    else:
+        text.append(f"accept {fmt(accept['window'], '{:.2f}')}", style="bold")
     if accept.get("lifetime") is not None:
         text.append(f" (lifetime {accept['lifetime']:.2f})")
     per_position = (figures.get("spec_decode") or {}).get("per_position") or []
