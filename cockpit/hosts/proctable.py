@@ -101,8 +101,13 @@ class ProcessTable:
         return rows
 
     async def poll(self, transport: Transport, compute: list[tuple[int, int | None, int | None]]) -> list[ProcRow]:
-        """One ps over the host's connection, joined with its compute processes."""
-        done = await transport.run(PS_TABLE_ARGV, timeout=30)
+        """One ps over the host's connection, of the compute processes only (`-p`), joined with them; none: no ps."""
+        pids = sorted({pid for pid, _, _ in compute})
+        if not pids:
+            return self.update(compute, "")
+        done = await transport.run([*PS_TABLE_ARGV, "-p", ",".join(map(str, pids))], timeout=30)
+        if done.exit_status == 1 and not done.stdout.strip():
+            return self.update(compute, "")  # ps -p exits 1 when none of them is there any more (or none is visible)
         if done.exit_status != 0:
             self.error = f"ps failed on {transport.name}: {done.output.strip()[:200]}"
             raise TransportError(self.error)

@@ -2,7 +2,7 @@
 the same collectors headless, with no server and with a server up, side by side in one run.
 
 Run on demand (not part of the test suite):
-    python tests/perf/soak_serving.py [--speed 10] [--hours 2] [--modes ui,headless] [--phases idle,serving]
+    python tests/perf/soak_serving.py [--speed 10] [--hours 2] [--modes ui,headless] [--phases idle,procs,serving]
 
 The world is the demo's (cockpit/demo/world.py): its two replayed local hosts (gpu-server, the trainer, here
 with 8 GPUs each) plus six hosts behind a real loopback sshd whose stand-in nvidia-smi replays the recorded
@@ -10,6 +10,8 @@ busy H200 stream: 8 hosts x 8 GPUs.  Phase `idle`: the cockpit before any launch
 demo's runbook walked by the CLI to a running server (`plan run`, `plan fix launch`, `plan run launch`,
 `plan run ready`; the TUI then follows it through the config's shared state), with a light load on it
 (one request at a time, a pause between) so that decode lines, /metrics and /server_info keep moving.
+Phase `procs` (issue 40): the idle world with the TUI's process table open on the focused host (it polls that
+host's compute processes and one ps while shown): side by side with `idle`, the table's own cost.
 
 Time is compressed by --speed: every poll of the cockpit (telemetry interval, process polls, the served
 server's poll, the training run's poll) runs `speed` times as often, so an hour-equivalent of polls takes
@@ -188,12 +190,19 @@ def run_headless(config: Path, samples: int, every_s: float, label: str) -> list
 
 
 def run_ui(config: Path, samples: int, every_s: float, label: str) -> list[dict]:
+    import os
+
     from harness.pty_tui import PtyTui
 
     tui = PtyTui(["--config", str(config)])
     rows = []
     try:
         tui.drain(min(10.0, every_s))  # start-up
+        if label == "procs":  # the process table open on the focused host (h: the hosts, p: its processes), polling
+            os.write(tui.fd, b"h")
+            tui.drain(0.5)
+            os.write(tui.fd, b"p")
+            tui.drain(2.0)
         tui.sample()
         for sample in range(1, samples + 1):
             tui.drain(every_s)
@@ -244,6 +253,8 @@ def main() -> None:
                 load = Load(port, args.load_pause)
                 load.start()
             for mode in args.modes.split(","):
+                if phase == "procs" and mode != "ui":
+                    continue  # the process table is the TUI's: headless, this phase is the idle one
                 print(f"{phase} / {mode}: 8 hosts x 8 GPUs, {samples} samples every {every_s:.1f} s ({args.hours:g} hour-equivalents "
                       f"at {args.speed:g}x: {samples * every_s / 60:.1f} min)", flush=True)
                 runner = run_ui if mode == "ui" else run_headless

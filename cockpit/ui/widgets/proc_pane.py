@@ -64,9 +64,10 @@ class ProcessPane(Static, can_focus=True):
         self.run_worker(self._poll(), name="process table", group="procs", exclusive=True, exit_on_error=False)
 
     async def _poll(self) -> None:
-        """While shown: the host's compute processes (its latest sample) and one ps, every processes_interval_s."""
+        """While shown: the host's compute processes (its latest sample) and one ps of them, every processes_interval_s."""
         app = self.app
-        interval = max(1.0, app.config.telemetry.processes_interval_s / 2)  # type: ignore[attr-defined]
+        # as often as the hub polls a host's compute processes ([telemetry] processes_interval_s, 5 s): one ps of their pids
+        interval = max(1.0, app.config.telemetry.processes_interval_s)  # type: ignore[attr-defined]
         while True:
             host = self.host
             if host is not None and self.display and self.is_attached:
