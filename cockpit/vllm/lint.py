@@ -44,8 +44,8 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
     report = LintReport()
     out = report.diagnoses
     rules_of = version
-    if version is None and schema is not None:
-        # no version given, a --help is: the version whose recorded flags it lists, or the rules its --help shows
+    if version is None and schema is not None and schema.version is None:
+        # no version given, a --help of the user's is: the version whose recorded flags it lists, or the rules it shows
         found, alike = identify(schema)
         if found is not None:
             rules_of = found
@@ -242,8 +242,12 @@ async def lint_line(words: list[str], version: str | None = None, help_text: str
     elif help_text:
         schema, source = load_schema(help_text), help_text
     elif (schema := shipped_schema(version)) is not None:
-        source = (f"the flags of vLLM {version} recorded from its wheel" if not judged_by(version) else
-                  f"the flags of vLLM {schema.version} recorded from its wheel (the nearest recorded to {version})")
+        if version is None:
+            source = f"the flags of the newest recorded vLLM, {schema.version} (no --vllm VERSION given)"
+        elif judged_by(version):
+            source = f"the flags of vLLM {schema.version} recorded from its wheel (the nearest recorded to {version})"
+        else:
+            source = f"the flags of vLLM {version} recorded from its wheel"
     report = lint(words, version, schema, rules=rules)
     return LineLint(report, {"engine": "vllm", "version": version, "flags_checked": schema is not None},
                     render(report, version, schema, source))

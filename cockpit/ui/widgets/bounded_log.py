@@ -114,6 +114,13 @@ class BoundedRichLog(RichLog):
             return []
         return [i for i, line in enumerate(self.kept) if self.search.search(line.plain if isinstance(line, Text) else str(line))]
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """n and N move between matches only while a search is on; otherwise the keys go on to the app (n: the next
+        step of the checklist, from any pane)."""
+        if action == "search_next":
+            return self.search is not None
+        return True
+
     def action_search_next(self, step: int) -> None:
         found = self.matches()
         if not found:
