@@ -140,3 +140,42 @@ def test_the_lint_refuses_what_the_wheel_refused_against_its_own_flags(version):
             '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}']
     if era(version).methods is None or "eagle3" in era(version).methods:
         assert lint(good, version, schema).ok, (version, [d.message for d in lint(good, version, schema).diagnoses])
+
+
+def _spec_line(source: str, bonus: bool) -> str:
+    """A SpecDecoding line as that version's own format string prints it (its source line, recorded from its wheel):
+    100 drafts of 3 tokens, 80/60/45 accepted at the positions; the mean printed with or without the bonus token as
+    its own formula says."""
+    fmt = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', source.split(": ", 1)[1].split('",', 1)[0] + '"'))
+    values = {"Draft acceptance rate: ": 61.7, "Mean acceptance length: ": 2.85 if bonus else 1.85, "Accepted throughput: ": 18.5,
+              "Drafted throughput: ": 30.0, "Accepted: ": 185, "Drafted: ": 300, "Per-position acceptance rate: ": "0.800, 0.600, 0.450",
+              "Avg Draft acceptance rate: ": 61.7}
+    out, position = "", 0
+    for m in re.finditer(r"%(?:\.\d)?[dfs]|%%", fmt):
+        out += fmt[position:m.start()]
+        position = m.end()
+        if m.group(0) == "%%":
+            out += "%"
+            continue
+        label = max((k for k in values if out.endswith(k)), key=len)
+        value = values[label]
+        out += (m.group(0) % value) if not isinstance(value, str) else value
+    return "INFO 12-06 10:00:00 [metrics.py:100] " + out + fmt[position:]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_live_figures_equal_the_numbers_in_each_versions_own_lines(version):
+    """The bar for class 5: each version's SpecDecoding line, built from its own format string and formula, read to the
+    same figures (the mean with the bonus token, as SGLang counts it: 2.85 whichever way the version printed it)."""
+    from cockpit.vllm.logs import parse_spec
+
+    facts = recorded_facts()[version]
+    sources = [s for s in facts["spec_line_sources"] if "v1/spec_decode/metrics.py" in s and "SpecDecoding metrics" in s]
+    assert sources, version
+    line = _spec_line(sources[0], bool(facts["bonus_in_mean_length"]))
+    spec = parse_spec(line)
+    assert spec is not None, line
+    assert spec.mean_acceptance_length == pytest.approx(2.85), (version, line)
+    assert (spec.accepted, spec.drafted, spec.per_position) == (185, 300, (0.8, 0.6, 0.45)), line
+    assert spec.draft_acceptance_rate == pytest.approx(0.617), line
+    assert spec.bonus_in_line == bool(facts["bonus_in_mean_length"]), line
