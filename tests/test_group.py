@@ -297,6 +297,20 @@ def test_group_argv_replaces_group_flags_and_keeps_the_rest():
                     "--dist-init-addr", "10.0.0.1:20000", "--dist-timeout", "300", "--gated-launch-port", "21000"]
 
 
+def slurm_standins(tmp_path: Path) -> Path:
+    """Stand-ins for Slurm's scontrol and srun and for curl (no Slurm here): srun starts the command once per task, each
+    with its SLURM_PROCID, as Slurm does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'gpu-a\\ngpu-b\\n'\n")
+    (bin_dir / "curl").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").write_text('#!/bin/bash\nn=1\nwhile [[ "$1" == --* ]]; do case "$1" in --ntasks=*) n="${1#--ntasks=}";; esac; '
+                                  'shift; done\nfor ((i=0; i<n; i++)); do SLURM_PROCID=$i "$@" & done\nwait\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return bin_dir
+
+
 def test_plan_emit_slurm_gives_each_task_its_own_rank(tmp_path):
     """The sbatch script run by bash with stand-ins for srun/scontrol/curl (no Slurm here): each task
     gets its own --node-rank from its own $SLURM_PROCID, the same command otherwise."""
@@ -309,15 +323,7 @@ def test_plan_emit_slurm_gives_each_task_its_own_rank(tmp_path):
     assert result.returncode == 0, result.stderr
     script = result.stdout
     assert "SLURM_NODEID" not in script and "#SBATCH --nodes=2" in script and "--gres=gpu:8" in script
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'gpu-a\\ngpu-b\\n'\n")
-    (bin_dir / "curl").write_text("#!/bin/sh\nexit 0\n")
-    # srun: start the command once per task, each with its SLURM_PROCID, as Slurm does
-    (bin_dir / "srun").write_text('#!/bin/bash\nn=1\nwhile [[ "$1" == --* ]]; do case "$1" in --ntasks=*) n="${1#--ntasks=}";; esac; '
-                                  'shift; done\nfor ((i=0; i<n; i++)); do SLURM_PROCID=$i "$@" & done\nwait\n')
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
+    bin_dir = slurm_standins(tmp_path)
     (tmp_path / "job.sh").write_text(script)
     ran = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, timeout=60, cwd=tmp_path,
                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu-[a-b]"})
@@ -432,14 +438,7 @@ def test_vllm_over_two_nodes_is_handed_to_slurm_as_data_parallel_with_headless_w
     result = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "slurm", "--python", str(record),
                              "-c", str(config)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'gpu-a\\ngpu-b\\n'\n")
-    (bin_dir / "curl").write_text("#!/bin/sh\nexit 0\n")
-    (bin_dir / "srun").write_text('#!/bin/bash\nn=1\nwhile [[ "$1" == --* ]]; do case "$1" in --ntasks=*) n="${1#--ntasks=}";; esac; '
-                                  'shift; done\nfor ((i=0; i<n; i++)); do SLURM_PROCID=$i "$@" & done\nwait\n')
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
+    bin_dir = slurm_standins(tmp_path)
     (tmp_path / "job.sh").write_text(result.stdout)
     ran = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, timeout=60, cwd=tmp_path,
                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu-[a-b]"})

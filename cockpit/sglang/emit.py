@@ -11,9 +11,9 @@ LWS: leader and workers run the same command; rank from `$(LWS_WORKER_INDEX)`, r
 
 from __future__ import annotations
 
-import json
 import shlex
 
+from cockpit.serving.emit import lws_manifest
 from cockpit.sglang.group import group_argv
 
 
@@ -72,62 +72,7 @@ def lws(kind, spec, python: str = "python3", image: str = "lmsysorg/sglang:lates
     if "--host" not in leader:
         leader += ["--host", "0.0.0.0"]
     name = f"cockpit-{spec.name}".lower().replace("_", "-")
-
-    def flow(words: list[str]) -> str:
-        return "[" + ", ".join(json.dumps(w) for w in words) + "]"
-
-    return f"""# cockpit plan emit {spec.name} --format lws: SGLang on {nodes} nodes as a LeaderWorkerSet, the command the cockpit would run.
-# What the cockpit can still watch from outside: rank 0's live figures through `kubectl port-forward svc/{name} {http_port}`
-# then `cockpit server --url http://127.0.0.1:{http_port}`; the logs are `kubectl logs {name}-0` (leader) and `{name}-0-1` ...
-apiVersion: leaderworkerset.x-k8s.io/v1
-kind: LeaderWorkerSet
-metadata:
-  name: {name}
-spec:
-  replicas: 1
-  leaderWorkerTemplate:
-    size: {nodes}
-    restartPolicy: RecreateGroupOnPodRestart
-    leaderTemplate:
-      metadata:
-        labels:
-          role: leader
-      spec:
-        containers:
-          - name: sglang-leader
-            image: {json.dumps(image)}
-            command: {flow(leader)}
-            resources:
-              limits:
-                nvidia.com/gpu: "{gpus}"
-            ports:
-              - containerPort: {http_port}
-            readinessProbe:
-              httpGet:
-                path: /health_generate
-                port: {http_port}
-              periodSeconds: 10
-              timeoutSeconds: 25
-    workerTemplate:
-      spec:
-        containers:
-          - name: sglang-worker
-            image: {json.dumps(image)}
-            command: {flow(command)}
-            resources:
-              limits:
-                nvidia.com/gpu: "{gpus}"
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: {name}
-spec:
-  selector:
-    leaderworkerset.sigs.k8s.io/name: {name}
-    role: leader
-  ports:
-    - protocol: TCP
-      port: {http_port}
-      targetPort: {http_port}
-"""
+    header = (f"# cockpit plan emit {spec.name} --format lws: SGLang on {nodes} nodes as a LeaderWorkerSet, the command the cockpit would run.\n"
+              f"# What the cockpit can still watch from outside: rank 0's live figures through `kubectl port-forward svc/{name} {http_port}`\n"
+              f"# then `cockpit server --url http://127.0.0.1:{http_port}`; the logs are `kubectl logs {name}-0` (leader) and `{name}-0-1` ...")
+    return lws_manifest(name, nodes, image, gpus, http_port, "/health_generate", "sglang", leader, command, header, probe_timeout_s=25)

@@ -15,10 +15,10 @@ per node, as SGLang's); `plan run` on the step says so and names the hand-off.""
 
 from __future__ import annotations
 
-import json
 import shlex
 
 from cockpit.errors import CockpitError
+from cockpit.serving.emit import lws_manifest
 
 DP_FLAGS = ("--data-parallel-size", "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
             "--data-parallel-start-rank", "--headless")
@@ -127,63 +127,10 @@ class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's 
         cut = worker.index("--data-parallel-start-rank")
         worker_sh = _q(worker[:cut]) + f" --data-parallel-start-rank $(( LWS_WORKER_INDEX * {local} ))"
         name = f"cockpit-{spec.name}".lower().replace("_", "-")
-
-        def flow(words: list[str]) -> str:
-            return "[" + ", ".join(json.dumps(w) for w in words) + "]"
-
-        return f"""# cockpit plan emit {spec.name} --format lws: vLLM data parallel over {nodes} nodes ({local} ranks each) as a LeaderWorkerSet.
-# The leader serves; each worker runs headless engines from its own data-parallel rank (LWS_WORKER_INDEX x {local}).
-apiVersion: leaderworkerset.x-k8s.io/v1
-kind: LeaderWorkerSet
-metadata:
-  name: {name}
-spec:
-  replicas: 1
-  leaderWorkerTemplate:
-    size: {nodes}
-    restartPolicy: RecreateGroupOnPodRestart
-    leaderTemplate:
-      metadata:
-        labels:
-          role: leader
-      spec:
-        containers:
-          - name: vllm-leader
-            image: {json.dumps(image)}
-            command: {flow(leader)}
-            resources:
-              limits:
-                nvidia.com/gpu: "{gpus}"
-            ports:
-              - containerPort: {http_port}
-            readinessProbe:
-              httpGet:
-                path: /health
-                port: {http_port}
-              periodSeconds: 10
-    workerTemplate:
-      spec:
-        containers:
-          - name: vllm-worker
-            image: {json.dumps(image)}
-            command: ["bash", "-c", {json.dumps("exec " + worker_sh)}]
-            resources:
-              limits:
-                nvidia.com/gpu: "{gpus}"
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: {name}
-spec:
-  selector:
-    leaderworkerset.sigs.k8s.io/name: {name}
-    role: leader
-  ports:
-    - protocol: TCP
-      port: {http_port}
-      targetPort: {http_port}
-"""
+        header = (f"# cockpit plan emit {spec.name} --format lws: vLLM data parallel over {nodes} nodes ({local} ranks each) as a "
+                  f"LeaderWorkerSet.\n# The leader serves; each worker runs headless engines from its own data-parallel rank "
+                  f"(LWS_WORKER_INDEX x {local}).")
+        return lws_manifest(name, nodes, image, gpus, http_port, "/health", "vllm", leader, ["bash", "-c", "exec " + worker_sh], header)
 
 
 async def plan_group(kind, ctx, spec):
