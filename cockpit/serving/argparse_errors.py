@@ -10,7 +10,7 @@ from typing import Callable
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import invalid_choice
-from cockpit.serving.suggest import Suggestion, numeric_guess, suggest, type_words
+from cockpit.serving.suggest import Suggestion, article, numeric_guess, suggest, type_words
 
 ARG_PREFIX = re.compile(r"^argument (?P<flag>[^:]+): (?P<rest>.*)$")
 Suggest = Callable[[str, "str | None", "FlagSchema | None"], "list[Suggestion]"]
@@ -52,7 +52,7 @@ def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None,
             shown = f" {value}" if value else ""
             hint = f"; did you mean {fixes[0].text}?" if fixes else ""
             note = f" ({fixes[0].note})" if fixes and fixes[0].note else ""
-            diagnoses.append(Diagnosis("unrecognized_argument", f"{flag}{shown} is not {_a(engine)} flag{hint}{note}", flag, value,
+            diagnoses.append(Diagnosis("unrecognized_argument", f"{flag}{shown} is not {article(engine)} flag{hint}{note}", flag, value,
                                        tuple(f.text for f in fixes), line, fixes[0].replacement if fixes else None))
         return diagnoses
     ambiguous = re.match(r"^ambiguous option: (?P<opt>\S+?)(?:=(?P<val>\S*))? could match (?P<cands>.*)$", message)
@@ -95,7 +95,3 @@ def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None,
 
 
 
-
-def _a(engine: str) -> str:
-    """'an SGLang', 'a vLLM'."""
-    return ("an " if engine[:1].upper() in "AEFHILMNORSX" else "a ") + engine

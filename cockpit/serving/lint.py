@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.helpschema import FlagSchema
-from cockpit.serving.suggest import most_likely, numeric_guess, rank_values, suggest, type_words
+from cockpit.serving.suggest import article, most_likely, numeric_guess, rank_values, suggest, type_words
 
 
 @dataclass
@@ -56,7 +56,7 @@ def invalid_choice(flag: str, value: str, choices: tuple[str, ...], line: int | 
                      tuple(ranked[:3]), line, (flag, meant) if meant else None)
 
 
-def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules=None) -> LintReport:
+def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules=None, fixes_for=None) -> LintReport:
     """What argparse would say of `args` given `schema`, then the engine's own rules after parsing
     (`rules(values, schema)`: SGLang's EAGLE rules, vLLM's).  Each engine's lint runs this parse
     against its own --help with its rules."""
@@ -85,11 +85,11 @@ def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules
                 values.append(args[position])
                 position += 1
             value = inline if inline is not None else (" ".join(values) if values else None)
-            fixes = suggest(word, value, schema)
+            fixes = (fixes_for or suggest)(word, value, schema)  # the engine's own ranking (SGLang's by default)
             hint = f"; did you mean {fixes[0].text}?" if fixes else ""
             note = f" ({fixes[0].note})" if fixes and fixes[0].note else ""
             shown = f" {value}" if value else ""
-            out.append(Diagnosis("unrecognized_argument", f"{word}{shown} is not {'an' if engine[0] in 'AEIOSU' else 'a'} {engine} flag{hint}{note}", word, value,
+            out.append(Diagnosis("unrecognized_argument", f"{word}{shown} is not {article(engine)} flag{hint}{note}", word, value,
                                  tuple(f.text for f in fixes), None, fixes[0].replacement if fixes else None))
             continue
         if word not in flag.option_strings:

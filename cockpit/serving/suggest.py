@@ -156,17 +156,16 @@ def similar_flags(wrong: str, schema: FlagSchema | None, limit: int = 3) -> list
     return [name for name, score in ranked[:limit] if score >= max(0.35, top - 0.2)]
 
 
-def suggest(flag: str, value: str | None, schema: FlagSchema | None) -> list[Suggestion]:
-    """Ranked fixes for an unknown flag (with the value the user gave it, if any).  A flag is
-    suggested only when the value given could be its value (a number is never offered to a path,
-    a GPU id or a switch); a flag that takes a value is suggested with it."""
-    out: list[Suggestion] = []
+def with_similar(out: list[Suggestion], flag: str, value: str | None, schema: FlagSchema | None,
+                 underscore_note: str) -> list[Suggestion]:
+    """An engine's own fixes for an unknown flag (`out`, its renames first), then what every engine offers: the flag
+    written with '-' for '_' when the schema has it, then the closest of the schema's flags that could take the value
+    given (a number is never offered to a path, a GPU id or a switch), each with that value; at most three."""
+    out = list(out)
     normalised = flag.replace("_", "-")
-    if flag in KNOWN:
-        out.append(KNOWN[flag](value, schema))
-    elif normalised != flag and (schema is None or schema.get(normalised)):
+    if not out and normalised != flag and (schema is None or schema.get(normalised)):
         words = (normalised,) + ((value,) if value is not None else ())
-        out.append(Suggestion(shell_words(words), words, "SGLang does not turn '_' into '-' in flag names"))
+        out.append(Suggestion(shell_words(words), words, underscore_note))
     for name in similar_flags(flag, schema, limit=8):
         if len(out) >= 3:
             break
@@ -178,6 +177,18 @@ def suggest(flag: str, value: str | None, schema: FlagSchema | None) -> list[Sug
         words = (name,) + ((value,) if value is not None else ())
         out.append(Suggestion(shell_words(words), words))
     return out
+
+
+def suggest(flag: str, value: str | None, schema: FlagSchema | None) -> list[Suggestion]:
+    """SGLang's ranked fixes for an unknown flag (with the value the user gave it, if any): the names users carry over
+    from vLLM and older SGLang versions (KNOWN), then with_similar."""
+    known = [KNOWN[flag](value, schema)] if flag in KNOWN else []
+    return with_similar(known, flag, value, schema, "SGLang does not turn '_' into '-' in flag names")
+
+
+def article(engine: str) -> str:
+    """'an SGLang', 'a vLLM' (as the name is said)."""
+    return ("an " if engine[:1].upper() in "AEFHILMNORSX" else "a ") + engine
 
 
 def _alnum(text: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from cockpit.format import shell_words
 from cockpit.serving.argparse_errors import Suggest, split_unknown
 from cockpit.serving.helpschema import FlagSchema
-from cockpit.serving.suggest import Suggestion, similar_flags
+from cockpit.serving.suggest import Suggestion, with_similar
 from cockpit.vllm import specconfig
 from cockpit.vllm.crosswalk import NOT_SAME, SAME, SPEC, sglang_to_vllm
 from cockpit.vllm.versions import LEGACY_FLAGS
@@ -43,18 +43,6 @@ def fixes_for_line(words: list[str]) -> Suggest:
             out.append(Suggestion(shell_words(renamed), renamed, "SGLang's name"))
         elif flag in NOT_SAME:
             out.append(Suggestion(NOT_SAME[flag].split(" ", 1)[0], None, "SGLang's flag: " + NOT_SAME[flag]))
-        normalised = flag.replace("_", "-")
-        if normalised != flag and schema is not None and schema.get(normalised) is not None:
-            words_ = (normalised,) + ((value,) if value is not None else ())
-            out.append(Suggestion(shell_words(words_), words_, "vLLM's flags are written with '-'"))
-        for name in similar_flags(flag, schema, limit=8):
-            if len(out) >= 3:
-                break
-            target = schema.get(name) if schema is not None else None
-            if target is None or any(s.text.split(" ")[0] == name for s in out) or not target.accepts(value):
-                continue
-            words_ = (name,) + ((value,) if value is not None else ())
-            out.append(Suggestion(shell_words(words_), words_))
-        return out
+        return with_similar(out, flag, value, schema, "vLLM's flags are written with '-'")
 
     return fixes

@@ -14,6 +14,7 @@ from cockpit.serving.lint import LintReport, lint_args
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.vllm import specconfig
 from cockpit.vllm.argv import normalise, strip_launcher
+from cockpit.vllm.fixes import fixes_for_line
 from cockpit.vllm.crosswalk import sglang_to_vllm
 from functools import lru_cache
 
@@ -136,7 +137,7 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
     for _, value in configs[-1:]:
         out.extend(specconfig.check(value, rules_of, draft_exists, rules))
     if schema is not None and rest:
-        parsed = lint_args(rest, schema, ENGINE, rules=lambda values, _schema: [])
+        parsed = lint_args(rest, schema, ENGINE, rules=lambda values, _schema: [], fixes_for=fixes_for_line(rest))  # vLLM's fixes
         out.extend(parsed.diagnoses)
         report.values.update(parsed.values)
     if model is None and schema is not None:
@@ -180,7 +181,7 @@ def shipped_schema(version: str | None) -> FlagSchema | None:
     return _schema_of(chosen) if chosen else None
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=None)  # one per recorded version (identify reads them all)
 def _schema_of(recorded_version: str) -> FlagSchema:
     flags = []
     for options, kind, choices, nargs, switch in (facts(recorded_version) or {}).get("flags", []):
