@@ -698,7 +698,7 @@ def cmd_procs(args) -> int:
             emit(args, {"host": host.name, "pids": args.kill, "state": result.state.value, "message": result.message,
                         "evidence": result.evidence, "plan": confirmed[0] if confirmed else None}, result.message)
             return EXIT_OK if ok else EXIT_PROBLEM
-        snapshot = await c.hub.gate_sample(host, args.timeout if hasattr(args, "timeout") else None)
+        snapshot = await c.hub.gate_sample(host)
         if snapshot.error and not snapshot.gpus:
             print(f"cockpit: {host.name}: {snapshot.error}", file=sys.stderr)
             return EXIT_UNREACHABLE

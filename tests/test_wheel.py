@@ -57,7 +57,7 @@ def test_the_wheel_carries_every_file_the_program_reads(wheel_venv):
     names = set(zipfile.ZipFile(wheel_venv["wheel"]).namelist())
     for shipped in ("cockpit/sample_configs/prompts.jsonl", "cockpit/sample_configs/deployment.toml",
                     "cockpit/themes/cockpit-dark.toml", "cockpit/sglang/data/help_0.5.23.txt",
-                    "cockpit/demo/data/smi_stream.csv", "cockpit/vllm/data/help_0.10.2.txt", "cockpit/vllm/data/help_0.34.0.txt"):
+                    "cockpit/demo/data/smi_stream.csv", "cockpit/vllm/data/help_0.10.2.txt"):
         assert shipped in names, f"{shipped} is not in the wheel"
 
 

@@ -29,7 +29,7 @@ from cockpit.ui.textual_internals import plain
 from cockpit.ui.driver import quiet_driver_class
 from cockpit.ui.layout import TabLine, Layout, MessageBar, ViewBar
 from cockpit.ui.host_actions import HostActions
-from cockpit.ui.messages import CommandLogged, GateInvalidated, RunbookChanged, StepRefused, SweepProgress
+from cockpit.ui.messages import CommandLogged, CopyRequested, GateInvalidated, KillRequested, RunbookChanged, StepRefused, SweepProgress
 from cockpit.ui.runbook_actions import RunbookActions
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.serving_state import ServerFollow, SweepAlerts
@@ -41,7 +41,7 @@ from cockpit.ui.widgets.command_log import CommandLogPane
 from cockpit.ui.widgets.footer import CockpitFooter
 from cockpit.ui.widgets.host_pane import HostPane
 from cockpit.ui.widgets.hosts_view import HostsView
-from cockpit.ui.widgets.proc_pane import CopyRequested, KillRequested, ProcessPane
+from cockpit.ui.widgets.proc_pane import ProcessPane
 from cockpit.ui.widgets.runs_pane import RunsPane
 from cockpit.ui.widgets.server_log import ServerLogPane
 
@@ -118,7 +118,8 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         self.push_screen(CommandPalette(providers=[JumpProvider], placeholder="jump to a host, a step, a run or a pane…"))
 
     def jump_to_host(self, name: str) -> None:
-        self.press_view("hosts") if not self.layout_state.shown("hosts") else None
+        if not self.layout_state.shown("hosts"):
+            self.press_view("hosts")
         pane = self.panes.get(name)
         if pane is None:
             return
@@ -130,7 +131,8 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         pane.scroll_visible()
 
     def jump_to_step(self, name: str) -> None:
-        self.press_view("checklist") if not self.layout_state.shown("checklist") else None
+        if not self.layout_state.shown("checklist"):
+            self.press_view("checklist")
         checklist = self.query(ChecklistPane)
         if checklist:
             checklist.first().select(name)

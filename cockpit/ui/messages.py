@@ -50,3 +50,19 @@ class CommandLogged(Message):
 class RunsPolled(Message):
     statuses: list[Any]  # runs.watch.RunStatus
     events: list[Any]  # runs.watch.RunEvent since the last poll
+
+
+@dataclass
+class CopyRequested(Message):
+    """A pane asks the app to copy text (OSC 52): a command line, a log line, a fix, a step's evidence."""
+
+    text: str
+    what: str
+
+
+@dataclass
+class KillRequested(Message):
+    """The process table asks the app to kill one process (through kill_stale's plan and confirmation)."""
+
+    host: str
+    pid: int

@@ -114,7 +114,7 @@ def owns_line(line: str) -> bool:
     (`(APIServer pid=N)`, 0.10 on) or its own texts."""
     if "\x1b" in line:
         line = clean(line)
-    if line.startswith("(") and _PROCESS.match(line) and line.startswith(("(APIServer pid=", "(EngineCore", "(Worker")):
+    if line.startswith(("(APIServer pid=", "(EngineCore", "(Worker")):
         return True
     return LOOKS_LIKE_VLLM.search(_bare(line)) is not None
 

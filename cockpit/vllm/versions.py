@@ -169,7 +169,7 @@ def era(version: str | None) -> Era:
     parsed = parse_version(version) if version else None
     if parsed is None:
         return _era_of_facts(recorded()[-1]) if recorded() else ERAS[-1]
-    chosen = nearest(version) if version else None
+    chosen = nearest(version) if version is not None else None
     if chosen is not None:
         return _era_of_facts(chosen)
     return _hand_era(parsed)

@@ -20,6 +20,7 @@ from textual.events import Resize
 from textual.widgets import RichLog
 
 from cockpit.ui import actions
+from cockpit.ui.messages import CopyRequested
 
 MATCH_STYLE = "black on yellow"
 CURRENT_STYLE = "bold black on dark_orange"
@@ -106,7 +107,7 @@ class BoundedRichLog(RichLog):
         self.match_at = found[-1] if found else None
         self._redraw()
         self._show_match()
-        self._say()
+        self._say(found)
         return len(found)
 
     def matches(self) -> list[int]:
@@ -133,7 +134,7 @@ class BoundedRichLog(RichLog):
             self.match_at = (min(after) if step > 0 else max(after)) if after else (found[0] if step > 0 else found[-1])
         self._redraw()
         self._show_match()
-        self._say()
+        self._say(found)
 
     def _show_match(self) -> None:
         if self.match_at is None or self.wrap:
@@ -164,11 +165,7 @@ class BoundedRichLog(RichLog):
             text = line.plain if isinstance(line, Text) else str(line)
         else:
             return
-        copy = getattr(self.app, "copy", None)
-        if copy is not None:
-            copy(text, what)
-        else:
-            self.app.copy_to_clipboard(text)
+        self.post_message(CopyRequested(text, what))
 
     def action_toggle_wrap(self) -> None:
         """w: cut at the edge -> wrapped -> whole lines read sideways (left/right) -> cut."""
@@ -205,28 +202,31 @@ class BoundedRichLog(RichLog):
             self.following = True
             self._say()
 
-    def _say(self) -> None:
-        """The log's state in its bottom border: following or paused, wrap, the search and its matches."""
+    def _say(self, found: list[int] | None = None) -> None:
+        """The log's state in its bottom border: following or paused, wrap, the search and its matches (`found`: the
+        matches when the caller has just searched them)."""
         parts = ["following" if self.following else "paused: G follows"]
         if self.wrap:
             parts.append("wrap")
         elif self.wide:
             parts.append("whole lines: left/right")
         if self.search is not None:
-            found = self.matches()
+            found = self.matches() if found is None else found
             where = f"{found.index(self.match_at) + 1}/{len(found)}" if self.match_at in found else f"{len(found)} lines"
             parts.append(f"/{self.search_text}/ {where}" if found else f"/{self.search_text}/ not found")
         said = " · ".join(parts)
-        # said in the border of the log, or of the pane it sits in (the server log's lines have no border of their own)
-        holder = self if self.styles.border_bottom[0] not in ("", "none", "hidden") or self.parent is None else self.parent
-        if said != holder.border_subtitle:
-            holder.border_subtitle = said
+        if said != self._holder.border_subtitle:
+            self._holder.border_subtitle = said
+
+    @property
+    def _holder(self):
+        """Where the log's state is said: its own border, or the pane's it sits in (the server log's lines have none)."""
+        return self if self.styles.border_bottom[0] not in ("", "none", "hidden") or self.parent is None else self.parent
 
     @property
     def state_line(self) -> str:
         """What the border says of the log (following or paused, wrap, the search)."""
-        holder = self if self.styles.border_bottom[0] not in ("", "none", "hidden") or self.parent is None else self.parent
-        return str(holder.border_subtitle or "")
+        return str(self._holder.border_subtitle or "")
 
     def on_mount(self) -> None:
         self._say()

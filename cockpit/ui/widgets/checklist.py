@@ -189,7 +189,7 @@ class ChecklistPane(Widget, can_focus=True):
         import json
 
         from cockpit.format import shell_words
-        from cockpit.ui.widgets.proc_pane import CopyRequested
+        from cockpit.ui.messages import CopyRequested
 
         view = self.selected_view
         if view is None:

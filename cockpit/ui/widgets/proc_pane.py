@@ -14,6 +14,7 @@ from textual.widgets import Static
 from cockpit.hosts.proctable import COLUMNS, HEADINGS, ProcessTable, ProcRow, cells, sort_rows
 from cockpit.hosts.transport import TransportError
 from cockpit.ui import actions
+from cockpit.ui.messages import CopyRequested, KillRequested
 
 NUMERIC = ("pid", "gpu_mib", "cpu", "rss", "time")
 
@@ -174,14 +175,3 @@ class ProcessPane(Static, can_focus=True):
         self._shown = None
         self._draw()
 
-
-@dataclass
-class KillRequested(Message):
-    host: str
-    pid: int
-
-
-@dataclass
-class CopyRequested(Message):
-    text: str
-    what: str
