@@ -13,10 +13,11 @@ so a group with one dead rank is failed, never half-up.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 
+from cockpit.serving.group import GroupState, NodeState, summarize
 from cockpit.serving.steps import DEFAULT_DIST_PORT, GROUP_FLAGS, Refused  # noqa: F401 - the group's, the step's words
 
 STATES = ("starting", "waiting for peers", "joined", "gated", "loading", "ready")
@@ -69,25 +70,6 @@ def group_argv(base: list[str], nnodes: int, rank: int, dist_init: str, gated_po
     return argv
 
 
-@dataclass
-class NodeState:
-    rank: int
-    host: str
-    state: str = "starting"
-    alive: bool = True
-    failure: str | None = None  # the failure kind
-    line: str = ""  # the log line that shows the state (or the failure)
-    lines_seen: int = 0
-
-    @property
-    def failed(self) -> bool:
-        return self.failure is not None
-
-    def to_json(self) -> dict:
-        return {"rank": self.rank, "host": self.host, "state": "failed" if self.failed else self.state, "alive": self.alive,
-                "failure": self.failure, "line": self.line}
-
-
 def node_state(rank: int, host: str, lines: list[str], alive: bool) -> NodeState:
     node = NodeState(rank, host, alive=alive, lines_seen=len(lines))
     order = {name: i for i, name in enumerate(STATES)}
@@ -108,16 +90,6 @@ def node_state(rank: int, host: str, lines: list[str], alive: bool) -> NodeState
     if not alive and node.failure is None:
         node.failure = "exited"
     return node
-
-
-@dataclass
-class GroupState:
-    state: str  # the group's: the least advanced node's, "ready" when all are, "failed" when one is
-    nodes: list[NodeState] = field(default_factory=list)
-    cause: str = ""  # the first node that failed and why, in a sentence
-
-    def to_json(self) -> dict:
-        return {"state": self.state, "cause": self.cause, "nodes": [n.to_json() for n in self.nodes]}
 
 
 def describe(node: NodeState, nodes: list[NodeState]) -> str:
@@ -145,17 +117,27 @@ def describe(node: NodeState, nodes: list[NodeState]) -> str:
     return f"{name}: {node.failure} ({node.line[:160]})"
 
 
+_PRIORITY = {"exited": 0, "oom": 1, "scheduler_died": 1, "port_in_use": 1, "peer_unreachable": 2, "rendezvous_timeout": 3,
+             "nccl_timeout": 4}
+
+
 def group_state(nodes: list[NodeState]) -> GroupState:
-    failed = [n for n in nodes if n.failed]
-    if failed:
-        # the root cause first: a node that died beats the peers that then timed out waiting for it
-        priority = {"exited": 0, "oom": 1, "scheduler_died": 1, "port_in_use": 1, "peer_unreachable": 2, "rendezvous_timeout": 3,
-                    "nccl_timeout": 4}
-        first = min(failed, key=lambda n: (priority.get(n.failure or "", 5), n.rank))
-        return GroupState("failed", nodes, describe(first, nodes))
-    order = {name: i for i, name in enumerate(STATES)}
-    least = min(nodes, key=lambda n: order.get(n.state, 0)) if nodes else None
-    return GroupState(least.state if least else "starting", nodes)
+    return summarize(nodes, STATES, _PRIORITY, describe)
+
+
+class _Model:
+    """SGLang's reading of a group's nodes (serving/group.py's GroupModel)."""
+
+    states: tuple[str, ...] = STATES
+
+    def node_state(self, rank: int, process, lines: list[str], alive: bool) -> NodeState:
+        return node_state(rank, process.host, lines, alive)
+
+    def group_state(self, nodes: list[NodeState]) -> GroupState:
+        return group_state(nodes)
+
+
+MODEL = _Model()
 
 
 def retrying(lines: list[str]) -> str | None:

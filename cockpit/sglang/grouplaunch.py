@@ -19,21 +19,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from cockpit.hosts.follow import LogFollower
 from cockpit.hosts.http import request
-from cockpit.hosts.procs import LaunchedProcess, process_alive, stop_process
+from cockpit.hosts.procs import LaunchedProcess, process_alive
 from cockpit.hosts.transport import TransportError, quote_argv
 from cockpit.runbook.kind import RunContext
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.sglang import emit  # noqa: F401 - the group's Slurm and LeaderWorkerSet hand-off (plan emit)
-from cockpit.sglang.group import Member, Refused as _Refused, group_argv, group_state, node_state
+from cockpit.sglang.group import MODEL, Member, Refused as _Refused, group_argv
+from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
 from cockpit.sglang.lint import lint as sglang_lint
-
-PORT_FREE = ("import socket, sys\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-             "try:\n    s.bind((sys.argv[1], int(sys.argv[2])))\nexcept OSError as e:\n    print(e); sys.exit(1)")
 
 
 @dataclass
@@ -116,11 +113,11 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     # rank 0's rendezvous port free
     port = dist_init.rpartition(":")[2]
     python = spec.params.get("python") or ctx.hub.config.host(group[0].host).python
-    bound = await ctx.transport(group[0].host).run([python, "-c", PORT_FREE, "0.0.0.0", port], timeout=30)
-    old = _previous(ctx, spec)
+    busy = await core.port_in_use(ctx, group[0].host, python, port)
+    old = core.previous(ctx, spec)
     old_rank0 = next((o for o in old if o.host == group[0].host), None)
-    if bound.exit_status != 0 and not (old_rank0 and await process_alive(ctx.transport(group[0].host), old_rank0.pid)):
-        return refuse(f"rank 0's rendezvous port {port} on {group[0].host} is in use ({bound.output.strip()[:120]}): another "
+    if busy and not (old_rank0 and await process_alive(ctx.transport(group[0].host), old_rank0.pid)):
+        return refuse(f"rank 0's rendezvous port {port} on {group[0].host} is in use ({busy}): another "
                       "server or group holds it; stop it or choose dist_init_port")
     lines = []
     if old:
@@ -134,107 +131,42 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     return "\n".join(lines), GroupPlan(group, argvs, lint, gated_port, old, schema.version)
 
 
-def _previous(ctx: RunContext, spec: StepSpec) -> list[LaunchedProcess]:
-    from cockpit.hosts.procs import group_of
-
-    result = ctx.runbook.result(spec.name)
-    return group_of(result.evidence) if result is not None else []
-
-
-async def _stop_all(ctx: RunContext, spec: StepSpec, processes: list[LaunchedProcess], why: str) -> None:
-    for process in processes:
-        transport = ctx.transport(process.host)
-        with_alive = await process_alive(transport, process.pid)
-        if with_alive:
-            gone = await stop_process(transport, process.pid)
-            ctx.audit("kill", host=process.host, step=spec.name, signal="TERM", pids=[process.pid], why=why, gone=gone)
-
-
-async def node_lines(transport_of, process: LaunchedProcess, followers: dict) -> list[str]:
-    follower = followers.setdefault(process.host, (LogFollower(transport_of(process.host), process.log, tail_bytes=1 << 20), []))
-    try:
-        update = await follower[0].poll()
-        follower[1].extend(update.lines)
-        del follower[1][:-4000]
-    except (TransportError, OSError):
-        pass
-    return follower[1]
-
-
-async def states(transport_of, processes: list[LaunchedProcess], followers: dict):
-    """Every node's state from its log and its process (`transport_of(host)`: that host's transport)."""
-    nodes = []
-    for rank, process in enumerate(processes):
-        lines = await node_lines(transport_of, process, followers)
-        try:
-            alive = await process_alive(transport_of(process.host), process.pid)
-        except (TransportError, OSError):
-            alive = True  # unreachable is not dead: the next poll says
-        nodes.append(node_state(rank, process.host, lines, alive))
-    return group_state(nodes)
-
-
 async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: GroupPlan) -> StepResult:
     started = _now()
-    await _stop_all(ctx, spec, planned.old, "relaunch")
-    processes: list[LaunchedProcess] = []
+    await core.stop_all(ctx, spec, planned.old, "relaunch")
     port = spec.params.get("port", 30000)
-    for member, argv in zip(planned.members, planned.argvs):
-        from cockpit.hosts.procs import launch_marker, start_detached
-
-        log = node_log(kind.log_path(spec), member.rank)
-        pid, error = await start_detached(ctx.transport(member.host), argv, log, spec.params.get("cwd"), spec.params.get("env"),
-                                          launch_marker(spec.name, member.host) + f" rank={member.rank}")
-        if pid is None:
-            await _stop_all(ctx, spec, processes, "a node could not start")
-            return StepResult(StepState.FAILED, started, _now(), f"rank {member.rank} ({member.host}) could not start: {error}",
-                              _evidence(processes, planned, port, started))
-        ctx.audit("launch", host=member.host, step=spec.name, pid=pid, argv=argv, log=log, rank=member.rank)
-        processes.append(LaunchedProcess(member.host, pid, log, tuple(argv), port if member.rank == 0 else None, started))
-    evidence = _evidence(processes, planned, port, started)
+    hosts = [m.host for m in planned.members]
+    processes, why = await core.start_nodes(ctx, spec, kind.log_path(spec), hosts, planned.argvs, port)
+    evidence = _evidence(processes, planned)
+    if why:
+        return StepResult(StepState.FAILED, started, _now(), why, evidence)
     followers: dict = {}
     if planned.gated_port:
         outcome = await _activate(ctx, spec, planned, processes, followers)
         if outcome is not None:
-            await _stop_all(ctx, spec, processes, "the group failed before activation")
+            await core.stop_all(ctx, spec, processes, "the group failed before activation")
             evidence["group_state"] = outcome[1]
             return StepResult(StepState.FAILED, started, _now(), outcome[0], evidence)
         evidence["activated"] = True
-    await asyncio.sleep(float(spec.params.get("settle_s", 3.0)))
-    group = await states(ctx.transport, processes, followers)
+    group = await core.settle(ctx, spec, processes, MODEL, followers)
     evidence["group_state"] = group.to_json()
     if group.state == "failed":
-        await _stop_all(ctx, spec, processes, "a node failed")
+        await core.stop_all(ctx, spec, processes, "a node failed")
         return StepResult(StepState.FAILED, started, _now(), f"the group failed: {group.cause}", evidence)
     return StepResult(StepState.PASSED, started, _now(), f"{len(processes)} nodes started ({group.state}); rank 0 pid "
                       f"{processes[0].pid} on {processes[0].host}, port {port}, log {processes[0].log}", evidence)
 
 
-def node_log(path: str, rank: int) -> str:
-    """Each node's own log: `{rank}` in the step's log path, else `-rankN` before its extension (a
-    home or /tmp shared over NFS must not interleave the nodes' logs)."""
-    if "{rank}" in path:
-        return path.replace("{rank}", str(rank))
-    head, dot, ext = path.rpartition(".")
-    if dot and "/" not in ext:
-        return f"{head}-rank{rank}.{ext}"
-    return f"{path}-rank{rank}"
-
-
-def _evidence(processes: list[LaunchedProcess], planned: GroupPlan, port: int, started: float) -> dict:
-    rank0 = processes[0].to_evidence() if processes else {}
-    return {**rank0, "group": [p.to_evidence() for p in processes], "nodes": [m.host for m in planned.members],
-            "sglang": planned.version, "lint": [d.to_json() for d in planned.lint.diagnoses]}
+def _evidence(processes: list[LaunchedProcess], planned: GroupPlan) -> dict:
+    return core.evidence(processes, [m.host for m in planned.members], "sglang", planned.version, planned.lint)
 
 
 async def _activate(ctx: RunContext, spec: StepSpec, planned: GroupPlan, processes, followers) -> tuple[str, dict] | None:
     """Wait until every node joined and waits for activation; verify every node's GPUs now (nothing
     is allocated yet); activate.  Returns (why it failed, group state) or None when activated."""
-    from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, judge
-
     deadline = time.monotonic() + float(spec.params.get("join_timeout_s", 600.0))
     while True:
-        group = await states(ctx.transport, processes, followers)
+        group = await core.states(ctx.transport, processes, followers, MODEL)
         if group.state == "failed":
             return f"the group failed before activation: {group.cause}", group.to_json()
         if all(n.state in ("gated", "loading", "ready") for n in group.nodes):
@@ -244,15 +176,10 @@ async def _activate(ctx: RunContext, spec: StepSpec, planned: GroupPlan, process
             return f"not every node joined in {spec.params.get('join_timeout_s', 600.0):g} s: {', '.join(waiting)}", group.to_json()
         await asyncio.sleep(0.5)
     # every rank joined and holds no model memory yet: the GPU gate, now, on every node
-    gate = next((s for s in ctx.runbook.gates() if set(ctx.runbook.kind(s).hosts(s)) & set(m.host for m in planned.members)), None)
-    limit = gate.params.get("max_used_mib", DEFAULT_MAX_USED_MIB) if gate is not None else DEFAULT_MAX_USED_MIB
     for member in planned.members:
-        snapshot = await ctx.hub.gate_sample(ctx.hub.config.host(member.host))
-        ctx.hub.publish(snapshot)
-        report = judge(without(snapshot, {p.pid for p in processes if p.host == member.host}), limit)
-        if report.error or not report.clean:
-            return (f"rank {member.rank} ({member.host}) is not clean at activation: {report.error or '; '.join(report.reasons)}",
-                    group.to_json())
+        unclean = await core.gpus_unclean(ctx, member.host, {p.pid for p in processes if p.host == member.host})
+        if unclean:
+            return f"rank {member.rank} ({member.host}) is not clean at activation: {unclean}", group.to_json()
     rank0 = planned.members[0]
     host = spec.params.get("dist_init_addr", "").rpartition(":")[0].strip("[]") or rank0.address
 
@@ -269,58 +196,20 @@ async def _activate(ctx: RunContext, spec: StepSpec, planned: GroupPlan, process
     return None
 
 
-def without(snapshot, pids: set[int]):
-    """The snapshot as if the group's own processes (their CUDA contexts, before activation) were not
-    there: anything else on the GPUs is what the gate is for."""
-    from dataclasses import replace
-
-    own = [p for p in snapshot.processes if p.pid in pids]
-    if not own:
-        return snapshot
-    freed: dict[int | None, int] = {}
-    for process in own:
-        freed[process.gpu_index] = freed.get(process.gpu_index, 0) + (process.used_memory_mib or 0)
-    gpus = tuple(replace(g, memory_used_mib=max(0, (g.memory_used_mib or 0) - freed.get(g.index, 0))) for g in snapshot.gpus)
-    return replace(snapshot, gpus=gpus, processes=tuple(p for p in snapshot.processes if p.pid not in pids))
+without = core.without
 
 
-class GroupWatcher:
-    """Every node of a running group, polled together: their logs and processes, the group's state
-    (the TUI and `cockpit server` show it; a group with one dead rank is failed, never half-up)."""
+class GroupWatcher(core.GroupWatcher):
+    """SGLang's group, watched as serving/group.py watches every engine's."""
 
     def __init__(self, transport_of, processes: list[LaunchedProcess]):
-        self.transport_of = transport_of  # host name -> Transport
-        self.processes = processes
-        self.followers: dict = {}
-
-    async def poll(self):
-        return await states(self.transport_of, self.processes, self.followers)
+        super().__init__(transport_of, processes, MODEL)
 
 
 async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, processes: list[LaunchedProcess],
                            timeout: float, poll_s: float) -> StepResult:
-    """Ready when rank 0's /health_generate answers 200 and every other node is up (its stub
-    started); failed as soon as one node fails or dies, and then the whole group is stopped."""
-    from cockpit.serving.server import probe_health
+    """Ready when rank 0's /health_generate answers 200 and every other node is up (its stub started)."""
+    return await core.wait_group_ready(ctx, spec, launch, processes, timeout, poll_s, MODEL, "/health_generate", 30000)
 
-    started = _now()
-    rank0 = processes[0]
-    followers: dict = {}
-    deadline = time.monotonic() + timeout
-    while True:
-        group = await states(ctx.transport, processes, followers)
-        facts = {"pid": rank0.pid, "port": rank0.port, "log": rank0.log, "group_state": group.to_json()}
-        if group.state == "failed":
-            await _stop_all(ctx, launch, processes, "a node failed")
-            facts["stopped"] = True
-            return StepResult(StepState.FAILED, started, _now(), f"the group failed: {group.cause}; every rank was stopped", facts)
-        health = await probe_health(ctx.transport(rank0.host), rank0.port or 30000, path="/health_generate")
-        facts["health"] = health
-        if health == "ready" and all(n.state == "ready" for n in group.nodes):
-            return StepResult(StepState.PASSED, started, _now(), f"the group is ready: {len(processes)} nodes, rank 0 "
-                              f"/health_generate 200 on port {rank0.port}", facts)
-        if time.monotonic() > deadline:
-            behind = ", ".join(f"rank {n.rank} ({n.host}): {n.state}" for n in group.nodes if n.state != "ready")
-            return StepResult(StepState.FAILED, started, _now(), f"not ready after {timeout:g} s (rank 0 health: {health}; {behind})",
-                              facts)
-        await asyncio.sleep(poll_s)
+
+node_log = core.node_log

@@ -1,0 +1,246 @@
+"""What every engine's launch group shares (sglang/grouplaunch.py, vllm/grouplaunch.py): one server over several
+nodes, started detached on each over its own connection, watched node by node from each node's log and process,
+ready only when every node is, failed as soon as one node is (then every node is stopped: a half-up group is never
+left running).
+
+An engine brings its `GroupModel`: its node states in order and how a node's log lines read (progress, ready,
+failures) and why a failed group failed, in a sentence naming the node.  This module never names an engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Protocol
+
+from cockpit.hosts.follow import LogFollower
+from cockpit.hosts.procs import LaunchedProcess, process_alive, stop_process
+from cockpit.hosts.transport import TransportError
+from cockpit.runbook.kind import RunContext
+from cockpit.runbook.kind import now as _now
+from cockpit.runbook.model import StepResult, StepSpec, StepState
+
+PORT_FREE = ("import socket, sys\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+             "try:\n    s.bind((sys.argv[1], int(sys.argv[2])))\nexcept OSError as e:\n    print(e); sys.exit(1)")
+
+
+@dataclass
+class NodeState:
+    rank: int
+    host: str
+    state: str = "starting"
+    alive: bool = True
+    failure: str | None = None  # the failure kind
+    line: str = ""  # the log line that shows the state (or the failure)
+    lines_seen: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "host": self.host, "state": "failed" if self.failed else self.state, "alive": self.alive,
+                "failure": self.failure, "line": self.line}
+
+
+@dataclass
+class GroupState:
+    state: str  # the group's: the least advanced node's, "ready" when all are, "failed" when one is
+    nodes: list[NodeState] = field(default_factory=list)
+    cause: str = ""  # the first node that failed and why, in a sentence
+
+    def to_json(self) -> dict:
+        return {"state": self.state, "cause": self.cause, "nodes": [n.to_json() for n in self.nodes]}
+
+
+class GroupModel(Protocol):
+    """An engine's reading of its group's nodes."""
+
+    states: tuple[str, ...]  # a node's states in the order it passes them, "ready" last
+
+    def node_state(self, rank: int, process: LaunchedProcess, lines: list[str], alive: bool) -> NodeState: ...
+
+    def group_state(self, nodes: list[NodeState]) -> GroupState: ...
+
+
+def summarize(nodes: list[NodeState], states: tuple[str, ...], priority: dict[str, int],
+              describe: Callable[[NodeState, list[NodeState]], str]) -> GroupState:
+    """The group's state: failed when a node is (the root cause first: a node that died beats the peers that then
+    timed out waiting for it, by `priority`), else the least advanced node's."""
+    failed = [n for n in nodes if n.failed]
+    if failed:
+        first = min(failed, key=lambda n: (priority.get(n.failure or "", len(priority) + 1), n.rank))
+        return GroupState("failed", nodes, describe(first, nodes))
+    order = {name: i for i, name in enumerate(states)}
+    least = min(nodes, key=lambda n: order.get(n.state, 0)) if nodes else None
+    return GroupState(least.state if least else states[0], nodes)
+
+
+def node_log(path: str, rank: int) -> str:
+    """Each node's own log: `{rank}` in the step's log path, else `-rankN` before its extension (a
+    home or /tmp shared over NFS must not interleave the nodes' logs)."""
+    if "{rank}" in path:
+        return path.replace("{rank}", str(rank))
+    head, dot, ext = path.rpartition(".")
+    if dot and "/" not in ext:
+        return f"{head}-rank{rank}.{ext}"
+    return f"{path}-rank{rank}"
+
+
+def previous(ctx: RunContext, spec: StepSpec) -> list[LaunchedProcess]:
+    """The group (or the one server) this step started before."""
+    from cockpit.hosts.procs import group_of
+
+    result = ctx.runbook.result(spec.name)
+    return group_of(result.evidence) if result is not None else []
+
+
+async def stop_all(ctx: RunContext, spec: StepSpec, processes: list[LaunchedProcess], why: str) -> None:
+    for process in processes:
+        transport = ctx.transport(process.host)
+        if await process_alive(transport, process.pid):
+            gone = await stop_process(transport, process.pid)
+            ctx.audit("kill", host=process.host, step=spec.name, signal="TERM", pids=[process.pid], why=why, gone=gone)
+
+
+async def port_in_use(ctx: RunContext, host: str, python: str, port: int | str) -> str | None:
+    """Why `port` cannot be bound on `host` (its own Python binds it for a moment); None when it is free."""
+    bound = await ctx.transport(host).run([python, "-c", PORT_FREE, "0.0.0.0", str(port)], timeout=30)
+    return None if bound.exit_status == 0 else (bound.output.strip()[:120] or f"exit {bound.exit_status}")
+
+
+async def gpus_unclean(ctx: RunContext, host: str, own: set[int] | None = None) -> str | None:
+    """The host's GPUs sampled now and judged by the gate's limit (its gate step's, else the default), its own
+    processes (`own`: the group's pids there, before they allocate) left out; why they are not clean, or None."""
+    from cockpit.runbook.checks import DEFAULT_MAX_USED_MIB, judge
+
+    gate = next((s for s in ctx.runbook.gates() if host in ctx.runbook.kind(s).hosts(s)), None)
+    limit = gate.params.get("max_used_mib", DEFAULT_MAX_USED_MIB) if gate is not None else DEFAULT_MAX_USED_MIB
+    snapshot = await ctx.hub.gate_sample(ctx.hub.config.host(host))
+    ctx.hub.publish(snapshot)
+    report = judge(without(snapshot, own or set()), limit)
+    if report.error or not report.clean:
+        return report.error or "; ".join(report.reasons)
+    return None
+
+
+def without(snapshot, pids: set[int]):
+    """The snapshot as if the group's own processes (their CUDA contexts, before activation) were not
+    there: anything else on the GPUs is what the gate is for."""
+    own = [p for p in snapshot.processes if p.pid in pids]
+    if not own:
+        return snapshot
+    freed: dict[int | None, int] = {}
+    for process in own:
+        freed[process.gpu_index] = freed.get(process.gpu_index, 0) + (process.used_memory_mib or 0)
+    gpus = tuple(replace(g, memory_used_mib=max(0, (g.memory_used_mib or 0) - freed.get(g.index, 0))) for g in snapshot.gpus)
+    return replace(snapshot, gpus=gpus, processes=tuple(p for p in snapshot.processes if p.pid not in pids))
+
+
+async def start_nodes(ctx: RunContext, spec: StepSpec, log_path: str, hosts: list[str], argvs: list[list[str]], port: int,
+                      before_each: Callable[[int], Any] | None = None) -> tuple[list[LaunchedProcess], str | None]:
+    """Every node started detached, rank 0 first, each with the step's marker and its own log; `before_each(rank)`
+    (awaited) may refuse a node with a reason.  On the first node that cannot start, the ones started are stopped:
+    (what started, why not)."""
+    from cockpit.hosts.procs import launch_marker, start_detached
+
+    started = _now()
+    processes: list[LaunchedProcess] = []
+    for rank, (host, argv) in enumerate(zip(hosts, argvs)):
+        if before_each is not None:
+            refused = await before_each(rank)
+            if refused:
+                await stop_all(ctx, spec, processes, "a node was refused before its start")
+                return processes, refused
+        log = node_log(log_path, rank)
+        pid, error = await start_detached(ctx.transport(host), argv, log, spec.params.get("cwd"), spec.params.get("env"),
+                                          launch_marker(spec.name, host) + f" rank={rank}")
+        if pid is None:
+            await stop_all(ctx, spec, processes, "a node could not start")
+            return processes, f"rank {rank} ({host}) could not start: {error}"
+        ctx.audit("launch", host=host, step=spec.name, pid=pid, argv=argv, log=log, rank=rank)
+        processes.append(LaunchedProcess(host, pid, log, tuple(argv), port if rank == 0 else None, started))
+    return processes, None
+
+
+async def node_lines(transport_of, process: LaunchedProcess, followers: dict) -> list[str]:
+    follower = followers.setdefault((process.host, process.log),
+                                    (LogFollower(transport_of(process.host), process.log, tail_bytes=1 << 20), []))
+    try:
+        update = await follower[0].poll()
+        follower[1].extend(update.lines)
+        del follower[1][:-4000]
+    except (TransportError, OSError):
+        pass
+    return follower[1]
+
+
+async def states(transport_of, processes: list[LaunchedProcess], followers: dict, model: GroupModel) -> GroupState:
+    """Every node's state from its log and its process (`transport_of(host)`: that host's transport)."""
+    nodes = []
+    for rank, process in enumerate(processes):
+        lines = await node_lines(transport_of, process, followers)
+        try:
+            alive = await process_alive(transport_of(process.host), process.pid)
+        except (TransportError, OSError):
+            alive = True  # unreachable is not dead: the next poll says
+        nodes.append(model.node_state(rank, process, lines, alive))
+    return model.group_state(nodes)
+
+
+class GroupWatcher:
+    """Every node of a running group, polled together: their logs and processes, the group's state
+    (the TUI and `cockpit server` show it; a group with one dead rank is failed, never half-up)."""
+
+    def __init__(self, transport_of, processes: list[LaunchedProcess], model: GroupModel):
+        self.transport_of = transport_of  # host name -> Transport
+        self.processes = processes
+        self.model = model
+        self.followers: dict = {}
+
+    async def poll(self) -> GroupState:
+        return await states(self.transport_of, self.processes, self.followers, self.model)
+
+
+async def settle(ctx: RunContext, spec: StepSpec, processes: list[LaunchedProcess], model: GroupModel,
+                 followers: dict | None = None) -> GroupState:
+    """The group's state a moment after its start (settle_s): a node that fails at once fails the launch."""
+    await asyncio.sleep(float(spec.params.get("settle_s", 3.0)))
+    return await states(ctx.transport, processes, followers if followers is not None else {}, model)
+
+
+async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, processes: list[LaunchedProcess],
+                           timeout: float, poll_s: float, model: GroupModel, health_path: str, default_port: int) -> StepResult:
+    """Ready when rank 0's `health_path` answers 200 and every node is ready by its own log; failed as soon as one
+    node fails or dies, and then the whole group is stopped."""
+    from cockpit.serving.server import probe_health
+
+    started = _now()
+    rank0 = processes[0]
+    followers: dict = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        group = await states(ctx.transport, processes, followers, model)
+        facts = {"pid": rank0.pid, "port": rank0.port, "log": rank0.log, "group_state": group.to_json()}
+        if group.state == "failed":
+            await stop_all(ctx, launch, processes, "a node failed")
+            facts["stopped"] = True
+            return StepResult(StepState.FAILED, started, _now(), f"the group failed: {group.cause}; every rank was stopped", facts)
+        health = await probe_health(ctx.transport(rank0.host), rank0.port or default_port, path=health_path)
+        facts["health"] = health
+        if health == "ready" and all(n.state == "ready" for n in group.nodes):
+            return StepResult(StepState.PASSED, started, _now(), f"the group is ready: {len(processes)} nodes, rank 0 "
+                              f"{health_path} 200 on port {rank0.port}", facts)
+        if time.monotonic() > deadline:
+            behind = ", ".join(f"rank {n.rank} ({n.host}): {n.state}" for n in group.nodes if n.state != "ready")
+            return StepResult(StepState.FAILED, started, _now(), f"not ready after {timeout:g} s (rank 0 health: {health}; {behind})",
+                              facts)
+        await asyncio.sleep(poll_s)
+
+
+def evidence(processes: list[LaunchedProcess], hosts: list[str], engine_key: str, version: str | None, lint) -> dict:
+    """A group launch's evidence: rank 0's keys (what one server records), every node (`group`), the version and lint."""
+    rank0 = processes[0].to_evidence() if processes else {}
+    return {**rank0, "group": [p.to_evidence() for p in processes], "nodes": list(hosts), engine_key: version,
+            "lint": [d.to_json() for d in lint.diagnoses]}
