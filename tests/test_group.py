@@ -428,8 +428,7 @@ tp = 2
 
 def test_vllm_over_two_nodes_is_handed_to_slurm_as_data_parallel_with_headless_workers(tmp_path):
     """Issue 39 class 6 (the hand-off): node 0 serves, node 1 runs headless engines from its own data-parallel rank; the
-    sbatch script run by bash with stand-ins for srun/scontrol/curl (no Slurm here).  The cockpit's own launch of a vLLM
-    group over SSH is not built, and `plan run` says so naming the hand-off."""
+    sbatch script run by bash with stand-ins for srun/scontrol/curl (no Slurm here)."""
     config = tmp_path / "c.toml"
     config.write_text(VLLM_TWO_NODES.format(version="0.10.2"))
     record = tmp_path / "record.sh"
@@ -458,11 +457,209 @@ def test_vllm_over_two_nodes_is_handed_to_slurm_as_data_parallel_with_headless_w
                          capture_output=True, text=True, timeout=60)
     assert lws.returncode == 0 and "--headless" in lws.stdout and "$(( LWS_WORKER_INDEX * 4 ))" in lws.stdout
     assert "vllm/vllm-openai" in lws.stdout
-    refused = subprocess.run([sys.executable, "-m", "cockpit", "plan", "run", "launch", "--yes", "--force", "launch", "--reason", "t",
-                              "-c", str(config)], capture_output=True, text=True, timeout=120)
-    assert refused.returncode != 0 and "plan emit launch --format slurm|lws" in refused.stdout + refused.stderr
     old = tmp_path / "old.toml"
     old.write_text(VLLM_TWO_NODES.format(version="0.8.5"))  # its recorded parser (0.8.5.post1) has no --headless
     too_old = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "slurm", "-c", str(old)], capture_output=True,
                              text=True, timeout=60)
     assert too_old.returncode == 2 and "--headless" in too_old.stderr and "Traceback" not in too_old.stderr
+
+
+# --- vLLM's own group over SSH: data parallel, gated per node ------------------------------------------------------
+
+def vllm_group_config(sshd, tmp_path, n: int = 2, *, env: dict | None = None, dist_init_addr: str | None = None) -> str:
+    """Each node a loopback address of the real sshd, its GPUs the stand-in nvidia-smi's, its vLLM the demo's STAND-IN
+    (cockpit/demo/vllm_server.py: 0.10.2's --help and lines, a real TCP handshake of the headless engines with the head)."""
+    from cockpit.demo.world import serving_python
+
+    python = serving_python(tmp_path / "world", sys.executable)
+    hosts = "".join(sshd.host_toml(f"node{i}", address=a, python=python) for i, a in enumerate(addresses(n)))
+    names = json.dumps([f"node{i}" for i in range(n)])
+    draft = write_draft(tmp_path / "draft", "midlayer")
+    env_toml = "env = {" + ", ".join(f'{k} = "{v}"' for k, v in (env or {}).items()) + "}\n" if env else ""
+    addr = f'dist_init_addr = "{dist_init_addr}"\n' if dist_init_addr else ""
+    return sshd.config_toml(hosts) + f"""
+[runbook]
+name = "vllm-dp-{n}"
+
+[[runbook.steps]]
+name = "clean"
+kind = "gpu_clean"
+hosts = {names}
+expect_gpus = 8
+
+[[runbook.steps]]
+name = "launch"
+kind = "serve_launch"
+engine = "vllm"
+hosts = {names}
+model_path = "/models/Llama-3.3-70B-Instruct"
+draft_path = "{draft}"
+depth = 3
+tp = 4
+port = {free_port()}
+dist_init_port = {free_port()}
+log = "{tmp_path}/vllm-group.log"
+settle_s = 0.5
+{env_toml}{addr}
+[[runbook.steps]]
+name = "ready"
+kind = "serve_ready"
+host = "node0"
+timeout_s = 30
+poll_s = 0.3
+"""
+
+
+def vllm_logs(tmp_path) -> str:
+    return "".join(p.read_text() for p in sorted(tmp_path.glob("vllm-group*.log")))
+
+
+def test_a_vllm_group_starts_head_first_becomes_ready_and_a_dead_node_fails_it(tmp_path, nodes4):
+    """Issue 39 class 6: vLLM data parallel over two nodes launched by the cockpit over SSH: the head serves, node 1 runs
+    headless engines from its own data-parallel rank (8 GPUs / tp 4 = 2 ranks a node, 4 in all); ready when the head's
+    /health answers (its API server starts only after every engine shook hands) and node 1's engines are up; a node
+    killed afterwards turns the group failed, naming it."""
+    from cockpit.vllm.grouplaunch import GroupWatcher
+
+    ctx = Context.of(parse_config(vllm_group_config(nodes4, tmp_path), str(tmp_path / "c.toml")))
+
+    async def go():
+        try:
+            clean, launch, ready = await run_steps(ctx, "clean", "launch", "ready")
+            assert clean.state is StepState.PASSED, clean.message
+            assert launch.state is StepState.PASSED, (launch.message, vllm_logs(tmp_path)[-3000:])
+            head, node1 = members = group_of(launch.evidence)
+            assert [m.host for m in members] == ["node0", "node1"] and launch.evidence["vllm"] == "0.10.2"
+
+            def flag(words, name):
+                return words[words.index(name) + 1]
+
+            assert "--headless" not in head.argv and "--headless" in node1.argv
+            for m in members:
+                assert (flag(m.argv, "--data-parallel-size"), flag(m.argv, "--data-parallel-size-local")) == ("4", "2")
+                assert flag(m.argv, "--data-parallel-address") == "127.0.0.1"
+            assert flag(node1.argv, "--data-parallel-start-rank") == "2" and launch.evidence["dp_ranks"] == [2, 2]
+            assert ready.state is StepState.PASSED, (ready.message, vllm_logs(tmp_path)[-3000:])
+            assert "/health 200" in ready.message
+            assert [n["state"] for n in ready.evidence["group_state"]["nodes"]] == ["ready", "ready"]
+            log = vllm_logs(tmp_path)
+            assert "Launching 2 data parallel engine(s) in headless mode" in log and "Application startup complete" in log
+            # node 1 dies: the head does not exit, the group is failed, naming the node
+            os.kill(node1.pid, 9)
+            watcher = GroupWatcher(ctx.pool.get, members)
+            for _ in range(50):
+                state = await watcher.poll()
+                if state.state == "failed":
+                    break
+                await asyncio.sleep(0.1)
+            assert state.state == "failed" and "rank 1 (node1): its process exited while ready" in state.cause
+            said = await ctx.runbook.stop_server("launch", lambda _t: asyncio.sleep(0, True))
+            assert "stopped pid" in said
+            assert not await process_alive(ctx.pool.get("node0"), head.pid)
+        finally:
+            await ctx.close()
+
+    asyncio.run(go())
+
+
+def test_a_vllm_node_dirty_at_its_own_start_stops_the_nodes_started_before_it(tmp_path, nodes4):
+    """Gated per node: the launch gate passed on both nodes, then (while the plan waited for its confirmation) a process
+    took memory on node 1; right before node 1's own start its GPUs are sampled again: refused naming it, and the head
+    already started is stopped (no half-up group)."""
+    ctx = Context.of(parse_config(vllm_group_config(nodes4, tmp_path), str(tmp_path / "c.toml")))
+
+    async def dirty_then_yes(_text):
+        nodes4.scenario({"gpus": 8, "processes": [{"pid": 4242, "gpu": 3, "used_memory": 30000, "name": "python3"}]},
+                        address=addresses(2)[1])
+        return True
+
+    async def go():
+        try:
+            [clean] = await run_steps(ctx, "clean")
+            assert clean.state is StepState.PASSED, clean.message
+            launch = await ctx.runbook.run_step("launch", dirty_then_yes)
+            assert launch.state is StepState.FAILED
+            assert "rank 1 (node1) is not clean at its start" in launch.message and "30000" in launch.message, launch.message
+            assert "the nodes started before it were stopped" in launch.message
+            [head] = group_of(launch.evidence)
+            assert head.host == "node0" and not await process_alive(ctx.pool.get("node0"), head.pid)
+            assert not list(tmp_path.glob("vllm-group-rank1.log"))  # node 1 never started
+        finally:
+            await ctx.close()
+
+    asyncio.run(go())
+
+
+def test_a_headless_vllm_node_that_never_hears_from_the_head_is_named_and_the_group_stopped(tmp_path, nodes4):
+    """The head's handshake port cannot be reached (a firewall, in the stand-in): node 1 gives up with vLLM's own error;
+    readiness fails naming node 1 and the head, and stops every node."""
+    config = vllm_group_config(nodes4, tmp_path, env={"VLLM_STANDIN_FIREWALLED": "1", "VLLM_STANDIN_HANDSHAKE_S": "1.5"})
+    ctx = Context.of(parse_config(config, str(tmp_path / "c.toml")))
+
+    async def go():
+        try:
+            clean, launch, ready = await run_steps(ctx, "clean", "launch", "ready")
+            assert launch.state is StepState.PASSED, (launch.message, vllm_logs(tmp_path)[-3000:])
+            assert ready.state is StepState.FAILED and ready.evidence["stopped"] is True
+            assert "rank 1 (node1) never heard from the head (node0:" in ready.message and "within 5 minutes" in ready.message
+            assert "--data-parallel-rpc-port" in ready.message
+            for member in group_of(launch.evidence):
+                assert not await process_alive(ctx.pool.get(member.host), member.pid)
+        finally:
+            await ctx.close()
+
+    asyncio.run(go())
+
+
+HEAD = "\x1b[1;36m(APIServer pid=7)\x1b[0;0m INFO 12-06 10:00:00 [{where}] {text}"
+ENGINE = "\x1b[1;36m(EngineCore_DP{rank} pid=9)\x1b[0;0m {level} 12-06 10:00:00 [{where}] {text}"
+
+
+@pytest.mark.parametrize("rank, engines, lines, state, failure", [
+    # a headless node: launched, waiting for the head's handshake, loading, its engines up one by one
+    (1, 2, ["INFO 12-06 10:00:00 [serve.py:177] Launching 2 data parallel engine(s) in headless mode, with head node address "
+            "tcp://10.0.0.1:13345."], "waiting for head", None),
+    (1, 2, [ENGINE.format(rank=2, level="INFO", where="default_loader.py:267", text="Loading weights took 41.20 seconds")],
+     "loading", None),
+    (1, 2, [ENGINE.format(rank=2, level="INFO", where="core.py:214", text="init engine (profile, create kv cache, warmup model) took "
+                          "30.1 seconds")], "engines up", None),
+    (1, 2, [ENGINE.format(rank=r, level="INFO", where="core.py:214", text="init engine (profile, create kv cache, warmup model) took "
+                          "30.1 seconds") for r in (2, 3)], "ready", None),
+    # the head: its own engines up is not ready; its API server's start is (every engine shook hands by then)
+    (0, 2, [ENGINE.format(rank=0, level="INFO", where="core.py:214", text="init engine (profile, create kv cache, warmup model) took "
+                          "30.1 seconds")], "engines up", None),
+    (0, 2, ["INFO:     Application startup complete."], "ready", None),
+    # failures: the specific cause after vLLM's generic "failed to start"
+    (1, 2, [ENGINE.format(rank=2, level="ERROR", where="core.py:726", text="EngineCore failed to start."),
+            "RuntimeError: Did not receive response from front-end process within 5 minutes"], "starting", "head_unreachable"),
+    (0, 2, [ENGINE.format(rank=0, level="ERROR", where="core.py:726", text="EngineCore failed to start."),
+            "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which "
+            "is larger than the available KV cache memory (9.50 GiB)."], "starting", "kv_cache"),
+    (0, 2, [HEAD.format(where="launcher.py:101", text="RuntimeError: Engine core initialization failed. See root cause above. "
+                        "Failed core proc(s): {'EngineCore_DP1': 1}")], "starting", "engine_failed"),
+    (1, 2, ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."], "starting", "oom"),
+])
+def test_a_vllm_node_reads_its_own_lines(rank, engines, lines, state, failure):
+    from cockpit.vllm.group import node_state
+
+    node = node_state(rank, "node", lines, alive=True, engines=engines)
+    assert (node.state, node.failure) == (state, failure)
+
+
+def test_a_vllm_group_names_the_root_cause_and_its_fix():
+    from cockpit.vllm.group import group_state, node_state
+
+    head = node_state(0, "gpu-a", ["INFO 12-06 [utils.py:1279] Started DP Coordinator process (PID: 8)"], alive=True)
+    dead = node_state(1, "gpu-b", [], alive=False)
+    late = node_state(2, "gpu-c", ["RuntimeError: Did not receive response from front-end process within 5 minutes"], alive=True)
+    assert group_state([head, dead, late]).cause == "rank 1 (gpu-b): its process exited while starting; its log tells why"
+    kv = node_state(0, "gpu-a", ["ValueError: To serve at least one request with the model's max seq len (8192), (1.0 GiB KV cache "
+                                 "is needed, which is larger than the available KV cache memory (0.5 GiB)."], alive=True)
+    said = group_state([kv, late]).cause
+    assert said.startswith("the head, rank 0 (gpu-a) ran out of GPU memory") and "--max-model-len" in said
+
+
+def test_config_check_refuses_data_parallel_flags_a_vllm_group_sets(tmp_path):
+    text = VLLM_TWO_NODES.format(version="0.10.2") + 'extra_args = ["--headless", "--data-parallel-size", "4"]\n'
+    with pytest.raises(ConfigError, match="must not set --data-parallel-size, --headless"):
+        check_config(parse_config(text, str(tmp_path / "c.toml")))

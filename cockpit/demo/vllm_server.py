@@ -31,6 +31,72 @@ def log(message: str, level: str = "INFO", where: str = "api_server.py:1896") ->
     print(f"{prefix}{level} {time.strftime('%m-%d %H:%M:%S')} [{where}] {message}", flush=True)
 
 
+def engine_log(rank: int, message: str, where: str, level: str = "INFO") -> None:
+    """A line of one data-parallel engine's process (vLLM prefixes each process's lines with its name and pid)."""
+    print(f"\x1b[1;36m(EngineCore_DP{rank} pid={os.getpid()})\x1b[0;0m {level} {time.strftime('%m-%d %H:%M:%S')} [{where}] {message}",
+          flush=True)
+
+
+def start_engines(first: int, count: int) -> None:
+    """`count` data-parallel engines from rank `first`: each loads the model and builds its KV cache (0.10.2's lines)."""
+    for rank in range(first, first + count):
+        engine_log(rank, "Loading weights took 0.80 seconds", "default_loader.py:267")
+    time.sleep(0.3)
+    for rank in range(first, first + count):
+        engine_log(rank, "GPU KV cache size: 1,048,576 tokens", "kv_cache_utils.py:864")
+        engine_log(rank, "init engine (profile, create kv cache, warmup model) took 0.60 seconds", "core.py:214")
+
+
+async def headless(values: dict, address: str, rpc_port: int, local: int, first: int) -> int:
+    """A `--headless` node: its engines shake hands with the head at its --data-parallel-rpc-port (retrying, as ZMQ does,
+    silently), then load; a head never heard from: vLLM's error after HANDSHAKE_TIMEOUT_MINS (5; the stand-in waits
+    VLLM_STANDIN_HANDSHAKE_S).  Then it stays up serving through the head until it is stopped."""
+    print(f"INFO {time.strftime('%m-%d %H:%M:%S')} [serve.py:177] Launching {local} data parallel engine(s) in headless mode, "
+          f"with head node address tcp://{address}:{rpc_port}.", flush=True)
+    deadline = time.monotonic() + float(os.environ.get("VLLM_STANDIN_HANDSHAKE_S", "300"))
+    while True:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(address, rpc_port), 2)
+            break
+        except (OSError, asyncio.TimeoutError):
+            if time.monotonic() > deadline:
+                for rank in range(first, first + local):
+                    engine_log(rank, "EngineCore failed to start.", "core.py:726", "ERROR")
+                print("RuntimeError: Did not receive response from front-end process within 5 minutes", flush=True)
+                return 1
+            await asyncio.sleep(0.3)
+    start_engines(first, local)
+    writer.write("".join(f"ready {rank}\n" for rank in range(first, first + local)).encode())
+    await writer.drain()
+    await reader.read()  # the head's link: kept until either end goes
+    return 0
+
+
+async def head_handshake(address: str, rpc_port: int, remote: int) -> None:
+    """The head waits for every remote engine's handshake before its API server starts; forever, as vLLM (its waiting
+    is logged at DEBUG only)."""
+    ready = 0
+    done = asyncio.Event()
+    links = []
+
+    async def accept(reader, writer) -> None:
+        nonlocal ready
+        links.append(writer)
+        while line := await reader.readline():
+            if line.startswith(b"ready"):
+                ready += 1
+                if ready >= remote:
+                    done.set()
+
+    if os.environ.get("VLLM_STANDIN_FIREWALLED"):  # scenario: the head's port cannot be reached from the other nodes
+        await asyncio.Event().wait()
+    _LISTENERS.append(await asyncio.start_server(accept, address, rpc_port))
+    await done.wait()
+
+
+_LISTENERS: list = []  # the handshake port stays open while the head runs
+
+
 def refuse(usage: str, prog: str, message: str) -> int:
     sys.stderr.write(f"{usage}\n{prog}: error: {message}\n")
     return 2
@@ -205,20 +271,39 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\x1b[1;36m(APIServer pid={os.getpid()})\x1b[0;0m {line}", flush=True)
             return 1
     tp = max(1, _int(values.get("--tensor-parallel-size"), 1))
+    dp = max(1, _int(values.get("--data-parallel-size"), 1))
+    local = max(1, _int(values.get("--data-parallel-size-local"), dp))
+    address, rpc_port = str(values.get("--data-parallel-address") or "127.0.0.1"), _int(values.get("--data-parallel-rpc-port"), 29550)
+    if values.get("--headless"):  # a node of a data-parallel group that serves nothing itself (vllm/group.py)
+        register_gpus(local * tp, "VLLM::EngineCore")
+        return asyncio.run(headless(values, address, rpc_port, local, _int(values.get("--data-parallel-start-rank"), 0)))
     log("Resolved architecture: LlamaForCausalLM", where="__init__.py:742")
+    handshake = None
+    if dp > local:  # the head of a data-parallel group over several nodes: its engines' handshake port first
+        log(f"Started DP Coordinator process (PID: {os.getpid() + 1})", where="utils.py:1279")
     if config:
         log("Loading drafter model...", where="gpu_model_runner.py:2180")
     time.sleep(0.8)
-    gpus_busy = register_gpus(tp, "VLLM::EngineCore")
-    log("Loading weights took 0.80 seconds", where="default_loader.py:267")
-    log("GPU KV cache size: 1,048,576 tokens", where="kv_cache_utils.py:864")
-    log("init engine (profile, create kv cache, warmup model) took 0.60 seconds", where="core.py:214")
+    gpus_busy = register_gpus(tp * local, "VLLM::EngineCore")
+    if dp > 1:
+        start_engines(0, local)
+        handshake = (address, rpc_port, dp - local) if dp > local else None
+    else:
+        log("Loading weights took 0.80 seconds", where="default_loader.py:267")
+        log("GPU KV cache size: 1,048,576 tokens", where="kv_cache_utils.py:864")
+        log("init engine (profile, create kv cache, warmup model) took 0.60 seconds", where="core.py:214")
     server = StandInVllm(model, config)
     server.gpus_busy = gpus_busy
     interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
 
     async def run() -> None:
         asyncio.ensure_future(watch_parent())  # ends with the demo, as the SGLang stand-in does
+        if handshake is not None:
+            try:
+                await head_handshake(*handshake)
+            except OSError as exc:
+                print(f"OSError: [Errno {exc.errno}] {exc.strerror}", flush=True)
+                raise SystemExit(1) from None
         listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=256)
         log(f"Starting vLLM API server 0 on http://127.0.0.1:{port}", where="launcher.py:29")
         print("INFO:     Application startup complete.", flush=True)

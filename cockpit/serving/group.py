@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from cockpit.hosts.follow import LogFollower
 from cockpit.hosts.procs import LaunchedProcess, process_alive, stop_process
@@ -108,6 +108,56 @@ async def port_in_use(ctx: RunContext, host: str, python: str, port: int | str) 
     """Why `port` cannot be bound on `host` (its own Python binds it for a moment); None when it is free."""
     bound = await ctx.transport(host).run([python, "-c", PORT_FREE, "0.0.0.0", str(port)], timeout=30)
     return None if bound.exit_status == 0 else (bound.output.strip()[:120] or f"exit {bound.exit_status}")
+
+
+async def every_node(hosts: list[str], ask: Callable[[str], Awaitable[Any]]) -> tuple[list[Any], str | None]:
+    """`ask(host)` of every node at once: (the answers, rank 0's first; None) or ([], why one node could not answer,
+    naming it)."""
+    from cockpit.errors import CockpitError
+
+    answers = await asyncio.gather(*(ask(h) for h in hosts), return_exceptions=True)
+    for rank, (host, answer) in enumerate(zip(hosts, answers)):
+        if isinstance(answer, (CockpitError, TransportError, OSError)):
+            return [], f"rank {rank} ({host}): {answer}"
+        if isinstance(answer, BaseException):
+            raise answer
+    return list(answers), None
+
+
+def one_version(label: str, hosts: list[str], versions: list[str | None]) -> str | None:
+    """Why the group cannot run (its nodes run different versions of the engine), or None."""
+    if len(set(versions)) < 2:
+        return None
+    differ = [f"{host} runs {v}" for host, v in zip(hosts, versions) if v != versions[0]]
+    return (f"{label} differs across the group: rank 0 ({hosts[0]}) runs {versions[0]}, {', '.join(differ)}; every node "
+            "must run the same version")
+
+
+async def draft_problem(ctx: RunContext, hosts: list[str], draft: str, version: str | None, loader: str, label: str) -> str | None:
+    """The draft read header-only on every node and judged for the group's version by the engine's loader: why it is
+    not ready on a node (naming it), or None."""
+    from cockpit.drafter.steps import inspect_on
+
+    reports, why = await every_node(hosts, lambda host: inspect_on(ctx.hub, host, draft))
+    if why:
+        return f"the draft {draft} on {why}"
+    for rank, (host, report) in enumerate(zip(hosts, reports)):
+        problems = [p for ps in report.verdicts(version, loader).values() for p in ps]
+        if problems:
+            return f"the draft {draft} on rank {rank} ({host}) is not ready for {label} {version}: {problems[0].message}"
+    return None
+
+
+async def rank0_port_problem(ctx: RunContext, spec: StepSpec, host: str, python: str, port: int | str, what: str) -> str | None:
+    """Rank 0's `port` (its `what`) must be free, unless this step's own group, still running, holds it (the relaunch
+    stops it first)."""
+    busy = await port_in_use(ctx, host, python, port)
+    if not busy:
+        return None
+    old_rank0 = next((o for o in previous(ctx, spec) if o.host == host), None)
+    if old_rank0 and await process_alive(ctx.transport(host), old_rank0.pid):
+        return None
+    return f"rank 0's {what} {port} on {host} is in use ({busy}): another server or group holds it; stop it or choose dist_init_port"
 
 
 async def gpus_unclean(ctx: RunContext, host: str, own: set[int] | None = None) -> str | None:

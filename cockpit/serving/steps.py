@@ -26,7 +26,6 @@ from cockpit.serving.server import DEFAULT_PORT, LogFollower, wait_ready
 
 # a launch over several nodes (SGLang's, serving/engine.py Engine.group): the flags the group sets per node
 DEFAULT_DIST_PORT = 20000
-GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr", "--gated-launch-port")
 
 
 @dataclass
@@ -78,11 +77,12 @@ class ServeLaunch(Launch):
         "lint": Param(bool, True),
         "settle_s": Param((int, float), 3.0),
         "cwd": Param(str, None),
-        # a launch group: one server over several nodes (sglang/group.py)
+        # a launch group: one server over several nodes (sglang/group.py; vLLM: data parallel, vllm/group.py)
         "hosts": Param(list, None, help="instead of host: every node of a multi-node launch, rank 0 first"),
         "nnodes": Param(int, None, help="the number of nodes (a check: it must equal the number of hosts)"),
-        "dist_init_port": Param(int, DEFAULT_DIST_PORT, help="rank 0's rendezvous port"),
-        "dist_init_addr": Param(str, None, help="host:port of rank 0 as the other nodes reach it (default: rank 0's address)"),
+        "dist_init_port": Param(int, DEFAULT_DIST_PORT, help="rank 0's rendezvous port (vLLM: its --data-parallel-rpc-port)"),
+        "dist_init_addr": Param(str, None, help="host:port of rank 0 as the other nodes reach it (default: rank 0's address; vLLM: "
+                                "its --data-parallel-address and --data-parallel-rpc-port)"),
         "dist_timeout": Param(int, 300, help="seconds a node waits for its peers before failing (SGLang's --dist-timeout)"),
         "gated": Param(bool, True, help="SGLang 0.5.23+: every node joins, the GPUs are verified again, then the group is activated"),
         "gated_port": Param(int, None, help="the gated launch's port on rank 0 (default: dist_init_port + 1000)"),
@@ -159,16 +159,11 @@ class ServeLaunch(Launch):
         if spec.params.get("nnodes") is not None and spec.params["nnodes"] != len(nodes):
             return f"nnodes is {spec.params['nnodes']} but the group has {plural(len(nodes), 'host')}: {', '.join(nodes)}"
         if len(nodes) > 1:
-            if any(w.split("=", 1)[0] in GROUP_FLAGS for w in extra):
-                return "extra_args must not set --nnodes, --node-rank or --dist-init-addr: the group sets them per node"
             addr = spec.params.get("dist_init_addr")
             if addr is not None:
                 host, _, port = addr.rpartition(":")
                 if not host or not port.isdigit() or not 0 < int(port) < 65536:
                     return f"dist_init_addr '{addr}' must be host:port, e.g. 10.0.0.1:20000"
-            tp = spec.params.get("tp")
-            if tp is not None and tp % len(nodes):
-                return f"tp {tp} must be divisible by the {len(nodes)} nodes (SGLang: tp_size must be divisible by number of nodes)"
         return None
 
     def check_references(self, spec: StepSpec, before, config):

@@ -68,7 +68,9 @@ class SGLang:
         return lint.strip_launcher(argv)
 
     def validate_launch(self, params: dict[str, Any], nodes: int) -> str | None:
-        return None
+        from cockpit.sglang.group import validate
+
+        return validate(params, nodes)
 
     def foreign_line(self, words: list[str]) -> dict | None:
         return None

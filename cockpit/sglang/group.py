@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 
 from cockpit.serving.group import GroupState, NodeState, summarize
-from cockpit.serving.steps import DEFAULT_DIST_PORT, GROUP_FLAGS, Refused  # noqa: F401 - the group's, the step's words
+from cockpit.serving.steps import DEFAULT_DIST_PORT, Refused  # noqa: F401 - the group's, the step's words
+
+GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr", "--gated-launch-port")  # set per node
 
 STATES = ("starting", "waiting for peers", "joined", "gated", "loading", "ready")
 
@@ -46,6 +48,18 @@ class Member:
     rank: int
     host: str  # the config's host name
     address: str  # where the others reach it (rank 0's is the dist-init address)
+
+
+def validate(params: dict, nodes: int) -> str | None:
+    """A group's own rules, before anything runs."""
+    if nodes < 2:
+        return None
+    if any(str(w).split("=", 1)[0] in GROUP_FLAGS for w in params.get("extra_args") or []):
+        return "extra_args must not set --nnodes, --node-rank or --dist-init-addr: the group sets them per node"
+    tp = params.get("tp")
+    if tp is not None and tp % nodes:
+        return f"tp {tp} must be divisible by the {nodes} nodes (SGLang: tp_size must be divisible by number of nodes)"
+    return None
 
 
 def group_argv(base: list[str], nnodes: int, rank: int, dist_init: str, gated_port: int | None = None,

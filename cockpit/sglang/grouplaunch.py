@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cockpit.hosts.http import request
-from cockpit.hosts.procs import LaunchedProcess, process_alive
+from cockpit.hosts.procs import LaunchedProcess
 from cockpit.hosts.transport import TransportError, quote_argv
 from cockpit.runbook.kind import RunContext
 from cockpit.runbook.kind import now as _now
@@ -64,29 +64,19 @@ async def _version(ctx: RunContext, kind, spec: StepSpec, host: str):
 
 
 async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
-    from cockpit.errors import CockpitError
-
     group, dist_init = members(kind, ctx, spec)
     base = kind.argv(ctx, spec)
 
     def refuse(message: str) -> tuple[None, _Refused]:
         return None, _Refused(LintReport(), base, message)
 
+    hosts = [m.host for m in group]
     # every node's SGLang, asked at once: one version for the whole group
-    results = await asyncio.gather(*(_version(ctx, kind, spec, m.host) for m in group), return_exceptions=True)
-    for member, result in zip(group, results):
-        if isinstance(result, (CockpitError, TransportError, OSError)):
-            return refuse(f"rank {member.rank} ({member.host}): {result}")
-        if isinstance(result, BaseException):
-            raise result
-    schemas: list[FlagSchema] = [r for r in results if not isinstance(r, BaseException)]
-    versions = {m.host: r.version for m, r in zip(group, schemas)}
-    if len(set(versions.values())) > 1:
-        rank0 = versions[group[0].host]
-        differ = [f"{host} runs {v}" for host, v in versions.items() if v != rank0]
-        return refuse(f"SGLang differs across the group: rank 0 ({group[0].host}) runs {rank0}, {', '.join(differ)}; every node "
-                      "must run the same version")
-    schema = schemas[0]
+    schemas, why = await core.every_node(hosts, lambda host: _version(ctx, kind, spec, host))
+    why = why or core.one_version("SGLang", hosts, [s.version for s in schemas])
+    if why:
+        return refuse(why)
+    schema: FlagSchema = schemas[0]
     use_gate = bool(spec.params.get("gated", True)) and schema.get("--gated-launch-port") is not None
     gated_port = (spec.params.get("gated_port") or (spec.params.get("dist_init_port") or 20000) + 1000) if use_gate else None
     argvs = [group_argv(base, len(group), m.rank, dist_init, gated_port, spec.params.get("dist_timeout")) for m in group]
@@ -95,30 +85,14 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
         lint = sglang_lint(argvs[0], schema)
         if not lint.ok:
             return None, _Refused(lint, argvs[0])
-    # the draft on every node, header-only, judged for the group's version
+    # the draft on every node, header-only, judged for the group's version; rank 0's rendezvous port free
     draft = spec.params.get("draft_path")
-    if draft:
-        from cockpit.drafter.steps import inspect_on
-
-        reports = await asyncio.gather(*(inspect_on(ctx.hub, m.host, draft) for m in group), return_exceptions=True)
-        for member, report in zip(group, reports):
-            if isinstance(report, BaseException):
-                if isinstance(report, (CockpitError, TransportError, OSError)):
-                    return refuse(f"the draft {draft} on rank {member.rank} ({member.host}): {report}")
-                raise report
-            problems = [p for ps in report.verdicts(schema.version).values() for p in ps]
-            if problems:
-                return refuse(f"the draft {draft} on rank {member.rank} ({member.host}) is not ready for SGLang {schema.version}: "
-                              f"{problems[0].message}")
-    # rank 0's rendezvous port free
-    port = dist_init.rpartition(":")[2]
     python = spec.params.get("python") or ctx.hub.config.host(group[0].host).python
-    busy = await core.port_in_use(ctx, group[0].host, python, port)
+    why = ((draft and await core.draft_problem(ctx, hosts, draft, schema.version, "sglang", "SGLang"))
+           or await core.rank0_port_problem(ctx, spec, hosts[0], python, dist_init.rpartition(":")[2], "rendezvous port"))
+    if why:
+        return refuse(why)
     old = core.previous(ctx, spec)
-    old_rank0 = next((o for o in old if o.host == group[0].host), None)
-    if busy and not (old_rank0 and await process_alive(ctx.transport(group[0].host), old_rank0.pid)):
-        return refuse(f"rank 0's rendezvous port {port} on {group[0].host} is in use ({busy}): another "
-                      "server or group holds it; stop it or choose dist_init_port")
     lines = []
     if old:
         lines.append("Stop the group this step started before, if it still runs: "

@@ -20,7 +20,7 @@ from cockpit.vllm import diagnose, launch, logs, metrics
 class VLLM:
     name = "vllm"
     label = "vLLM"
-    capabilities = Capabilities(multi_node=False, server_info=False, bench_api="openai", acceptance_source="metrics",
+    capabilities = Capabilities(multi_node=True, server_info=False, bench_api="openai", acceptance_source="metrics",
                                 metrics_prefix="vllm:", watchdog_s=None, served_models=True, tree_drafts=False)
     milestones = diagnose.MILESTONES
     start_steps = diagnose.STEPS
@@ -33,11 +33,11 @@ class VLLM:
     crash_lines = diagnose.CRASH_LINES
     @property
     def group(self) -> Any:
-        """Several nodes: data parallel over them, handed to Slurm or a LeaderWorkerSet (vllm/group.py); the cockpit's
-        own launch of such a group over SSH is not built, and planning one says so."""
-        from cockpit.vllm import group
+        """Several nodes: data parallel over them (vllm/group.py), launched by the cockpit over SSH, gated per node
+        (vllm/grouplaunch.py), or handed to Slurm or a LeaderWorkerSet (`plan emit`)."""
+        from cockpit.vllm import grouplaunch
 
-        return group
+        return grouplaunch
 
     # --- its command line --------------------------------------------------------------------------
     def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: DepthConfig | None, algorithm: str,
@@ -62,6 +62,10 @@ class VLLM:
 
         if params.get("vllm_version") and version_problem(str(params["vllm_version"])):
             return f"vllm_version: {version_problem(str(params['vllm_version']))}"
+        from cockpit.vllm.group import validate
+
+        if validate(params, nodes):
+            return validate(params, nodes)
         if str(params.get("algorithm") or "EAGLE3").upper() != "EAGLE3":
             return (f"algorithm {params['algorithm']!r}: vLLM's launch step drafts with method eagle3 only (an EAGLE-3 draft); "
                     "give another method in extra_args' --speculative-config, or leave algorithm out")

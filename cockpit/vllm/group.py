@@ -1,32 +1,46 @@
-"""vLLM over several nodes, handed to a cluster scheduler (issue 39, class 6; scale-facts §4): data parallel over the
-nodes, vLLM's own multi-node form.  Node 0 serves (the API server, its local engines), every other node runs
-`--headless` engines that join it:
+"""vLLM over several nodes (issue 39, class 6; scale-facts §4): data parallel over the nodes, vLLM's own multi-node
+form.  Node 0 serves (the API server, its local engines), every other node runs `--headless` engines that join it:
 
-    node 0:  vllm serve M --data-parallel-size N*L --data-parallel-size-local L
+    node 0:  vllm serve M --data-parallel-size D --data-parallel-size-local L0
                           --data-parallel-address HEAD --data-parallel-rpc-port P
-    node r:  vllm serve M --headless --data-parallel-size N*L --data-parallel-size-local L
-                          --data-parallel-start-rank r*L --data-parallel-address HEAD --data-parallel-rpc-port P
+    node r:  vllm serve M --headless --data-parallel-size D --data-parallel-size-local Lr
+                          --data-parallel-start-rank L0+...+L(r-1) --data-parallel-address HEAD --data-parallel-rpc-port P
 
-L (data-parallel ranks per node) is the node's GPUs over --tensor-parallel-size.  The flags are checked against the
-step's vLLM version's own recorded parser (cockpit/vllm/data/versions.json: --headless and
---data-parallel-start-rank arrived in 0.9).  What is built: the Slurm sbatch script and the LeaderWorkerSet manifest
-(`cockpit plan emit STEP --format slurm|lws`).  Not built: the cockpit's own launch of such a group over SSH (gated
-per node, as SGLang's); `plan run` on the step says so and names the hand-off."""
+Lr (data-parallel ranks on node r) is the node's GPUs over --tensor-parallel-size; D is their sum.  The flags are
+checked against the step's vLLM version's own recorded parser (cockpit/vllm/data/versions.json: --headless and
+--data-parallel-start-rank arrived in 0.9).  Launched by the cockpit over SSH (vllm/grouplaunch.py) or handed to
+Slurm or a LeaderWorkerSet (`cockpit plan emit STEP --format slurm|lws`, here).
+
+A node's log says how far it got (vLLM's own lines, 0.9 to 0.34): a headless node `Launching N data parallel
+engine(s) in headless mode, with head node address tcp://HEAD:P` (then it waits for the head's handshake), loading
+(`Loading weights took` / `Model loading took`), and its engines up (`init engine (profile, create kv cache, warmup
+model) took`, once per engine: ready when all of its engines said so); the head is ready at `Application startup
+complete` — its API server starts only once every engine of every node has shaken hands with it, so the head's
+/health 200 is the whole group's.  Failed: a headless node that never heard from the head (`Did not receive response
+from front-end process within N minutes`), an engine that failed to start, out of memory (the KV cache too), an NCCL
+timeout, a port in use, a dead process.  The head waits for a missing node forever, saying nothing at INFO: the
+cockpit's readiness timeout names the nodes that are behind."""
 
 from __future__ import annotations
 
+import re
 import shlex
 
+from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT
 from cockpit.errors import CockpitError
 from cockpit.serving.emit import lws_manifest
+from cockpit.serving.group import GroupState, NodeState, summarize
 
 DP_FLAGS = ("--data-parallel-size", "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
             "--data-parallel-start-rank", "--headless")
 RPC_PORT = 13345  # vLLM's documented example
 
 
-def group_argv(base: list[str], nodes: int, rank: int, head: str, rpc_port: int, local: int) -> list[str]:
-    """One node's command line: the step's own, less any data-parallel flags it had, with the group's."""
+def group_argv(base: list[str], nodes: int, rank: int, head: str, rpc_port: int, local: int,
+               locals_: list[int] | None = None) -> list[str]:
+    """One node's command line: the step's own, less any data-parallel flags it had, with the group's.  `locals_`: each
+    node's data-parallel ranks when they differ (else `local` on every node)."""
+    per_node = locals_ or [local] * nodes
     out: list[str] = []
     skip = False
     for word in base:
@@ -38,12 +52,128 @@ def group_argv(base: list[str], nodes: int, rank: int, head: str, rpc_port: int,
             skip = "=" not in word and head_word != "--headless"
             continue
         out.append(word)
-    group = ["--data-parallel-size", str(nodes * local), "--data-parallel-size-local", str(local),
+    group = ["--data-parallel-size", str(sum(per_node)), "--data-parallel-size-local", str(per_node[rank]),
              "--data-parallel-address", head, "--data-parallel-rpc-port", str(rpc_port)]
     if rank > 0:
-        group = ["--headless", *group, "--data-parallel-start-rank", str(rank * local)]
+        group = ["--headless", *group, "--data-parallel-start-rank", str(sum(per_node[:rank]))]
     return out + group
 
+
+def validate(params: dict, nodes: int) -> str | None:
+    """A group's own rules, before anything runs."""
+    if nodes < 2:
+        return None
+    extra = [str(w).split("=", 1)[0] for w in params.get("extra_args") or []]
+    set_here = [f for f in DP_FLAGS if f in extra]
+    if set_here:
+        return f"extra_args must not set {', '.join(set_here)}: the group sets the data-parallel flags per node"
+    return None
+
+
+# --- a node's log ----------------------------------------------------------------------------------------------------
+
+STATES: tuple[str, ...] = ("starting", "waiting for head", "loading", "engines up", "ready")
+_HEADLESS = re.compile(r"Launching (?P<n>\d+) data parallel engine\(s\) in headless mode, with head node address (?P<addr>\S+?)\.?$")
+_LOADING = re.compile(r"Loading weights took|Model loading took|Starting to load model")
+_ENGINE_UP = re.compile(r"init engine \(profile, create kv cache, warmup model\) took")
+_READY_HEAD = re.compile(r"Application startup complete\.")
+_FAILURES = [
+    ("head_unreachable", re.compile(r"Did not receive response from front-end process within (?P<m>\d+) minutes")),
+    ("oom", re.compile(CUDA_OOM)),
+    ("kv_cache", re.compile(r"To serve at least one request with the models?'s max seq len|No available memory for the cache blocks")),
+    ("nccl_timeout", re.compile(NCCL_TIMEOUT)),
+    ("engine_failed", re.compile(r"Engine core initialization failed|EngineCore failed to start")),
+    ("port_in_use", re.compile(r"Address already in use")),
+]
+_PRIORITY = {"exited": 0, "oom": 1, "kv_cache": 1, "port_in_use": 1, "engine_failed": 2, "head_unreachable": 3, "nccl_timeout": 4}
+
+
+def _local_engines(argv: tuple[str, ...] | list[str]) -> int:
+    words = list(argv)
+    for i, word in enumerate(words):
+        if word == "--data-parallel-size-local" and i + 1 < len(words) and words[i + 1].isdigit():
+            return int(words[i + 1])
+        if word.startswith("--data-parallel-size-local=") and word.split("=", 1)[1].isdigit():
+            return int(word.split("=", 1)[1])
+    return 1
+
+
+def node_state(rank: int, host: str, lines: list[str], alive: bool, engines: int = 1) -> NodeState:
+    """One node's state from its log: the head (rank 0) or a headless node with `engines` local engines."""
+    node = NodeState(rank, host, alive=alive, lines_seen=len(lines))
+    order = {name: i for i, name in enumerate(STATES)}
+    up = 0
+
+    def advance(state: str, line: str) -> None:
+        if order[state] >= order[node.state]:
+            node.state, node.line = state, line.strip()
+
+    for line in lines:
+        failure = next((kind for kind, pattern in _FAILURES if pattern.search(line)), None)
+        if failure is not None:
+            # the first cause, but a specific one beats "an engine failed to start" (vLLM logs that before the traceback)
+            if node.failure is None or (node.failure == "engine_failed" and failure != "engine_failed"):
+                node.failure, node.line = failure, line.strip()
+            continue
+        if rank == 0 and _READY_HEAD.search(line):
+            advance("ready", line)
+        elif rank > 0 and _HEADLESS.search(line):
+            advance("waiting for head", line)
+        elif _LOADING.search(line):
+            advance("loading", line)
+        elif _ENGINE_UP.search(line):
+            up += 1
+            advance("ready" if rank > 0 and up >= engines else "engines up", line)
+    if not alive and node.failure is None:
+        node.failure = "exited"
+    return node
+
+
+def describe(node: NodeState, nodes: list[NodeState]) -> str:
+    """Why a node failed, naming the node(s) to look at."""
+    name = f"rank {node.rank} ({node.host})" if node.rank else f"the head, rank 0 ({node.host})"
+    if node.failure == "head_unreachable":
+        m = _FAILURES[0][1].search(node.line)
+        waited = f" within {m.group('m')} minutes" if m else ""
+        head = nodes[0] if nodes else None
+        where = f" ({head.host}: {head.state if not head.failed else 'failed'})" if head is not None else ""
+        return f"{name} never heard from the head{where}{waited}: is rank 0 up, its --data-parallel-rpc-port open, the address right?"
+    if node.failure in ("oom", "kv_cache"):
+        fix = ("; lower --max-model-len or raise --gpu-memory-utilization" if node.failure == "kv_cache"
+               else "; lower --gpu-memory-utilization, --max-num-seqs or --max-model-len")
+        return f"{name} ran out of GPU memory ({node.line[:120]}){fix}"
+    if node.failure == "nccl_timeout":
+        dead = [f"rank {n.rank} ({n.host})" for n in nodes if not n.alive]
+        return f"{name}: an NCCL collective timed out" + (f"; {', '.join(dead)} is gone" if dead else " (a peer died or hangs)")
+    if node.failure == "engine_failed":
+        return f"{name}: an engine failed to start ({node.line[:160]}); its log above that line tells why"
+    if node.failure == "exited":
+        return f"{name}: its process exited while {node.state}" + ("" if node.state == "ready" else "; its log tells why")
+    if node.failure == "port_in_use":
+        return f"{name}: a port it needs is in use ({node.line[:120]})"
+    return f"{name}: {node.failure} ({node.line[:160]})"
+
+
+def group_state(nodes: list[NodeState]) -> GroupState:
+    return summarize(nodes, STATES, _PRIORITY, describe)
+
+
+class _Model:
+    """vLLM's reading of a data-parallel group's nodes (serving/group.py's GroupModel)."""
+
+    states: tuple[str, ...] = STATES
+
+    def node_state(self, rank: int, process, lines: list[str], alive: bool) -> NodeState:
+        return node_state(rank, process.host, lines, alive, _local_engines(process.argv))
+
+    def group_state(self, nodes: list[NodeState]) -> GroupState:
+        return group_state(nodes)
+
+
+MODEL = _Model()
+
+
+# --- the hand-off to a scheduler -------------------------------------------------------------------------------------
 
 def _missing_flags(version: str | None) -> list[str]:
     from cockpit.vllm.lint import shipped_schema
@@ -131,13 +261,3 @@ class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's 
                   f"LeaderWorkerSet.\n# The leader serves; each worker runs headless engines from its own data-parallel rank "
                   f"(LWS_WORKER_INDEX x {local}).")
         return lws_manifest(name, nodes, image, gpus, http_port, "/health", "vllm", leader, ["bash", "-c", "exec " + worker_sh], header)
-
-
-async def plan_group(kind, ctx, spec):
-    """The cockpit does not launch a vLLM group over SSH yet: refused, naming the hand-off that is built."""
-    raise CockpitError(f"'{spec.name}' runs vLLM on {len(kind.hosts(spec))} nodes: the cockpit hands that to a scheduler "
-                       f"(`cockpit plan emit {spec.name} --format slurm|lws`); its own launch of a vLLM group over SSH is not "
-                       "built (SGLang's is)")
-
-
-__all__ = ["group_argv", "emit", "plan_group", "DP_FLAGS"]
