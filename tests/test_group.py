@@ -455,7 +455,7 @@ def test_vllm_over_two_nodes_is_handed_to_slurm_as_data_parallel_with_headless_w
     assert "--data-parallel-start-rank" not in head and flag(worker, "--data-parallel-start-rank") == "4"
     lws = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "lws", "-c", str(config)],
                          capture_output=True, text=True, timeout=60)
-    assert lws.returncode == 0 and "--headless" in lws.stdout and "$(( LWS_WORKER_INDEX * 4 ))" in lws.stdout
+    assert lws.returncode == 0 and "--headless" in lws.stdout and "$(( $LWS_WORKER_INDEX * 4 ))" in lws.stdout
     assert "vllm/vllm-openai" in lws.stdout
     old = tmp_path / "old.toml"
     old.write_text(VLLM_TWO_NODES.format(version="0.8.5"))  # its recorded parser (0.8.5.post1) has no --headless
@@ -466,17 +466,27 @@ def test_vllm_over_two_nodes_is_handed_to_slurm_as_data_parallel_with_headless_w
 
 # --- vLLM's own group over SSH: data parallel, gated per node ------------------------------------------------------
 
-def vllm_group_config(sshd, tmp_path, n: int = 2, *, env: dict | None = None, dist_init_addr: str | None = None) -> str:
+def vllm_group_config(sshd, tmp_path, n: int = 2, *, env: dict | None = None, dist_init_addr: str | None = None,
+                      version: str | None = None, parallel: str | None = None, extra: list[str] | None = None, tp: int = 4) -> str:
     """Each node a loopback address of the real sshd, its GPUs the stand-in nvidia-smi's, its vLLM the demo's STAND-IN
-    (cockpit/demo/vllm_server.py: 0.10.2's --help and lines, a real TCP handshake of the headless engines with the head)."""
+    (cockpit/demo/vllm_server.py: 0.10.2's --help and lines, or `version`'s recorded --help; a real TCP handshake of
+    the headless engines with the head)."""
     from cockpit.demo.world import serving_python
 
     python = serving_python(tmp_path / "world", sys.executable)
+    if version:  # the stand-in replays another recorded version's --help and says it is that version
+        wrapper = tmp_path / f"python-vllm-{version}"
+        help_gz = Path(__file__).parent / "fixtures" / "vllm" / "versions" / version / "help.txt.gz"
+        wrapper.write_text(f"#!/bin/sh\nexport VLLM_STANDIN_VERSION={version} VLLM_STANDIN_HELP={help_gz}\nexec {python} \"$@\"\n")
+        wrapper.chmod(0o755)
+        python = str(wrapper)
     hosts = "".join(sshd.host_toml(f"node{i}", address=a, python=python) for i, a in enumerate(addresses(n)))
     names = json.dumps([f"node{i}" for i in range(n)])
     draft = write_draft(tmp_path / "draft", "midlayer")
     env_toml = "env = {" + ", ".join(f'{k} = "{v}"' for k, v in (env or {}).items()) + "}\n" if env else ""
     addr = f'dist_init_addr = "{dist_init_addr}"\n' if dist_init_addr else ""
+    addr += f'parallel = "{parallel}"\n' if parallel else ""
+    addr += f"extra_args = {json.dumps(extra)}\n" if extra else ""
     return sshd.config_toml(hosts) + f"""
 [runbook]
 name = "vllm-dp-{n}"
@@ -495,7 +505,7 @@ hosts = {names}
 model_path = "/models/Llama-3.3-70B-Instruct"
 draft_path = "{draft}"
 depth = 3
-tp = 4
+tp = {tp}
 port = {free_port()}
 dist_init_port = {free_port()}
 log = "{tmp_path}/vllm-group.log"
@@ -663,3 +673,107 @@ def test_config_check_refuses_data_parallel_flags_a_vllm_group_sets(tmp_path):
     text = VLLM_TWO_NODES.format(version="0.10.2") + 'extra_args = ["--headless", "--data-parallel-size", "4"]\n'
     with pytest.raises(ConfigError, match="must not set --data-parallel-size, --headless"):
         check_config(parse_config(text, str(tmp_path / "c.toml")))
+
+
+def test_one_vllm_model_over_two_nodes_tensor_x_pipeline_parallel(tmp_path, nodes4):
+    """parallel = "model": one model over the nodes without Ray (vLLM 0.11 on: --nnodes/--node-rank/--master-addr, the
+    others --headless), here tp 8 x pp 2 over two 8-GPU nodes, as vLLM 0.34.0's recorded flags take it; the workers join
+    torch.distributed at the head; ready on the head's /health.  The same step on 0.10.2 (no --nnodes) is refused."""
+    config = vllm_group_config(nodes4, tmp_path, version="0.34.0", parallel="model", tp=8, extra=["--pipeline-parallel-size", "2"])
+    ctx = Context.of(parse_config(config, str(tmp_path / "c.toml")))
+
+    async def go():
+        try:
+            clean, launch, ready = await run_steps(ctx, "clean", "launch", "ready")
+            assert launch.state is StepState.PASSED, (launch.message, vllm_logs(tmp_path)[-3000:])
+            head, node1 = group_of(launch.evidence)
+            assert launch.evidence["vllm"] == "0.34.0" and launch.evidence["gpus_per_node"] == [8, 8]
+            for rank, m in enumerate((head, node1)):
+                words = list(m.argv)
+                assert words[words.index("--node-rank") + 1] == str(rank) and words[words.index("--nnodes") + 1] == "2"
+                assert ("--headless" in words) == (rank == 1) and "--data-parallel-size" not in words
+            assert ready.state is StepState.PASSED, (ready.message, vllm_logs(tmp_path)[-3000:])
+            assert "headless multiproc executor" in vllm_logs(tmp_path)
+            await ctx.runbook.stop_server("launch", lambda _t: asyncio.sleep(0, True))
+        finally:
+            await ctx.close()
+
+    asyncio.run(go())
+    old = vllm_group_config(nodes4, tmp_path / "old", parallel="model", tp=8, extra=["--pipeline-parallel-size", "2"])
+    ctx = Context.of(parse_config(old, str(tmp_path / "old.toml")))
+
+    async def refused():
+        try:
+            _clean, launch = await run_steps(ctx, "clean", "launch")
+            assert launch.state is StepState.FAILED and "vLLM 0.10.2 on node0 has no --nnodes" in launch.message, launch.message
+            assert "Ray" in launch.message and not list((tmp_path / "old").glob("vllm-group*.log"))
+        finally:
+            await ctx.close()
+
+    asyncio.run(refused())
+
+
+def test_a_model_over_nodes_whose_worker_cannot_reach_the_head_is_named(tmp_path, nodes4):
+    """torch.distributed's own words: node 1 cannot reach the head's --master-port (c10d's client timeout; the stand-in's
+    head listens nowhere, as behind a firewall); the cause names node 1 and the flag to check, and every node is stopped."""
+    config = vllm_group_config(nodes4, tmp_path, version="0.34.0", parallel="model", tp=16,
+                               env={"VLLM_STANDIN_DIST_TIMEOUT_S": "1.5", "VLLM_STANDIN_FIREWALLED": "1"})
+    ctx = Context.of(parse_config(config, str(tmp_path / "c.toml")))
+
+    async def go():
+        try:
+            _clean, launch, ready = await run_steps(ctx, "clean", "launch", "ready")
+            assert launch.state is StepState.PASSED and ready.state is StepState.FAILED, (launch.message, ready.message)
+            assert "rank 1 (node1) never heard from the head (node0: " in ready.message, ready.message
+            assert "its --master-port open" in ready.message and ready.evidence["stopped"] is True
+            node1 = ready.evidence["group_state"]["nodes"][1]
+            assert node1["failure"] == "head_unreachable" and "client socket has timed out after 1500ms" in node1["line"]
+        finally:
+            await ctx.close()
+
+    asyncio.run(go())
+
+
+def test_one_vllm_model_over_two_nodes_is_handed_to_slurm_with_each_tasks_node_rank(tmp_path):
+    """The model form's sbatch script, run by bash with stand-ins for srun/scontrol/curl: every task the same command with
+    --nnodes 2, its own --node-rank from its $SLURM_PROCID, the head's address; --headless on task 1 only.  On a version
+    with no --nnodes (0.10.2's recorded parser) the hand-off is refused, naming the flags."""
+    config = tmp_path / "c.toml"
+    config.write_text(VLLM_TWO_NODES.format(version="0.34.0").replace("tp = 2", 'tp = 8\nparallel = "model"\n'
+                                                                       'extra_args = ["--pipeline-parallel-size", "2"]'))
+    record = tmp_path / "record.sh"
+    record.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/task-$SLURM_PROCID.argv\n')
+    record.chmod(0o755)
+    result = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "slurm", "--python", str(record),
+                             "-c", str(config)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "job.sh").write_text(result.stdout)
+    ran = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "PATH": f"{slurm_standins(tmp_path)}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu-[a-b]"})
+    assert ran.returncode == 0, ran.stderr
+    tasks = [(tmp_path / f"task-{i}.argv").read_text().split() for i in range(2)]
+    for rank, words in enumerate(tasks):
+        assert words[words.index("--node-rank") + 1] == str(rank) and words[words.index("--nnodes") + 1] == "2"
+        assert words[words.index("--master-addr") + 1] == "gpu-a" and ("--headless" in words) == (rank == 1)
+        assert "--data-parallel-size" not in words and words[words.index("--pipeline-parallel-size") + 1] == "2"
+    lws = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "lws", "-c", str(config)],
+                         capture_output=True, text=True, timeout=60)
+    assert lws.returncode == 0 and "--node-rank $LWS_WORKER_INDEX" in lws.stdout and "one model over 2 nodes" in lws.stdout
+    config.write_text(config.read_text().replace('vllm_version = "0.34.0"', 'vllm_version = "0.10.2"'))
+    old = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "slurm", "-c", str(config)],
+                         capture_output=True, text=True, timeout=60)
+    assert old.returncode == 2 and "vLLM 0.10.2 has no --nnodes" in old.stderr and "Traceback" not in old.stderr
+
+
+def test_a_node_holding_a_share_of_one_model_is_ready_once_each_worker_loaded_it():
+    from cockpit.vllm.group import node_state
+
+    launched = ("INFO 12-06 10:00:00 [serve.py:120] Launching vLLM (v0.34.0) headless multiproc executor, with head node address "
+                "10.0.0.1:29501 for torch.distributed process group.")
+    loaded = [ENGINE.format(rank=r, level="INFO", where="default_loader.py:267", text="Loading weights took 40.1 seconds").replace(
+        "EngineCore_DP", "Worker_TP") for r in range(8, 16)]
+    assert node_state(1, "b", [launched], True, engines=8, form="model").state == "waiting for head"
+    assert node_state(1, "b", [launched, *loaded[:7]], True, engines=8, form="model").state == "loading"
+    assert node_state(1, "b", [launched, *loaded], True, engines=8, form="model").state == "ready"
+    timed_out = "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined."
+    assert node_state(0, "a", [timed_out], True, engines=8, form="model").failure == "rendezvous_timeout"

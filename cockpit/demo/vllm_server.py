@@ -23,6 +23,16 @@ from cockpit.demo.specmodel import SpecModel
 
 HELP = resources.files("cockpit.vllm").joinpath("data", "help_0.10.2.txt")  # the real 0.10.2 --help
 VERSION = "0.10.2"
+
+
+def _help_text() -> str:
+    """The recorded --help it replays: 0.10.2's, or (VLLM_STANDIN_HELP, a test's) another recorded version's, gzipped or not."""
+    other = os.environ.get("VLLM_STANDIN_HELP")
+    if not other:
+        return HELP.read_text()
+    import gzip
+
+    return gzip.decompress(open(other, "rb").read()).decode() if other.endswith(".gz") else open(other).read()
 METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp")
 
 
@@ -70,6 +80,56 @@ async def headless(values: dict, address: str, rpc_port: int, local: int, first:
     await writer.drain()
     await reader.read()  # the head's link: kept until either end goes
     return 0
+
+
+def dist_timeout() -> float:
+    return float(os.environ.get("VLLM_STANDIN_DIST_TIMEOUT_S", "600"))
+
+
+async def model_worker(addr: str, port: int, workers: int, first: int) -> int:
+    """A `--headless` node holding a share of one model (`--nnodes`, 0.11 on): its workers join torch.distributed at
+    the head's --master-addr:--master-port (c10d's texts when it cannot), then load their share and stay up."""
+    print(f"INFO {time.strftime('%m-%d %H:%M:%S')} [serve.py:120] Launching vLLM (v{VERSION}) headless multiproc executor, with "
+          f"head node address {addr}:{port} for torch.distributed process group.", flush=True)
+    deadline = time.monotonic() + dist_timeout()
+    while True:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(addr, port), 2)
+            break
+        except (OSError, asyncio.TimeoutError):
+            if time.monotonic() > deadline:
+                ms = int(dist_timeout() * 1000)
+                print(f"torch.distributed.DistNetworkError: The client socket has timed out after {ms}ms while trying to connect to "
+                      f"({addr}, {port}).", flush=True)
+                return 1
+            await asyncio.sleep(0.3)
+    for worker in range(first, first + workers):
+        print(f"\x1b[1;36m(Worker_TP{worker} pid={os.getpid()})\x1b[0;0m INFO {time.strftime('%m-%d %H:%M:%S')} "
+              "[default_loader.py:267] Loading weights took 0.80 seconds", flush=True)
+    await reader.read()
+    return 0
+
+
+async def model_head(addr: str, port: int, nodes: int) -> bool:
+    """Node 0 of one model over `nodes` nodes: torch.distributed's store waits for the other nodes (DistStoreError after
+    the timeout)."""
+    joined = asyncio.Event()
+    links: list = []
+
+    async def accept(reader, writer) -> None:
+        links.append(writer)
+        if len(links) >= nodes - 1:
+            joined.set()
+
+    if not os.environ.get("VLLM_STANDIN_FIREWALLED"):  # scenario: the other nodes cannot reach this port
+        _LISTENERS.append(await asyncio.start_server(accept, addr, port))
+    try:
+        await asyncio.wait_for(joined.wait(), dist_timeout())
+    except asyncio.TimeoutError:
+        print(f"torch.distributed.DistStoreError: Timed out after {int(dist_timeout()) + 1} seconds waiting for clients. "
+              f"{len(links) + 1}/{nodes} clients joined.", flush=True)
+        return False
+    return True
 
 
 async def head_handshake(address: str, rpc_port: int, remote: int) -> None:
@@ -235,7 +295,9 @@ class StandInVllm:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    text = HELP.read_text()
+    global VERSION
+    VERSION = os.environ.get("VLLM_STANDIN_VERSION", VERSION)
+    text = _help_text()
     if "-h" in argv or "--help" in argv:
         print(text, end="")
         return 0
@@ -274,6 +336,12 @@ def main(argv: list[str] | None = None) -> int:
     dp = max(1, _int(values.get("--data-parallel-size"), 1))
     local = max(1, _int(values.get("--data-parallel-size-local"), dp))
     address, rpc_port = str(values.get("--data-parallel-address") or "127.0.0.1"), _int(values.get("--data-parallel-rpc-port"), 29550)
+    nnodes = max(1, _int(values.get("--nnodes"), 1))
+    master = (str(values.get("--master-addr") or "127.0.0.1"), _int(values.get("--master-port"), 29501))
+    share = max(1, tp * max(1, _int(values.get("--pipeline-parallel-size"), 1)) // nnodes)
+    if nnodes > 1 and values.get("--headless"):  # one model over several nodes: this node's share of its workers
+        register_gpus(share, "VLLM::Worker")
+        return asyncio.run(model_worker(*master, share, share * _int(values.get("--node-rank"), 0)))
     if values.get("--headless"):  # a node of a data-parallel group that serves nothing itself (vllm/group.py)
         register_gpus(local * tp, "VLLM::EngineCore")
         return asyncio.run(headless(values, address, rpc_port, local, _int(values.get("--data-parallel-start-rank"), 0)))
@@ -298,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
 
     async def run() -> None:
         asyncio.ensure_future(watch_parent())  # ends with the demo, as the SGLang stand-in does
+        if nnodes > 1 and not await model_head(*master, nnodes):
+            raise SystemExit(1)
         if handshake is not None:
             try:
                 await head_handshake(*handshake)

@@ -143,7 +143,9 @@ def serving_python(root: Path, python: str) -> str:
     (shim / "launch_server.py").write_text("import sys\nfrom cockpit.demo.server import main\nsys.exit(main())\n")
     cli = root / "shim" / "vllm" / "entrypoints" / "cli"  # `python -m vllm.entrypoints.cli.main serve` = `vllm serve`
     cli.mkdir(parents=True, exist_ok=True)
-    (root / "shim" / "vllm" / "__init__.py").write_text('"""cockpit DEMO: replays vLLM 0.10.2 (a STAND-IN)."""\n__version__ = "0.10.2"\n')
+    (root / "shim" / "vllm" / "__init__.py").write_text('"""cockpit DEMO: replays vLLM 0.10.2 (a STAND-IN; a test may name another '
+                                                       'recorded version)."""\nimport os\n'
+                                                       '__version__ = os.environ.get("VLLM_STANDIN_VERSION", "0.10.2")\n')
     for package in (root / "shim" / "vllm" / "entrypoints", cli):
         (package / "__init__.py").write_text("")
     (cli / "main.py").write_text("import sys\nfrom cockpit.demo.vllm_server import main\nsys.exit(main())\n")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
+from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, PEER_UNREACHABLE, RENDEZVOUS_TIMEOUT, SCHEDULER_DIED
 
 from cockpit.serving.group import GroupState, NodeState, summarize
 from cockpit.serving.steps import DEFAULT_DIST_PORT, Refused  # noqa: F401 - the group's, the step's words
@@ -33,8 +33,8 @@ _PROGRESS = [
 _READY_RANK0 = re.compile(r"The server is fired up and ready to roll!")
 _READY_PEER = re.compile(r"Dummy health check server started")
 _FAILURES = [
-    ("rendezvous_timeout", re.compile(r"DistStoreError: Timed out after (?P<s>\d+) seconds waiting for clients\. (?P<n>\d+)/(?P<m>\d+) clients joined")),
-    ("peer_unreachable", re.compile(r"client socket has timed out after (?P<ms>\d+)ms while trying to connect to \((?P<host>[^,]+), (?P<port>\d+)\)")),
+    ("rendezvous_timeout", re.compile(RENDEZVOUS_TIMEOUT)),
+    ("peer_unreachable", re.compile(PEER_UNREACHABLE)),
     ("nccl_timeout", re.compile(NCCL_TIMEOUT)),
     ("oom", re.compile(CUDA_OOM)),
     ("scheduler_died", re.compile(SCHEDULER_DIED)),
@@ -52,6 +52,8 @@ class Member:
 
 def validate(params: dict, nodes: int) -> str | None:
     """A group's own rules, before anything runs."""
+    if params.get("parallel") is not None:
+        return "parallel is vLLM's (its two multi-node forms); SGLang's group is one model over the nodes (tp over all of them)"
     if nodes < 2:
         return None
     if any(str(w).split("=", 1)[0] in GROUP_FLAGS for w in params.get("extra_args") or []):

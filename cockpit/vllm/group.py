@@ -6,7 +6,15 @@ form.  Node 0 serves (the API server, its local engines), every other node runs 
     node r:  vllm serve M --headless --data-parallel-size D --data-parallel-size-local Lr
                           --data-parallel-start-rank L0+...+L(r-1) --data-parallel-address HEAD --data-parallel-rpc-port P
 
-Lr (data-parallel ranks on node r) is the node's GPUs over --tensor-parallel-size; D is their sum.  The flags are
+Lr (data-parallel ranks on node r) is the node's GPUs over --tensor-parallel-size; D is their sum.
+
+With `parallel = "model"` the nodes hold one model between them (tensor and/or pipeline parallel, vLLM 0.11 on, no Ray):
+
+    node r:  vllm serve M --tensor-parallel-size T --pipeline-parallel-size P --nnodes N --node-rank r
+                          --master-addr HEAD --master-port PORT          (--headless on every node but 0)
+
+T x P must split evenly over the nodes (vLLM: `--nnodes` must evenly divide the world size), each node's share at most its
+GPUs.  Ray's form (older vLLMs' only multi-node tensor/pipeline parallel) is not built.  The flags are
 checked against the step's vLLM version's own recorded parser (cockpit/vllm/data/versions.json: --headless and
 --data-parallel-start-rank arrived in 0.9).  Launched by the cockpit over SSH (vllm/grouplaunch.py) or handed to
 Slurm or a LeaderWorkerSet (`cockpit plan emit STEP --format slurm|lws`, here).
@@ -26,11 +34,13 @@ from __future__ import annotations
 import re
 import shlex
 
-from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT
+from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, PEER_UNREACHABLE, RENDEZVOUS_TIMEOUT
 from cockpit.errors import CockpitError
 from cockpit.serving.emit import lws_manifest
 from cockpit.serving.group import GroupState, NodeState, summarize
 
+MODEL_FLAGS = ("--nnodes", "-n", "--node-rank", "-r", "--master-addr", "--master-port", "--headless")
+PARALLEL = ("data", "model")
 DP_FLAGS = ("--data-parallel-size", "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
             "--data-parallel-start-rank", "--headless")
 RPC_PORT = 13345  # vLLM's documented example
@@ -59,50 +69,106 @@ def group_argv(base: list[str], nodes: int, rank: int, head: str, rpc_port: int,
     return out + group
 
 
+def word_value(words, *names: str) -> str | None:
+    """The value a command line gives a flag (`--flag V` or `--flag=V`, any of its `names`), the last one; None: not given."""
+    found = None
+    words = list(words)
+    for i, word in enumerate(words):
+        head, sep, value = word.partition("=")
+        if head in names:
+            found = value if sep else (words[i + 1] if i + 1 < len(words) else None)
+    return found
+
+
+def world_size(words) -> int:
+    """Tensor x pipeline parallel of a command line (1 where it gives none)."""
+    sizes = [word_value(words, "--tensor-parallel-size", "-tp"), word_value(words, "--pipeline-parallel-size", "-pp")]
+    product = 1
+    for size in sizes:
+        product *= int(size) if size and size.isdigit() and int(size) > 0 else 1
+    return product
+
+
+def model_argv(base: list[str], nodes: int, rank: int, addr: str, port: int) -> list[str]:
+    """One node's command line when the nodes hold one model between them: the step's own, less any node flags, with
+    the group's (`--headless` on every node but 0)."""
+    out: list[str] = []
+    skip = False
+    for word in base:
+        if skip:
+            skip = False
+            continue
+        head = word.split("=", 1)[0]
+        if head in MODEL_FLAGS:
+            skip = "=" not in word and head != "--headless"
+            continue
+        out.append(word)
+    return out + ["--nnodes", str(nodes), "--node-rank", str(rank), "--master-addr", addr, "--master-port", str(port)] + (
+        ["--headless"] if rank else [])
+
+
+def form(params: dict) -> str:
+    return str(params.get("parallel") or "data")
+
+
 def validate(params: dict, nodes: int) -> str | None:
     """A group's own rules, before anything runs."""
+    if params.get("parallel") is not None and params["parallel"] not in PARALLEL:
+        return f"parallel must be 'data' or 'model', got {params['parallel']!r}"
     if nodes < 2:
-        return None
-    extra = [str(w).split("=", 1)[0] for w in params.get("extra_args") or []]
-    set_here = [f for f in DP_FLAGS if f in extra]
+        return "parallel goes with several hosts (hosts = [...])" if params.get("parallel") else None
+    extra = [str(w) for w in params.get("extra_args") or []]
+    named = [w.split("=", 1)[0] for w in extra]
+    owned = DP_FLAGS if form(params) == "data" else MODEL_FLAGS
+    set_here = [f for f in owned if f in named]
     if set_here:
-        return f"extra_args must not set {', '.join(set_here)}: the group sets the data-parallel flags per node"
+        return f"extra_args must not set {', '.join(set_here)}: the group sets them per node"
+    if form(params) == "model":
+        size = world_size([*(["--tensor-parallel-size", str(params["tp"])] if params.get("tp") else []), *extra])
+        if size % nodes:
+            return (f"tensor x pipeline parallel is {size}, which the {nodes} nodes cannot share evenly (vLLM: --nnodes must "
+                    "evenly divide the world size)")
     return None
 
 
 # --- a node's log ----------------------------------------------------------------------------------------------------
 
 STATES: tuple[str, ...] = ("starting", "waiting for head", "loading", "engines up", "ready")
+_HEADLESS_MODEL = re.compile(r"Launching vLLM \(v\S+\) headless multiproc executor, with head node address (?P<addr>\S+)")
 _HEADLESS = re.compile(r"Launching (?P<n>\d+) data parallel engine\(s\) in headless mode, with head node address (?P<addr>\S+?)\.?$")
 _LOADING = re.compile(r"Loading weights took|Model loading took|Starting to load model")
 _ENGINE_UP = re.compile(r"init engine \(profile, create kv cache, warmup model\) took")
 _READY_HEAD = re.compile(r"Application startup complete\.")
 _FAILURES = [
     ("head_unreachable", re.compile(r"Did not receive response from front-end process within (?P<m>\d+) minutes")),
+    ("head_unreachable", re.compile(PEER_UNREACHABLE)),
+    ("rendezvous_timeout", re.compile(RENDEZVOUS_TIMEOUT)),
     ("oom", re.compile(CUDA_OOM)),
     ("kv_cache", re.compile(r"To serve at least one request with the models?'s max seq len|No available memory for the cache blocks")),
     ("nccl_timeout", re.compile(NCCL_TIMEOUT)),
     ("engine_failed", re.compile(r"Engine core initialization failed|EngineCore failed to start")),
     ("port_in_use", re.compile(r"Address already in use")),
 ]
-_PRIORITY = {"exited": 0, "oom": 1, "kv_cache": 1, "port_in_use": 1, "engine_failed": 2, "head_unreachable": 3, "nccl_timeout": 4}
+_PRIORITY = {"exited": 0, "oom": 1, "kv_cache": 1, "port_in_use": 1, "engine_failed": 2, "head_unreachable": 3, "rendezvous_timeout": 4,
+             "nccl_timeout": 5}
 
 
-def _local_engines(argv: tuple[str, ...] | list[str]) -> int:
-    words = list(argv)
-    for i, word in enumerate(words):
-        if word == "--data-parallel-size-local" and i + 1 < len(words) and words[i + 1].isdigit():
-            return int(words[i + 1])
-        if word.startswith("--data-parallel-size-local=") and word.split("=", 1)[1].isdigit():
-            return int(word.split("=", 1)[1])
-    return 1
+def _local(argv) -> tuple[int, str]:
+    """(the node's engines, or in the model form its share of the model's workers; the form) from its command line."""
+    nodes = word_value(argv, "--nnodes", "-n")
+    if nodes and nodes.isdigit() and int(nodes) > 1:
+        return max(1, world_size(argv) // int(nodes)), "model"
+    local = word_value(argv, "--data-parallel-size-local", "-dpl")
+    return (int(local) if local and local.isdigit() else 1), "data"
 
 
-def node_state(rank: int, host: str, lines: list[str], alive: bool, engines: int = 1) -> NodeState:
-    """One node's state from its log: the head (rank 0) or a headless node with `engines` local engines."""
+def node_state(rank: int, host: str, lines: list[str], alive: bool, engines: int = 1, form: str = "data") -> NodeState:
+    """One node's state from its log: the head (rank 0) or a headless node with `engines` local engines (data parallel),
+    or in the model form `engines` workers, each holding its share of the one model (ready once each loaded it: the
+    head's API server says the rest)."""
     node = NodeState(rank, host, alive=alive, lines_seen=len(lines))
     order = {name: i for i, name in enumerate(STATES)}
-    up = 0
+    up = loaded = 0
 
     def advance(state: str, line: str) -> None:
         if order[state] >= order[node.state]:
@@ -117,10 +183,11 @@ def node_state(rank: int, host: str, lines: list[str], alive: bool, engines: int
             continue
         if rank == 0 and _READY_HEAD.search(line):
             advance("ready", line)
-        elif rank > 0 and _HEADLESS.search(line):
+        elif rank > 0 and (_HEADLESS.search(line) or _HEADLESS_MODEL.search(line)):
             advance("waiting for head", line)
         elif _LOADING.search(line):
-            advance("loading", line)
+            loaded += "took" in line
+            advance("ready" if rank > 0 and form == "model" and loaded >= engines else "loading", line)
         elif _ENGINE_UP.search(line):
             up += 1
             advance("ready" if rank > 0 and up >= engines else "engines up", line)
@@ -137,7 +204,11 @@ def describe(node: NodeState, nodes: list[NodeState]) -> str:
         waited = f" within {m.group('m')} minutes" if m else ""
         head = nodes[0] if nodes else None
         where = f" ({head.host}: {head.state if not head.failed else 'failed'})" if head is not None else ""
-        return f"{name} never heard from the head{where}{waited}: is rank 0 up, its --data-parallel-rpc-port open, the address right?"
+        port = "--master-port" if "client socket" in node.line else "--data-parallel-rpc-port"
+        return f"{name} never heard from the head{where}{waited}: is rank 0 up, its {port} open, the address right?"
+    if node.failure == "rendezvous_timeout":
+        behind = [f"rank {n.rank} ({n.host})" for n in nodes if n.rank != node.rank and n.state in ("starting", "waiting for head")]
+        return f"{', '.join(behind) or 'a node'} never joined: {name} timed out waiting for the others ({node.line[-80:]})"
     if node.failure in ("oom", "kv_cache"):
         fix = ("; lower --max-model-len or raise --gpu-memory-utilization" if node.failure == "kv_cache"
                else "; lower --gpu-memory-utilization, --max-num-seqs or --max-model-len")
@@ -164,7 +235,8 @@ class _Model:
     states: tuple[str, ...] = STATES
 
     def node_state(self, rank: int, process, lines: list[str], alive: bool) -> NodeState:
-        return node_state(rank, process.host, lines, alive, _local_engines(process.argv))
+        engines, shape = _local(process.argv)
+        return node_state(rank, process.host, lines, alive, engines, shape)
 
     def group_state(self, nodes: list[NodeState]) -> GroupState:
         return group_state(nodes)
@@ -175,27 +247,53 @@ MODEL = _Model()
 
 # --- the hand-off to a scheduler -------------------------------------------------------------------------------------
 
-def _missing_flags(version: str | None) -> list[str]:
+def _missing_flags(version: str | None, flags: tuple[str, ...]) -> list[str]:
     from cockpit.vllm.lint import shipped_schema
 
     schema = shipped_schema(version)
     if schema is None:
         return []  # older than every recording: said by the version checks, not here
-    return [f for f in DP_FLAGS if schema.get(f) is None]
+    return [f for f in flags if schema.get(f) is None]
 
 
 def _parts(kind, spec, python: str, gpus_per_node: int | None) -> tuple[int, int, int, int, list[str]]:
+    """(nodes, each node's data-parallel ranks or share of the model, the HTTP port, GPUs per node, the step's command)."""
     nodes = len(kind.hosts(spec))
     tp = int(spec.params.get("tp") or 1)
     gpus = gpus_per_node or 8
+    version = spec.params.get("vllm_version")
+    model = form(spec.params) == "model"
+    missing = _missing_flags(version, tuple(f for f in MODEL_FLAGS if f.startswith("--")) if model else DP_FLAGS)
+    if missing:
+        raise CockpitError(f"vLLM {version} has no {', '.join(missing)}: " + (
+            "one model over several nodes without Ray needs vLLM 0.11 on" if model else "data parallel over nodes needs a newer vLLM (0.9 on)"))
+    base = kind.base_argv(None, spec, python)
+    base = [python if i == 0 else w for i, w in enumerate(base)]
+    if model:
+        share = world_size(base) // nodes
+        if share > gpus:
+            raise CockpitError(f"'{spec.name}': each node's share of the model ({share} GPUs) is more than its {gpus} GPUs (--gpus-per-node)")
+        return nodes, share, int(spec.params.get("port", 8000)), gpus, base
     if gpus % tp:
         raise CockpitError(f"'{spec.name}': {gpus} GPUs per node do not split into tensor-parallel groups of {tp} (--gpus-per-node)")
-    missing = _missing_flags(spec.params.get("vllm_version"))
-    if missing:
-        raise CockpitError(f"vLLM {spec.params.get('vllm_version')} has no {', '.join(missing)}: data parallel over nodes needs a "
-                           "newer vLLM (0.9 on)")
-    base = kind.base_argv(None, spec, python)
-    return nodes, gpus // tp, int(spec.params.get("port", 8000)), gpus, [python if i == 0 else w for i, w in enumerate(base)]
+    return nodes, gpus // tp, int(spec.params.get("port", 8000)), gpus, base
+
+
+def _commands(spec, base: list[str], nodes: int, local: int, head: str, rank_expr: str) -> tuple[list[str], str, str]:
+    """(node 0's command, every other node's as a shell line with its node rank the shell's `rank_expr`, what the group is
+    in words)."""
+    if form(spec.params) == "model":
+        head_cmd = model_argv(base, nodes, 0, head, RPC_PORT)
+        worker = model_argv(base, nodes, 1, head, RPC_PORT)
+        cut = worker.index("--node-rank")
+        rest = worker[cut + 2:]
+        return head_cmd, _q(worker[:cut]) + f" --node-rank {rank_expr} " + _q(rest), (
+            f"one model over {nodes} nodes (tensor x pipeline parallel, {local} GPUs a node)")
+    head_cmd = group_argv(base, nodes, 0, head, RPC_PORT, local)
+    worker = group_argv(base, nodes, 1, head, RPC_PORT, local)
+    cut = worker.index("--data-parallel-start-rank")
+    return head_cmd, _q(worker[:cut]) + f" --data-parallel-start-rank $(( {rank_expr} * {local} ))", (
+        f"data parallel over {nodes} nodes ({local} ranks each)")
 
 
 HEAD = "__COCKPIT_HEAD_NODE__"  # the head node's address: filled in by each task's shell ($HEAD_NODE, exported)
@@ -207,21 +305,22 @@ def _q(words: list[str]) -> str:
 
 def _task(words: list[str]) -> str:
     """A command for the task's `bash -c '...'`: each word quoted for that shell, the whole inside single quotes."""
-    return _q(words).replace(HEAD, '"$HEAD_NODE"').replace("'", "'\"'\"'")
+    return _shell_task(_q(words))
+
+
+def _shell_task(line: str) -> str:
+    """A shell line (its words quoted already) for the task's `bash -c '...'`: inside single quotes, $HEAD_NODE its own."""
+    return line.replace(HEAD, '"$HEAD_NODE"').replace("'", "'\"'\"'")
 
 
 class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's group (engine.group.emit.slurm / .lws)
     @staticmethod
     def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
-        head_cmd = group_argv(base, nodes, 0, HEAD, RPC_PORT, local)
-        worker = group_argv(base, nodes, 1, HEAD, RPC_PORT, local)
-        cut = worker.index("--data-parallel-start-rank")
-        worker_fixed = worker[:cut]
+        head_cmd, worker_sh, what = _commands(spec, base, nodes, local, HEAD, "$SLURM_PROCID")
         lines = [
             "#!/bin/bash",
-            f"# cockpit plan emit {spec.name} --format slurm: vLLM data parallel over {nodes} nodes ({local} ranks each), "
-            "the command the cockpit builds.",
+            f"# cockpit plan emit {spec.name} --format slurm: vLLM {what}, the command the cockpit builds.",
             f"#SBATCH --job-name=cockpit-{spec.name}",
             f"#SBATCH --nodes={nodes}",
             f"#SBATCH --ntasks={nodes}",
@@ -230,11 +329,11 @@ class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's 
             "#SBATCH --output=vllm-%x-%j.out",
             "set -euo pipefail",
             'export HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-            "# node 0 serves; every other node runs headless engines starting at its own data-parallel rank",
-            "# ($SLURM_PROCID, read by each task's own shell, not this batch shell)",
+            "# node 0 serves; every other node runs headless, its rank from its own $SLURM_PROCID",
+            "# (read by each task's own shell, not this batch shell)",
             f"srun --ntasks={nodes} --nodes={nodes} --output=\"vllm-%x-%j-node%n.log\" \\",
             "  bash -c 'if [ \"$SLURM_PROCID\" = 0 ]; then exec " + _task(head_cmd) + "; "
-            "else exec " + _task(worker_fixed) + f" --data-parallel-start-rank $((SLURM_PROCID * {local})); fi' &",
+            "else exec " + _shell_task(worker_sh) + "; fi' &",
             "# ready: node 0's /health, for at most 30 minutes",
             "for _ in $(seq 1 360); do",
             f"  if curl -sf --max-time 25 \"http://$HEAD_NODE:{http_port}/health\" > /dev/null; then echo \"ready on $HEAD_NODE:{http_port}\"; break; fi",
@@ -252,12 +351,8 @@ class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's 
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
         if image == "lmsysorg/sglang:latest":  # the CLI's default is SGLang's image
             image = "vllm/vllm-openai:latest"
-        leader = group_argv(base, nodes, 0, "$(LWS_LEADER_ADDRESS)", RPC_PORT, local)
-        worker = group_argv(base, nodes, 1, "$(LWS_LEADER_ADDRESS)", RPC_PORT, local)
-        cut = worker.index("--data-parallel-start-rank")
-        worker_sh = _q(worker[:cut]) + f" --data-parallel-start-rank $(( LWS_WORKER_INDEX * {local} ))"
+        leader, worker_sh, what = _commands(spec, base, nodes, local, "$(LWS_LEADER_ADDRESS)", "$LWS_WORKER_INDEX")
         name = f"cockpit-{spec.name}".lower().replace("_", "-")
-        header = (f"# cockpit plan emit {spec.name} --format lws: vLLM data parallel over {nodes} nodes ({local} ranks each) as a "
-                  f"LeaderWorkerSet.\n# The leader serves; each worker runs headless engines from its own data-parallel rank "
-                  f"(LWS_WORKER_INDEX x {local}).")
+        header = (f"# cockpit plan emit {spec.name} --format lws: vLLM {what} as a LeaderWorkerSet.\n"
+                  "# The leader serves; each worker runs headless, its rank from its own LWS_WORKER_INDEX.")
         return lws_manifest(name, nodes, image, gpus, http_port, "/health", "vllm", leader, ["bash", "-c", "exec " + worker_sh], header)

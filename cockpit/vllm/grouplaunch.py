@@ -28,7 +28,7 @@ from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
 from cockpit.serving.steps import Refused
-from cockpit.vllm.group import DP_FLAGS, MODEL, emit, group_argv  # noqa: F401 - emit: the Slurm and LeaderWorkerSet hand-off
+from cockpit.vllm.group import DP_FLAGS, MODEL, MODEL_FLAGS, emit, form, group_argv, model_argv, world_size  # noqa: F401 - emit: the hand-off
 
 HEALTH = "/health"
 DEFAULT_PORT = 8000
@@ -85,20 +85,33 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     if why:
         return refuse(why)
     schema: FlagSchema = schemas[0]
-    missing = [f for f in DP_FLAGS if schema.get(f) is None]
+    shape = form(spec.params)
+    needed = DP_FLAGS if shape == "data" else tuple(f for f in MODEL_FLAGS if f.startswith("--"))
+    missing = [f for f in needed if schema.get(f) is None]
     if missing:
-        return refuse(f"vLLM {schema.version} on {hosts[0]} has no {', '.join(missing)}: data parallel over nodes needs a newer "
-                      "vLLM (0.9 on)")
+        return refuse(f"vLLM {schema.version} on {hosts[0]} has no {', '.join(missing)}: " + (
+            "data parallel over nodes needs a newer vLLM (0.9 on)" if shape == "data" else
+            "one model over several nodes without Ray needs vLLM 0.11 on (Ray's form, older vLLMs' only one, is not built)"))
     tp = int(spec.params.get("tp") or 1)
     counts, why = await core.every_node(hosts, lambda host: _gpus(ctx, host))
     if why:
         return refuse(why)
-    for rank, (host, gpus) in enumerate(zip(hosts, counts)):
-        if gpus == 0 or gpus % tp:
-            return refuse(f"rank {rank} ({host}) has {gpus} GPUs: they do not split into tensor-parallel groups of {tp} (tp)")
-    ranks = [gpus // tp for gpus in counts]
     head, rpc_port = head_address(ctx, spec, hosts)
-    argvs = [group_argv(base, len(hosts), rank, head, rpc_port, 0, ranks) for rank in range(len(hosts))]
+    if shape == "model":
+        world = world_size(base)
+        share = world // len(hosts)
+        for rank, (host, gpus) in enumerate(zip(hosts, counts)):
+            if share > gpus:
+                return refuse(f"rank {rank} ({host}) has {gpus} GPUs, fewer than its share of the model ({share}: tensor x pipeline "
+                              f"parallel {world} over {len(hosts)} nodes)")
+        ranks = [share] * len(hosts)
+        argvs = [model_argv(base, len(hosts), rank, head, rpc_port) for rank in range(len(hosts))]
+    else:
+        for rank, (host, gpus) in enumerate(zip(hosts, counts)):
+            if gpus == 0 or gpus % tp:
+                return refuse(f"rank {rank} ({host}) has {gpus} GPUs: they do not split into tensor-parallel groups of {tp} (tp)")
+        ranks = [gpus // tp for gpus in counts]
+        argvs = [group_argv(base, len(hosts), rank, head, rpc_port, 0, ranks) for rank in range(len(hosts))]
     lint = LintReport()
     if spec.params.get("lint", True):
         reports = [kind.lint(argv, spec, schema) for argv in argvs[:2]]  # the head's and a headless node's (the rest differ in numbers)
@@ -108,17 +121,23 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
         lint = reports[0]
     draft = spec.params.get("draft_path")
     python = spec.params.get("python") or ctx.hub.config.host(hosts[0]).python
+    port_flag = "--data-parallel-rpc-port" if shape == "data" else "--master-port"
     why = ((draft and await core.draft_problem(ctx, hosts, draft, schema.version, "vllm", "vLLM"))
-           or await core.rank0_port_problem(ctx, spec, hosts[0], python, rpc_port, "--data-parallel-rpc-port"))
+           or await core.rank0_port_problem(ctx, spec, hosts[0], python, rpc_port, port_flag))
     if why:
         return refuse(why)
     old = core.previous(ctx, spec)
     lines = []
     if old:
         lines.append("Stop the group this step started before, if it still runs: " + ", ".join(f"pid {o.pid} on {o.host}" for o in old) + ".")
-    lines.append(f"Start vLLM {schema.version} as data parallel over {len(hosts)} nodes ({sum(ranks)} ranks: "
-                 + ", ".join(str(r) for r in ranks) + f"), the head first (handshake at {head}:{rpc_port}), each node's GPUs "
-                 "verified again right before its own start:")
+    if shape == "data":
+        lines.append(f"Start vLLM {schema.version} as data parallel over {len(hosts)} nodes ({sum(ranks)} ranks: "
+                     + ", ".join(str(r) for r in ranks) + f"), the head first (handshake at {head}:{rpc_port}), each node's GPUs "
+                     "verified again right before its own start:")
+    else:
+        lines.append(f"Start vLLM {schema.version} as one model over {len(hosts)} nodes (tensor x pipeline parallel {sum(ranks)}, "
+                     f"{ranks[0]} GPUs a node), the head first (torch.distributed at {head}:{rpc_port}), each node's GPUs verified "
+                     "again right before its own start:")
     for rank, (host, argv) in enumerate(zip(hosts, argvs)):
         lines.append(f"  rank {rank} on {host}{' (head, serves)' if rank == 0 else ' (headless)'}: " + quote_argv(argv))
     lines += [f"  {d.severity}: {d.message}" for d in lint.diagnoses if d.severity != "info"]
@@ -139,7 +158,7 @@ async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: GroupPlan) -
 
     processes, why = await core.start_nodes(ctx, spec, kind.log_path(spec), planned.hosts, planned.argvs, port, gate)
     evidence = core.evidence(processes, planned.hosts, "vllm", planned.version, planned.lint)
-    evidence["dp_ranks"] = planned.ranks
+    evidence["dp_ranks" if "--nnodes" not in planned.argvs[0] else "gpus_per_node"] = planned.ranks
     if why:
         return StepResult(StepState.FAILED, started, _now(), why + ("; the nodes started before it were stopped" if processes else ""),
                           evidence)
