@@ -150,6 +150,23 @@ async def test_the_process_pane_sorts_selects_copies_and_kills_through_the_plan(
         assert not pane.descending and "%CPU^" in str(pane.content)
         await pilot.press("y")
         assert copied and "cockpit_procs_test" in copied[0]
+        # Y: the copied text whole, in a text area to select (a terminal that ignores OSC 52); esc back
+        from cockpit.ui.screens.copied import CopiedScreen
+        from textual.widgets import TextArea
+
+        await pilot.press("Y")
+        assert isinstance(app.screen, CopiedScreen) and app.screen.query_one(TextArea).text == copied[0]
+        assert app.screen.query_one(TextArea).selected_text == copied[0]  # selected already
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CopiedScreen)
+        # /: only the rows a pattern matches (case-smart), said in the title; an empty pattern shows every row again
+        pane.focus()
+        await pilot.press("slash", *"COCKPIT_PROCS", "enter")
+        assert pane.ordered() == [] and "no process matches /COCKPIT_PROCS" in str(pane.content)
+        await pilot.press("slash", "ctrl+u", *"cockpit_procs", "enter")
+        assert [r.pid for r in pane.ordered()] == [holder.pid] and "/cockpit_procs (1 of" in pane.border_title
+        await pilot.press("slash", "ctrl+u", "enter")
+        assert pane.filter_text == "" and "/" not in pane.border_title.split("·")[-1]
         await pilot.press("K")
         try:
             await eventually(lambda: isinstance(app.screen, ConfirmScreen), 15)

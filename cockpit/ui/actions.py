@@ -59,6 +59,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("procs.toggle", "p", "toggle_procs", "processes", help="the focused host's compute processes as nvitop shows them: "
            "pid, user, GPU, memory, CPU, run time, command (again, in it: hide it)", palette="Toggle the process table",
            palette_help="sort, select, kill through the plan, copy a command line"),
+    Action("app.copied", "Y", "show_copied", "show copied", show=False, help="the text the last copy (y) put on the clipboard, "
+           "shown to select with the mouse (for a terminal that ignores OSC 52)", palette="Show what was copied",
+           palette_help="the last copy's text, selectable (a terminal that ignores OSC 52)"),
     Action("app.jump", "colon", "jump", "jump", key_display=":", show=False, help="jump to a host, a step, a run or a pane by "
            "a few letters of its name (fuzzy, as k9s's :)", palette="Jump to…", palette_help="a host, a step, a run or a pane"),
     Action("app.toggle_log", "l", "toggle_log", "log", help="the command log: every command run on a host (again, in it: hide it)", palette="Toggle command log",
@@ -88,6 +91,8 @@ ACTIONS: tuple[Action, ...] = (
     Action("procs.kill", "K", "kill_selected", "kill", scope="procs", writes=True, help="kill the selected process: its plan "
            "(pid, user, GPU memory) first, then SIGTERM and SIGKILL after 10 s; your own processes only unless the host sets "
            "kill_any_user = true"),
+    Action("procs.filter", "slash", "filter", "filter", key_display="/", scope="procs",
+           help="show only the processes a regular expression matches (anywhere in the row; case-smart); empty: all"),
     Action("procs.copy", "y", "copy_selected", "copy command", scope="procs", help="copy the selected process's command line "
            "(OSC 52: works over ssh, and in tmux with set-clipboard on)"),
     Action("logview.search", "slash", "search", "search", key_display="/", scope="logview",
@@ -115,8 +120,8 @@ PANE_HELP = {
     "log": "The command log: every command the cockpit ran on a host, with its exit status.",
     "procs": "The processes of the focused host's GPUs, as nvitop shows them: pid, user, GPUs, GPU memory, CPU % "
     "(measured between two polls), resident memory, run time and command line; read while the pane is shown (the GPUs' "
-    "own list and one ps over the host's connection). o sorts by the next column, O reverses, K kills the selected "
-    "process through the kill steps' plan and confirmation, y copies its command line.",
+    "own list and one ps over the host's connection). o sorts by the next column, O reverses, / filters the rows, K "
+    "kills the selected process through the kill steps' plan and confirmation, y copies its command line.",
     "server": "The server log: the launched server's start-up milestones, health, its log followed from the end, "
     "and the diagnosis of a crash with its fix (f applies it to the launch step and relaunches).",
     "bench": "Benchmarks: a sweep's progress, then its decision (the best depth per concurrency, speedup, "

@@ -82,6 +82,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         self.context = context if isinstance(context, Context) else Context.of(context, hub, runbook)
         self.config, self.hub, self.runbook = self.context.config, self.context.hub, self.context.runbook
         self.demo, self.read_only = demo, read_only
+        self.copied: tuple[str, str] | None = None  # the last copy's text and what it was (Y shows it to select)
         self._theme_name = theme or self.config.ui.theme
         self.ascii_only = ascii_only if ascii_only is not None else (self.config.ui.ascii or os.environ.get("COCKPIT_ASCII") == "1")
         self._ascii_filter = AsciiOnly() if self.ascii_only else None
@@ -157,8 +158,17 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         """Copy through OSC 52 (Textual's copy_to_clipboard: over ssh too, and in tmux with set-clipboard on); the
         message says what was copied and shows it, for a terminal that ignores OSC 52."""
         self.copy_to_clipboard(text)
-        shown = text if len(text) <= 200 else text[:197] + "..."
-        self.notify(f"copied {what} (OSC 52; if your terminal ignores it: {shown})", title="copied", timeout=8)
+        self.copied = (text, what)
+        shown = text if len(text) <= 120 else text[:117] + "..."
+        self.notify(f"copied {what} (OSC 52): {shown}\nY shows it to select, if your terminal ignores OSC 52", title="copied", timeout=8)
+
+    def action_show_copied(self) -> None:
+        from cockpit.ui.screens.copied import CopiedScreen
+
+        if self.copied is None:
+            self.notify("nothing copied yet: y copies what is selected", severity="warning")
+            return
+        self.push_screen(CopiedScreen(*self.copied))
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)

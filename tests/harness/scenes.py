@@ -98,8 +98,24 @@ async def _procs(pilot) -> None:
     await pilot.pause()
 
 
+async def _procs_filtered(pilot) -> None:
+    """/ in the process table: only the rows the pattern matches, said in its title."""
+    await _procs(pilot)
+    await _keys(pilot, "slash", *"sglang", "enter")
+
+
+async def _copied(pilot) -> None:
+    """y on the selected process, then Y: the copied command line whole, selected, to select by mouse."""
+    await _procs(pilot)
+    await _keys(pilot, "y", "Y")
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
 PANES = {
     "processes": _procs,
+    "processes-filtered": _procs_filtered,
+    "copied": _copied,
     "hosts": lambda pilot: _keys(pilot),
     "zoomed-host": lambda pilot: _keys(pilot, "h", "z"),  # the hosts focused first: the server pane may have taken the focus
     "one-gpu": lambda pilot: _keys(pilot, "h", "z", "5"),

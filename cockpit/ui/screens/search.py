@@ -37,14 +37,14 @@ class SearchScreen(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "cancel", id="search.cancel")]
 
-    def __init__(self, where: str, current: str = ""):
+    def __init__(self, where: str, current: str = "", hint: str = "enter: search (n next, N previous)   empty: clear"):
         super().__init__()
-        self.where, self.current = where, current
+        self.where, self.current, self.hint = where, current, hint
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Input(value=self.current, placeholder=f"search {self.where} (a regular expression; case-smart)", id="search")
-            yield Static("enter: search (n next, N previous)   empty: clear   esc: cancel", id="search-hint")
+            yield Static(f"{self.hint}   esc: cancel", id="search-hint")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

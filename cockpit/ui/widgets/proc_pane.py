@@ -1,10 +1,12 @@
 """The processes pane (issue 40): one host's compute processes as nvitop shows them (hosts/proctable.py), sorted by any
-column, one selected; K kills the selected one through the kill steps' plan and confirmation, y copies its command
-line.  The pane polls only while it is shown: the host's latest GPU sample and one `ps` over its connection."""
+column, filtered by `/` (a regular expression over the row, case-smart, as the logs' search), one selected; K kills the
+selected one through the kill steps' plan and confirmation, y copies its command line.  The pane polls only while it
+is shown: the host's latest GPU sample and one `ps` over its connection."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -48,6 +50,8 @@ class ProcessPane(Static, can_focus=True):
         self.sort, self.descending = "gpu_mib", True
         self.selected_pid: int | None = None
         self.error: str | None = None
+        self.filter_text = ""
+        self._filter: re.Pattern | None = None
         self._table = ProcessTable()
         self._shown: tuple | None = None
 
@@ -90,7 +94,24 @@ class ProcessPane(Static, can_focus=True):
     # --- keys ---------------------------------------------------------------------------------------
 
     def ordered(self) -> list[ProcRow]:
-        return sort_rows(self.rows, self.sort, self.descending)
+        """The rows shown: sorted, and only those the filter matches (anywhere in the row as it is drawn)."""
+        rows = sort_rows(self.rows, self.sort, self.descending)
+        if self._filter is None:
+            return rows
+        pattern = self._filter
+        return [r for r in rows if pattern.search(" ".join(cells(r).values()))]
+
+    def set_filter(self, text: str) -> None:
+        from cockpit.ui.screens.search import compile_search
+
+        self.filter_text, self._filter = text, compile_search(text)
+        self._draw()
+
+    def action_filter(self) -> None:
+        from cockpit.ui.screens.search import SearchScreen
+
+        self.app.push_screen(SearchScreen("the processes", self.filter_text, hint="enter: show only the matching rows   empty: all"),
+                             lambda text: text is not None and self.set_filter(text))
 
     def selected(self) -> ProcRow | None:
         rows = self.ordered()
@@ -135,11 +156,15 @@ class ProcessPane(Static, can_focus=True):
         selected = self.selected()
         width = max(20, self.size.width - 2)
         title = f"processes · {self.host or 'no host'} · by {HEADINGS[self.sort]} {'v' if self.descending else '^'}"
+        if self._filter is not None:
+            title += f" · /{self.filter_text} ({len(rows)} of {len(self.rows)})"
         lines: list[Text] = []
         if self.error:
             lines.append(Text(f"could not read: {self.error}", style="yellow", no_wrap=True, overflow="ellipsis"))
         if not rows:
-            lines.append(Text("no compute process on its GPUs" if self.host else "focus a host, then p", style="dim"))
+            empty = "focus a host, then p" if not self.host else (
+                f"no process matches /{self.filter_text} (/ then enter: all)" if self.rows else "no compute process on its GPUs")
+            lines.append(Text(empty, style="dim"))
         else:
             shown = [cells(r) for r in rows]
             widths = {c: max(len(HEADINGS[c]) + 1, *(len(s[c]) for s in shown)) for c in COLUMNS if c != "command"}
