@@ -140,6 +140,12 @@ def test_the_lint_refuses_what_the_wheel_refused_against_its_own_flags(version):
             '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}']
     if era(version).methods is None or "eagle3" in era(version).methods:
         assert lint(good, version, schema).ok, (version, [d.message for d in lint(good, version, schema).diagnoses])
+    # `vllm serve`'s own subparser's options are the version's too (to 0.9 it added --config, and from 0.9 --headless,
+    # before make_arg_parser: recorded as the entry point builds it, so a line with them is not called unknown)
+    assert schema.get("--config") is not None, version
+    assert lint(["vllm", "serve", "/m", "--config", "serve.yaml"], version, schema).ok, version
+    if version != "0.8.5.post1":
+        assert schema.get("--headless") is not None and schema.get("--data-parallel-start-rank") is not None, version
 
 
 def _spec_line(source: str, bonus: bool) -> str:

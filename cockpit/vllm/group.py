@@ -16,7 +16,7 @@ With `parallel = "model"` the nodes hold one model between them (tensor and/or p
 T x P must split evenly over the nodes (vLLM: `--nnodes` must evenly divide the world size), each node's share at most its
 GPUs.  Ray's form (older vLLMs' only multi-node tensor/pipeline parallel) is not built.  The flags are
 checked against the step's vLLM version's own recorded parser (cockpit/vllm/data/versions.json: --headless and
---data-parallel-start-rank arrived in 0.9).  Launched by the cockpit over SSH (vllm/grouplaunch.py) or handed to
+--data-parallel-start-rank are in 0.9.2, the oldest recorded that has them).  Launched by the cockpit over SSH (vllm/grouplaunch.py) or handed to
 Slurm or a LeaderWorkerSet (`cockpit plan emit STEP --format slurm|lws`, here).
 
 A node's log says how far it got (vLLM's own lines, 0.9 to 0.34): a headless node `Launching N data parallel
@@ -266,7 +266,7 @@ def _parts(kind, spec, python: str, gpus_per_node: int | None) -> tuple[int, int
     missing = _missing_flags(version, tuple(f for f in MODEL_FLAGS if f.startswith("--")) if model else DP_FLAGS)
     if missing:
         raise CockpitError(f"vLLM {version} has no {', '.join(missing)}: " + (
-            "one model over several nodes without Ray needs vLLM 0.11 on" if model else "data parallel over nodes needs a newer vLLM (0.9 on)"))
+            "one model over several nodes without Ray needs vLLM 0.11 on" if model else "data parallel over nodes needs a newer vLLM (0.9.2 has them)"))
     base = kind.base_argv(None, spec, python)
     base = [python if i == 0 else w for i, w in enumerate(base)]
     if model:

@@ -90,7 +90,7 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     missing = [f for f in needed if schema.get(f) is None]
     if missing:
         return refuse(f"vLLM {schema.version} on {hosts[0]} has no {', '.join(missing)}: " + (
-            "data parallel over nodes needs a newer vLLM (0.9 on)" if shape == "data" else
+            "data parallel over nodes needs a newer vLLM (0.9.2 has them)" if shape == "data" else
             "one model over several nodes without Ray needs vLLM 0.11 on (Ray's form, older vLLMs' only one, is not built)"))
     tp = int(spec.params.get("tp") or 1)
     counts, why = await core.every_node(hosts, lambda host: _gpus(ctx, host))
