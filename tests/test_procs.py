@@ -42,6 +42,28 @@ def test_cpu_is_measured_between_polls_and_a_process_ps_cannot_see_is_kept_and_s
     assert 1 not in first  # not a compute process: not in the table
 
 
+def test_this_machines_processes_read_from_proc_say_what_ps_says(tmp_path):
+    """On the cockpit's own machine the table reads /proc (no ps spawned each poll): for a real busy process the same
+    user, command line, resident memory and run time as the real ps, and CPU time finer than ps's whole seconds; the ps
+    the table runs on another host lists only the pids asked for (-p without -e, which would add every process)."""
+    from cockpit.hosts.proctable import PS_TABLE_ARGV, read_proc
+
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 30\nwhile time.time() < end: pass",
+                             "cockpit_read_proc_test"])
+    try:
+        time.sleep(1.5)
+        ours = read_proc([busy.pid, 999_999_999])
+        ps = parse_ps_table(subprocess.run([*PS_TABLE_ARGV, "-p", f"{busy.pid},1"], capture_output=True, text=True).stdout)
+        assert set(ps) == {busy.pid, 1} and set(ours) == {busy.pid}  # a pid that is not there is left out, as by ps
+        mine, theirs = ours[busy.pid], ps[busy.pid]
+        assert (mine.user, mine.args) == (theirs.user, theirs.args) and "cockpit_read_proc_test" in mine.args
+        assert abs(mine.rss_kib - theirs.rss_kib) < 1024 and abs(mine.run_s - theirs.run_s) <= 1
+        assert abs(mine.cpu_s - theirs.cpu_s) < 1.0 and mine.cpu_s > 0.5  # in clock ticks (ps: whole seconds)
+    finally:
+        busy.kill()
+        busy.wait()
+
+
 def test_rows_sort_by_any_column_with_unknowns_last():
     rows = [ProcRow(1, (0,), 100, "a", 5.0, 10, 60, "x"), ProcRow(2, (1,), 300, "b", None, 20, 30, "y"),
             ProcRow(3, (2,), None, None, None, None, None, None, seen=False)]

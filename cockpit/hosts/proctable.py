@@ -2,21 +2,25 @@
 command line, sortable by any column.
 
 The GPUs' own list (nvidia-smi's compute apps, from the host's latest sample) says which processes hold GPU memory;
-one `ps` over the host's existing connection per poll says who they are.  CPU % is measured between two polls (the
-CPU time each process used over the wall time between them), never ps's lifetime average; the first poll has none.
+one `ps` over the host's existing connection per poll says who they are (on the cockpit's own machine the same fields
+are read from /proc in-process: no process spawned each poll, no `ps` line in the command log every poll, CPU time in
+clock ticks rather than ps's whole seconds).  CPU % is measured between two polls (the CPU time each process used over
+the wall time between them), never ps's lifetime average; the first poll has none.
 A process the GPU lists but ps cannot see (another PID namespace: a container; hidepid) is kept, its user and
 command said unknown, with why."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from cockpit.hosts.transport import Transport, TransportError
 
-# one ps per poll: cumulative CPU seconds (times), resident KiB, seconds since start (etimes); -ww: whole command lines
-PS_TABLE_ARGV = ["ps", "-ww", "-eo", "pid=,user:32=,times=,rss=,etimes=,args="]
+# one ps per poll, of the given pids only (-p; never -e, which would add every process to them): cumulative CPU seconds
+# (times), resident KiB, seconds since start (etimes); -ww: whole command lines
+PS_TABLE_ARGV = ["ps", "-ww", "-o", "pid=,user:32=,times=,rss=,etimes=,args="]
 COLUMNS = ("pid", "user", "gpu", "gpu_mib", "cpu", "rss", "time", "command")  # the order shown, and what `sort` takes
 NOT_SEEN = "not in ps on this host (another PID namespace, e.g. a container, or hidden by hidepid): user and command unknown"
 
@@ -49,7 +53,7 @@ class ProcRow:
 @dataclass(frozen=True)
 class _PsRow:
     user: str
-    cpu_s: int
+    cpu_s: float
     rss_kib: int
     run_s: int
     args: str
@@ -65,20 +69,59 @@ def parse_ps_table(text: str) -> dict[int, _PsRow]:
     return rows
 
 
+def read_proc(pids: list[int], root: str = "/proc") -> dict[int, _PsRow]:
+    """ps's fields for `pids`, read from /proc here (the cockpit's own machine): user, CPU seconds (utime + stime, in
+    clock ticks), resident KiB, seconds since start, command line (`[comm]` where it has none, as ps shows a kernel
+    thread).  A pid gone or unreadable is left out, as ps leaves it out."""
+    import pwd
+
+    ticks, page_kib = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE") // 1024
+    try:
+        with open(f"{root}/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return {}
+    rows: dict[int, _PsRow] = {}
+    for pid in pids:
+        try:
+            with open(f"{root}/{pid}/stat") as handle:
+                stat = handle.read()
+            with open(f"{root}/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+            uid = os.stat(f"{root}/{pid}").st_uid
+        except OSError:
+            continue
+        comm, _, after = stat.rpartition(")")
+        fields = after.split()
+        if len(fields) < 22:
+            continue
+        try:
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            user = str(uid)
+        words = [" ".join(w.decode("utf-8", "replace").split()) for w in cmdline.split(b"\0") if w]  # as ps: no newlines
+        args = " ".join(words) if words else f"[{comm.partition('(')[2]}]"
+        rows[pid] = _PsRow(user, (int(fields[11]) + int(fields[12])) / ticks, int(fields[21]) * page_kib,
+                           max(0, int(uptime - int(fields[19]) / ticks)), args)
+    return rows
+
+
 class ProcessTable:
     """One host's table, kept between polls (for CPU %); bounded by the host's compute processes."""
 
     def __init__(self, clock=time.monotonic) -> None:
         self._clock = clock
-        self._last: dict[int, tuple[float, int]] = {}  # pid -> (when, its CPU seconds then)
+        self._last: dict[int, tuple[float, float]] = {}  # pid -> (when, its CPU seconds then)
         self.rows: list[ProcRow] = []
         self.polled_at: float | None = None
         self.error: str | None = None
 
-    def update(self, compute: list[tuple[int, int | None, int | None]], ps_text: str, now: float | None = None) -> list[ProcRow]:
-        """compute: (pid, GPU index, MiB) of each compute process on each GPU, as the GPU driver lists them."""
+    def update(self, compute: list[tuple[int, int | None, int | None]], ps_text: str, now: float | None = None,
+               seen: dict[int, _PsRow] | None = None) -> list[ProcRow]:
+        """compute: (pid, GPU index, MiB) of each compute process on each GPU, as the GPU driver lists them; ps_text: ps's
+        output (or `seen`: the same fields read from /proc)."""
         now = self._clock() if now is None else now
-        seen = parse_ps_table(ps_text)
+        seen = parse_ps_table(ps_text) if seen is None else seen
         held: dict[int, list[tuple[int | None, int | None]]] = {}
         for pid, index, mib in compute:
             held.setdefault(pid, []).append((index, mib))
@@ -105,6 +148,10 @@ class ProcessTable:
         pids = sorted({pid for pid, _, _ in compute})
         if not pids:
             return self.update(compute, "")
+        from cockpit.hosts.local import LocalTransport
+
+        if isinstance(transport, LocalTransport):
+            return self.update(compute, "", seen=read_proc(pids))
         done = await transport.run([*PS_TABLE_ARGV, "-p", ",".join(map(str, pids))], timeout=30)
         if done.exit_status == 1 and not done.stdout.strip():
             return self.update(compute, "")  # ps -p exits 1 when none of them is there any more (or none is visible)

@@ -1,7 +1,10 @@
 """Where the TUI's CPU goes, part by part, without a sampling profiler.
 
 Run on demand (not part of the test suite):
-    python tests/perf/attribute_tui.py [--hosts 8] [--seconds 40] [--size 160x48]
+    python tests/perf/attribute_tui.py [--hosts 8] [--seconds 40] [--size 160x48] [--world sshd|demo] [--keys "h p" [--compare]]
+
+--keys: typed into the TUI after its warm-up (`h p`: the process table open on the first host); with --compare the
+same run first without them, then with them, the two reports side by side (each part's % of a core, and the change).
 
 The real `cockpit` TUI runs in a pseudo-terminal against N hosts x 8 GPUs at 1 Hz through a loopback
 sshd (the stand-in nvidia-smi behind it), as bench_monitor.py runs it.  Inside it, every callback the
@@ -143,6 +146,48 @@ def main() -> None:
         sys.argv = ["cockpit", *sys.argv[3:]]
         child(os.environ["ATTRIBUTE_REPORT"])
         return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--size", default="160x48")
+    parser.add_argument("--world", choices=("sshd", "demo"), default="sshd",
+                        help="sshd: N loopback hosts (bench_monitor's); demo: soak_serving.py's world (the demo's hosts and servers)")
+    parser.add_argument("--keys", default="", help="keys typed after the warm-up, space-separated (e.g. 'h p')")
+    parser.add_argument("--compare", action="store_true", help="run without the keys, then with them; both reports side by side")
+    args = parser.parse_args()
+    if args.compare and args.keys:
+        without, with_keys = measure(args, ""), measure(args, args.keys)
+        side_by_side(without, with_keys, args)
+        return
+    print(f"{args.hosts} hosts x 8 GPUs at 1 Hz, the TUI at {args.size}" + (f", keys {args.keys!r}" if args.keys else "")
+          + ", main thread CPU by part:")
+    print(measure(args, args.keys) or "no report: the TUI did not answer the signals")
+
+
+def side_by_side(a: str, b: str, args) -> None:
+    def parts(text: str) -> dict[str, float]:
+        found = {}
+        for line in text.splitlines()[1:]:
+            label, _, rest = line.rpartition(" %")
+            if not label:
+                continue
+            head, _, value = label.rstrip().rpartition(" ")
+            try:
+                found[head.rstrip()] = float(value)
+            except ValueError:
+                continue
+        return found
+
+    whole = [line.split(": ", 1)[1].split(" %")[0] if line else "?" for line in (a.splitlines()[:1] or [""]) + (b.splitlines()[:1] or [""])]
+    print(f"{args.hosts} hosts x 8 GPUs at 1 Hz, the TUI at {args.size}, {args.seconds:g} s each: without keys, then with {args.keys!r}")
+    print(f"{'the whole process (% of a core)':<66} {whole[0]:>8} {whole[1]:>8}")
+    pa, pb = parts(a), parts(b)
+    for label in sorted(set(pa) | set(pb), key=lambda k: -max(pa.get(k, 0), pb.get(k, 0))):
+        x, y = pa.get(label, 0.0), pb.get(label, 0.0)
+        print(f"{label:<66} {x:8.3f} {y:8.3f} {y - x:+8.3f}")
+
+
+def measure(args, keys: str) -> str:
     import fcntl
     import pty
     import select
@@ -155,18 +200,20 @@ def main() -> None:
     from bench_monitor import WARMUP, config_text
     from harness.sshd import SshdHarness
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=40.0)
-    parser.add_argument("--size", default="160x48")
-    args = parser.parse_args()
     columns, rows = (int(n) for n in args.size.split("x"))
     root = Path(tempfile.mkdtemp(prefix="cockpit-attribute-"))
-    harness = SshdHarness(root / "sshd", addresses=[f"127.0.0.{n + 1}" for n in range(args.hosts)]).start()
+    world = None
+    if args.world == "demo":  # soak_serving.py's: the demo's world (its servers and processes) and six SSH hosts, 8 GPUs each
+        from soak_serving import make_world
+
+        world, harness, config = make_world(root, 1.0)
+    else:
+        harness = SshdHarness(root / "sshd", addresses=[f"127.0.0.{n + 1}" for n in range(args.hosts)]).start()
     try:
-        harness.scenario({"gpus": 8, "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}]})
-        config = root / "cockpit.toml"
-        config.write_text(config_text(harness, args.hosts))
+        if world is None:
+            harness.scenario({"gpus": 8, "processes": [{"pid": 4242, "name": "python3", "used_memory": 30000, "gpu": 5}]})
+            config = root / "cockpit.toml"
+            config.write_text(config_text(harness, args.hosts))
         report = root / "report.txt"
         pid, fd = pty.fork()
         if pid == 0:
@@ -185,16 +232,21 @@ def main() -> None:
                         return
 
         drain(WARMUP + 1)
+        for key in keys.split():
+            os.write(fd, key.encode())
+            drain(0.5)
+        drain(3)
         os.kill(pid, signal.SIGUSR1)
         drain(args.seconds)
         os.kill(pid, signal.SIGUSR2)
         drain(2)
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-        print(f"{args.hosts} hosts x 8 GPUs at 1 Hz, the TUI at {args.size}, main thread CPU by part:")
-        print(report.read_text() if report.exists() else "no report: the TUI did not answer the signals")
+        return report.read_text() if report.exists() else ""
     finally:
         harness.stop()
+        if world is not None:
+            world.close()
 
 
 if __name__ == "__main__":

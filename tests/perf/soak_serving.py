@@ -198,10 +198,11 @@ def run_ui(config: Path, samples: int, every_s: float, label: str) -> list[dict]
     rows = []
     try:
         tui.drain(min(10.0, every_s))  # start-up
-        if label == "procs":  # the process table open on the focused host (h: the hosts, p: its processes), polling
-            os.write(tui.fd, b"h")
+        if label in ("procs", "hosts"):  # the process table open on the focused host (h: the hosts, p: its processes), polling;
+            os.write(tui.fd, b"h")  # `hosts`: only h (what the focus and layout alone cost, apart from the table)
             tui.drain(0.5)
-            os.write(tui.fd, b"p")
+            if label == "procs":
+                os.write(tui.fd, b"p")
             tui.drain(2.0)
         tui.sample()
         for sample in range(1, samples + 1):
@@ -253,7 +254,7 @@ def main() -> None:
                 load = Load(port, args.load_pause)
                 load.start()
             for mode in args.modes.split(","):
-                if phase == "procs" and mode != "ui":
+                if phase in ("procs", "hosts") and mode != "ui":
                     continue  # the process table is the TUI's: headless, this phase is the idle one
                 print(f"{phase} / {mode}: 8 hosts x 8 GPUs, {samples} samples every {every_s:.1f} s ({args.hours:g} hour-equivalents "
                       f"at {args.speed:g}x: {samples * every_s / 60:.1f} min)", flush=True)
