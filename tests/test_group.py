@@ -520,6 +520,20 @@ poll_s = 0.3
 """
 
 
+async def stop_what_launched(ctx, step: str = "launch") -> None:
+    """Whatever the step started, stopped (a failed assertion must not leave a group running after the test)."""
+    from cockpit.hosts.procs import stop_process
+
+    result = ctx.runbook.result(step)
+    for member in group_of(result.evidence if result is not None else None):
+        try:
+            transport = ctx.pool.get(member.host)
+            if await process_alive(transport, member.pid):
+                await stop_process(transport, member.pid)
+        except Exception:  # noqa: BLE001 - best effort: the test's own failure is the one to see
+            pass
+
+
 def vllm_logs(tmp_path) -> str:
     return "".join(p.read_text() for p in sorted(tmp_path.glob("vllm-group*.log")))
 
@@ -567,6 +581,7 @@ def test_a_vllm_group_starts_head_first_becomes_ready_and_a_dead_node_fails_it(t
             assert "stopped pid" in said
             assert not await process_alive(ctx.pool.get("node0"), head.pid)
         finally:
+            await stop_what_launched(ctx)
             await ctx.close()
 
     asyncio.run(go())
@@ -595,6 +610,7 @@ def test_a_vllm_node_dirty_at_its_own_start_stops_the_nodes_started_before_it(tm
             assert head.host == "node0" and not await process_alive(ctx.pool.get("node0"), head.pid)
             assert not list(tmp_path.glob("vllm-group-rank1.log"))  # node 1 never started
         finally:
+            await stop_what_launched(ctx)
             await ctx.close()
 
     asyncio.run(go())
@@ -616,6 +632,7 @@ def test_a_headless_vllm_node_that_never_hears_from_the_head_is_named_and_the_gr
             for member in group_of(launch.evidence):
                 assert not await process_alive(ctx.pool.get(member.host), member.pid)
         finally:
+            await stop_what_launched(ctx)
             await ctx.close()
 
     asyncio.run(go())
@@ -696,6 +713,7 @@ def test_one_vllm_model_over_two_nodes_tensor_x_pipeline_parallel(tmp_path, node
             assert "headless multiproc executor" in vllm_logs(tmp_path)
             await ctx.runbook.stop_server("launch", lambda _t: asyncio.sleep(0, True))
         finally:
+            await stop_what_launched(ctx)
             await ctx.close()
 
     asyncio.run(go())
@@ -708,6 +726,7 @@ def test_one_vllm_model_over_two_nodes_tensor_x_pipeline_parallel(tmp_path, node
             assert launch.state is StepState.FAILED and "vLLM 0.10.2 on node0 has no --nnodes" in launch.message, launch.message
             assert "Ray" in launch.message and not list((tmp_path / "old").glob("vllm-group*.log"))
         finally:
+            await stop_what_launched(ctx)
             await ctx.close()
 
     asyncio.run(refused())
@@ -729,6 +748,7 @@ def test_a_model_over_nodes_whose_worker_cannot_reach_the_head_is_named(tmp_path
             node1 = ready.evidence["group_state"]["nodes"][1]
             assert node1["failure"] == "head_unreachable" and "client socket has timed out after 1500ms" in node1["line"]
         finally:
+            await stop_what_launched(ctx)
             await ctx.close()
 
     asyncio.run(go())
@@ -777,3 +797,116 @@ def test_a_node_holding_a_share_of_one_model_is_ready_once_each_worker_loaded_it
     assert node_state(1, "b", [launched, *loaded], True, engines=8, form="model").state == "ready"
     timed_out = "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined."
     assert node_state(0, "a", [timed_out], True, engines=8, form="model").failure == "rendezvous_timeout"
+
+
+# --- one vLLM model over a Ray cluster the cockpit starts: the real Ray ----------------------------------------------
+
+def need_ray() -> None:
+    """The real Ray (`pip install ray`): .ci/run installs it, and there a missing Ray fails (COCKPIT_REQUIRE_RAY=1)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        if os.environ.get("COCKPIT_REQUIRE_RAY") == "1":
+            pytest.fail("ray is not installed, but COCKPIT_REQUIRE_RAY=1 (.ci/run installs it)")
+        pytest.skip("ray is not installed: pip install ray")
+
+
+@pytest.mark.slow
+def test_one_vllm_model_over_a_real_ray_cluster_started_node_by_node(tmp_path, nodes4):
+    """parallel = "ray": the real Ray started on two nodes (`ray start --head` on node 0, `ray start --address` on node 1,
+    each with its 8 GPUs as Ray resources), the cluster asked through the head's own Ray until it has both nodes and 16
+    GPUs, every node's GPUs verified again, then vLLM (the stand-in, joining the real cluster and placing a real
+    placement group of 16 GPU bundles, as vLLM does) on the head; ready on its /health; plan stop stops the server and the
+    cluster.  tp 16 > one node's 8 GPUs: only a cluster of both can hold it."""
+    need_ray()
+    config = vllm_group_config(nodes4, tmp_path, version="0.34.0", parallel="ray", tp=16)
+    config = config.replace('parallel = "ray"\n', 'parallel = "ray"\nray_args = ["--dashboard-agent-listen-port=0", "--object-store-memory=80000000"]\njoin_timeout_s = 120\n')
+    ctx = Context.of(parse_config(config, str(tmp_path / "c.toml")))
+
+    async def go():
+        try:
+            clean, launch, ready = await run_steps(ctx, "clean", "launch", "ready")
+            logs = "".join(p.read_text(errors="replace")[-2000:] for p in sorted(tmp_path.glob("vllm-group*.log")))
+            assert launch.state is StepState.PASSED, (launch.message, logs)
+            server, worker, head = members = group_of(launch.evidence)
+            assert launch.evidence["cluster"] == {"nodes": 2, "gpus": 16.0} and launch.evidence["ray"]
+            assert (server.host, worker.host, head.host) == ("node0", "node1", "node0")
+            assert "--distributed-executor-backend" in server.argv and "ray" in server.argv
+            assert "--head" in head.argv and "--address" in worker.argv
+            assert ready.state is StepState.PASSED, (ready.message, logs)
+            assert "Placement group ready: 16 GPU bundles on 2 Ray nodes" in (tmp_path / "vllm-group-rank0.log").read_text()
+            roles = [n.get("role") for n in ready.evidence["group_state"]["nodes"]]
+            assert roles == ["vLLM", "a Ray worker", "the Ray head"]
+            said = await ctx.runbook.stop_server("launch", lambda _t: asyncio.sleep(0, True))
+            assert said.count("stopped pid") == 3, said
+            for member in members:
+                assert not await process_alive(ctx.pool.get(member.host), member.pid)
+        finally:
+            await stop_what_launched(ctx)
+            await ctx.close()
+
+    asyncio.run(go())
+
+
+def test_a_ray_clusters_members_read_their_own_lines():
+    """Ray's own words (ray 2.60's `ray start --block`) and vLLM's on the head (its ray_utils.py): a worker joined once
+    its runtime started; one whose subprocesses died fails the group, named by its role; a server whose placement group
+    cannot be had is named with the GPU sum to check."""
+    from types import SimpleNamespace
+
+    from cockpit.vllm.group import MODEL, group_state
+
+    worker = SimpleNamespace(host="node1", argv=("python3", "-m", "ray.scripts.scripts", "start", "--address", "10.0.0.1:6379"))
+    head = SimpleNamespace(host="node0", argv=("python3", "-m", "ray.scripts.scripts", "start", "--head", "--port", "6379"))
+    server = SimpleNamespace(host="node0", argv=("python3", "-m", "vllm.entrypoints.cli.main", "serve", "/m",
+                                                 "--tensor-parallel-size", "16", "--distributed-executor-backend", "ray"))
+    started = ["Local node IP: 10.0.0.2", "", "--------------------", "Ray runtime started.", "--------------------"]
+    joined = MODEL.node_state(1, worker, started, True)
+    assert (joined.state, joined.role) == ("ready", "a Ray worker")
+    died = MODEL.node_state(1, worker, [*started, "Some Ray subprocesses exited unexpectedly:", "  raylet [exit code=1]"], True)
+    placed = MODEL.node_state(0, server, ["ValueError: Cannot provide a placement group requiring 16 GPUs (placement_group_specs="
+                                          "[{'GPU': 1.0}]) within 1800 seconds."], True)
+    assert died.failure == "ray_died" and placed.failure == "ray_gpus" and placed.role == "vLLM"
+    said = group_state([placed, died, MODEL.node_state(2, head, started, True)]).cause
+    assert said.startswith("a Ray worker on node1: some of its Ray processes exited unexpectedly"), said
+    said = group_state([placed, joined, MODEL.node_state(2, head, started, True)]).cause
+    assert said.startswith("vLLM on node0: the Ray cluster has fewer GPUs than the model needs") and "--num-gpus" in said
+
+
+def test_a_ray_group_is_refused_before_anything_starts_where_ray_cannot_hold_it(tmp_path, nodes4):
+    """Planned from what the nodes say: a node whose Python has no Ray is named with the install; tensor x pipeline
+    parallel beyond the nodes' GPUs (24 > 2 x 8) is refused; nothing is started either time."""
+    need_ray()
+    config = vllm_group_config(nodes4, tmp_path, version="0.34.0", parallel="ray", tp=24)
+    ctx = Context.of(parse_config(config, str(tmp_path / "c.toml")))
+
+    async def go():
+        try:
+            _clean, launch = await run_steps(ctx, "clean", "launch")
+            assert launch.state is StepState.FAILED and "tensor x pipeline parallel is 24, more than the 16 GPUs" in launch.message
+        finally:
+            await stop_what_launched(ctx)
+            await ctx.close()
+
+    asyncio.run(go())
+    # node 1's interpreter cannot import ray (a module of that name that raises, first on its path)
+    no_ray = tmp_path / "no-ray"
+    no_ray.mkdir()
+    (no_ray / "ray.py").write_text("raise ImportError('No module named ray')\n")
+    wrapper = tmp_path / "python-vllm-0.34.0"
+    wrapper.write_text(wrapper.read_text().replace("exec ", f"PYTHONPATH={no_ray}:$PYTHONPATH exec ", 1))
+    text = vllm_group_config(nodes4, tmp_path / "again", version="0.34.0", parallel="ray", tp=16)
+    node1 = text.index("[hosts.node1]")  # only node 1's interpreter is the one without Ray
+    text = text[:node1] + text[node1:].replace(str(tmp_path / "again" / "python-vllm-0.34.0"), str(wrapper), 1)
+    ctx = Context.of(parse_config(text, str(tmp_path / "again.toml")))
+
+    async def missing():
+        try:
+            _clean, launch = await run_steps(ctx, "clean", "launch")
+            assert launch.state is StepState.FAILED and "rank 1 (node1): Ray is not importable" in launch.message, launch.message
+            assert "pip install ray" in launch.message and not list((tmp_path / "again").glob("vllm-group*.log"))
+        finally:
+            await stop_what_launched(ctx)
+            await ctx.close()
+
+    asyncio.run(missing())

@@ -82,6 +82,33 @@ async def headless(values: dict, address: str, rpc_port: int, local: int, first:
     return 0
 
 
+def ray_placement(world: int) -> bool:
+    """`--distributed-executor-backend ray`: as vLLM, join the Ray cluster (RAY_ADDRESS) and place one GPU bundle per
+    worker (a real placement group of the real Ray; PACK, as vLLM); vLLM's words when the cluster cannot hold them."""
+    import logging
+
+    import ray
+    from ray.util.placement_group import placement_group
+
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "auto", logging_level=logging.ERROR, log_to_driver=False)
+    log("No current placement group found. Creating a new placement group.", where="ray_utils.py:358")
+    if world > ray.cluster_resources().get("GPU", 0):
+        log("The number of required GPUs exceeds the total number of available GPUs in the placement group.", "WARNING",
+            where="ray_utils.py:364")
+    specs = [{"GPU": 1.0} for _ in range(world)]
+    group = placement_group(specs, strategy="PACK")
+    wait = float(os.environ.get("VLLM_STANDIN_PG_WAIT_S", "1800"))
+    try:
+        ray.get(group.ready(), timeout=wait)
+    except Exception:  # noqa: BLE001 - ray's GetTimeoutError: vLLM's own error after PG_WAIT_TIMEOUT
+        print(f"ValueError: Cannot provide a placement group requiring {world} GPUs (placement_group_specs={specs}) within "
+              f"{int(wait)} seconds. See `ray status` and `ray list nodes` to make sure the cluster has enough resources.", flush=True)
+        return False
+    nodes = {bundle_node for bundle_node in ray.util.placement_group_table(group).get("bundles_to_node_id", {}).values()}
+    log(f"Placement group ready: {world} GPU bundles on {len(nodes)} Ray nodes", where="ray_executor.py:200")
+    return True
+
+
 def dist_timeout() -> float:
     return float(os.environ.get("VLLM_STANDIN_DIST_TIMEOUT_S", "600"))
 
@@ -339,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     nnodes = max(1, _int(values.get("--nnodes"), 1))
     master = (str(values.get("--master-addr") or "127.0.0.1"), _int(values.get("--master-port"), 29501))
     share = max(1, tp * max(1, _int(values.get("--pipeline-parallel-size"), 1)) // nnodes)
+    if values.get("--distributed-executor-backend") == "ray":
+        if not ray_placement(tp * max(1, _int(values.get("--pipeline-parallel-size"), 1))):
+            return 1
     if nnodes > 1 and values.get("--headless"):  # one model over several nodes: this node's share of its workers
         register_gpus(share, "VLLM::Worker")
         return asyncio.run(model_worker(*master, share, share * _int(values.get("--node-rank"), 0)))

@@ -34,14 +34,23 @@ class NodeState:
     failure: str | None = None  # the failure kind
     line: str = ""  # the log line that shows the state (or the failure)
     lines_seen: int = 0
+    role: str = ""  # what the process is, where a node runs more than the engine (a Ray head beside the server)
 
     @property
     def failed(self) -> bool:
         return self.failure is not None
 
+    @property
+    def name(self) -> str:
+        """How a sentence names it: `rank R (host)`, or its role on its host."""
+        return f"{self.role} on {self.host}" if self.role else f"rank {self.rank} ({self.host})"
+
     def to_json(self) -> dict:
-        return {"rank": self.rank, "host": self.host, "state": "failed" if self.failed else self.state, "alive": self.alive,
-                "failure": self.failure, "line": self.line}
+        found = {"rank": self.rank, "host": self.host, "state": "failed" if self.failed else self.state, "alive": self.alive,
+                 "failure": self.failure, "line": self.line}
+        if self.role:
+            found["role"] = self.role
+        return found
 
 
 @dataclass
@@ -188,13 +197,26 @@ def without(snapshot, pids: set[int]):
     return replace(snapshot, gpus=gpus, processes=tuple(p for p in snapshot.processes if p.pid not in pids))
 
 
+async def start_one(ctx: RunContext, spec: StepSpec, host: str, argv: list[str], log: str, rank: int, port: int | None,
+                    started: float, env: dict[str, str] | None = None) -> tuple[LaunchedProcess | None, str]:
+    """One process of a group started detached on `host` (the step's env, with `env` over it), audited: (it, "") or
+    (None, why not)."""
+    from cockpit.hosts.procs import launch_marker, start_detached
+
+    pid, error = await start_detached(ctx.transport(host), argv, log, spec.params.get("cwd"),
+                                      {**(spec.params.get("env") or {}), **(env or {})} or None,
+                                      launch_marker(spec.name, host) + f" rank={rank}")
+    if pid is None:
+        return None, error
+    ctx.audit("launch", host=host, step=spec.name, pid=pid, argv=argv, log=log, rank=rank)
+    return LaunchedProcess(host, pid, log, tuple(argv), port, started), ""
+
+
 async def start_nodes(ctx: RunContext, spec: StepSpec, log_path: str, hosts: list[str], argvs: list[list[str]], port: int,
                       before_each: Callable[[int], Any] | None = None) -> tuple[list[LaunchedProcess], str | None]:
     """Every node started detached, rank 0 first, each with the step's marker and its own log; `before_each(rank)`
     (awaited) may refuse a node with a reason.  On the first node that cannot start, the ones started are stopped:
     (what started, why not)."""
-    from cockpit.hosts.procs import launch_marker, start_detached
-
     started = _now()
     processes: list[LaunchedProcess] = []
     for rank, (host, argv) in enumerate(zip(hosts, argvs)):
@@ -203,14 +225,11 @@ async def start_nodes(ctx: RunContext, spec: StepSpec, log_path: str, hosts: lis
             if refused:
                 await stop_all(ctx, spec, processes, "a node was refused before its start")
                 return processes, refused
-        log = node_log(log_path, rank)
-        pid, error = await start_detached(ctx.transport(host), argv, log, spec.params.get("cwd"), spec.params.get("env"),
-                                          launch_marker(spec.name, host) + f" rank={rank}")
-        if pid is None:
+        process, error = await start_one(ctx, spec, host, argv, node_log(log_path, rank), rank, port if rank == 0 else None, started)
+        if process is None:
             await stop_all(ctx, spec, processes, "a node could not start")
             return processes, f"rank {rank} ({host}) could not start: {error}"
-        ctx.audit("launch", host=host, step=spec.name, pid=pid, argv=argv, log=log, rank=rank)
-        processes.append(LaunchedProcess(host, pid, log, tuple(argv), port if rank == 0 else None, started))
+        processes.append(process)
     return processes, None
 
 

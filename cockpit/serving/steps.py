@@ -82,7 +82,9 @@ class ServeLaunch(Launch):
         "nnodes": Param(int, None, help="the number of nodes (a check: it must equal the number of hosts)"),
         "parallel": Param(str, None, help="vLLM over several nodes: 'data' (default: data parallel, node 0 serves, the others run "
                           "--headless engines) or 'model' (one model over the nodes: tensor/pipeline parallel with --nnodes, vLLM 0.11 on; "
-                          "--pipeline-parallel-size in extra_args)"),
+                          "--pipeline-parallel-size in extra_args) or 'ray' (one model over a Ray cluster the cockpit starts, "
+                          "--distributed-executor-backend ray: older vLLMs' way)"),
+        "ray_args": Param(list, None, help="with parallel = 'ray': more `ray start` arguments on every node, as a list of words"),
         "dist_init_port": Param(int, DEFAULT_DIST_PORT, help="rank 0's rendezvous port (vLLM: its --data-parallel-rpc-port)"),
         "dist_init_addr": Param(str, None, help="host:port of rank 0 as the other nodes reach it (default: rank 0's address; vLLM: "
                                 "its --data-parallel-address and --data-parallel-rpc-port)"),

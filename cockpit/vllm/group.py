@@ -40,7 +40,7 @@ from cockpit.serving.emit import lws_manifest
 from cockpit.serving.group import GroupState, NodeState, summarize
 
 MODEL_FLAGS = ("--nnodes", "-n", "--node-rank", "-r", "--master-addr", "--master-port", "--headless")
-PARALLEL = ("data", "model")
+PARALLEL = ("data", "model", "ray")
 DP_FLAGS = ("--data-parallel-size", "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
             "--data-parallel-start-rank", "--headless")
 RPC_PORT = 13345  # vLLM's documented example
@@ -114,15 +114,19 @@ def form(params: dict) -> str:
 def validate(params: dict, nodes: int) -> str | None:
     """A group's own rules, before anything runs."""
     if params.get("parallel") is not None and params["parallel"] not in PARALLEL:
-        return f"parallel must be 'data' or 'model', got {params['parallel']!r}"
+        return f"parallel must be 'data', 'model' or 'ray', got {params['parallel']!r}"
     if nodes < 2:
         return "parallel goes with several hosts (hosts = [...])" if params.get("parallel") else None
     extra = [str(w) for w in params.get("extra_args") or []]
     named = [w.split("=", 1)[0] for w in extra]
-    owned = DP_FLAGS if form(params) == "data" else MODEL_FLAGS
+    owned = {"data": DP_FLAGS, "model": MODEL_FLAGS, "ray": ("--distributed-executor-backend",)}[form(params)]
     set_here = [f for f in owned if f in named]
     if set_here:
         return f"extra_args must not set {', '.join(set_here)}: the group sets them per node"
+    if not all(isinstance(w, str) for w in params.get("ray_args") or []):
+        return "ray_args must be a list of strings (more `ray start` arguments)"
+    if params.get("ray_args") is not None and form(params) != "ray":
+        return "ray_args go with parallel = 'ray'"
     if form(params) == "model":
         size = world_size([*(["--tensor-parallel-size", str(params["tp"])] if params.get("tp") else []), *extra])
         if size % nodes:
@@ -149,8 +153,8 @@ _FAILURES = [
     ("engine_failed", re.compile(r"Engine core initialization failed|EngineCore failed to start")),
     ("port_in_use", re.compile(r"Address already in use")),
 ]
-_PRIORITY = {"exited": 0, "oom": 1, "kv_cache": 1, "port_in_use": 1, "engine_failed": 2, "head_unreachable": 3, "rendezvous_timeout": 4,
-             "nccl_timeout": 5}
+_PRIORITY = {"exited": 0, "oom": 1, "kv_cache": 1, "port_in_use": 1, "ray_died": 1, "ray_gpus": 2, "engine_failed": 2, "head_unreachable": 3,
+             "rendezvous_timeout": 4, "nccl_timeout": 5}
 
 
 def _local(argv) -> tuple[int, str]:
@@ -198,13 +202,18 @@ def node_state(rank: int, host: str, lines: list[str], alive: bool, engines: int
 
 def describe(node: NodeState, nodes: list[NodeState]) -> str:
     """Why a node failed, naming the node(s) to look at."""
-    name = f"rank {node.rank} ({node.host})" if node.rank else f"the head, rank 0 ({node.host})"
+    name = node.name if node.role else (f"rank {node.rank} ({node.host})" if node.rank else f"the head, rank 0 ({node.host})")
+    if node.failure == "ray_died":
+        return f"{name}: some of its Ray processes exited unexpectedly ({node.line[:120]}); its log names them"
+    if node.failure == "ray_gpus":
+        return (f"{name}: the Ray cluster has fewer GPUs than the model needs ({node.line[:160]}); every node's "
+                "`ray start` must give its GPUs (--num-gpus), and tensor x pipeline parallel at most their sum")
     if node.failure == "head_unreachable":
         m = _FAILURES[0][1].search(node.line)
         waited = f" within {m.group('m')} minutes" if m else ""
-        head = nodes[0] if nodes else None
+        head = next((n for n in nodes if n.role == "the Ray head"), nodes[0] if nodes else None) if node.role else (nodes[0] if nodes else None)
         where = f" ({head.host}: {head.state if not head.failed else 'failed'})" if head is not None else ""
-        port = "--master-port" if "client socket" in node.line else "--data-parallel-rpc-port"
+        port = "--master-port" if "client socket" in node.line else ("GCS port (ray start --port)" if node.role else "--data-parallel-rpc-port")
         return f"{name} never heard from the head{where}{waited}: is rank 0 up, its {port} open, the address right?"
     if node.failure == "rendezvous_timeout":
         behind = [f"rank {n.rank} ({n.host})" for n in nodes if n.rank != node.rank and n.state in ("starting", "waiting for head")]
@@ -229,14 +238,59 @@ def group_state(nodes: list[NodeState]) -> GroupState:
     return summarize(nodes, STATES, _PRIORITY, describe)
 
 
+# a Ray cluster's processes (parallel = "ray", vllm/raygroup.py): `ray start --block` on every node, vLLM on the head
+RAY_MODULE = "ray.scripts.scripts"
+_RAY_STARTED = re.compile(r"Ray runtime started\.")
+_RAY_FAILURES = [
+    ("ray_died", re.compile(r"Some Ray subprocesses exited unexpectedly")),
+    ("head_unreachable", re.compile(r"Failed to connect to GCS|Unable to connect to GCS|Could not read '\w+' from GCS|"
+                                    r"ConnectionError: .*GCS")),
+    ("port_in_use", re.compile(r"Address already in use|is already in use|Failed to bind")),
+]
+_RAY_GPUS = re.compile(r"Cannot provide a placement group|The number of required GPUs exceeds the total number of available GPUs")
+
+
+def ray_role(argv) -> str:
+    """'the Ray head' / 'a Ray worker' for a `ray start` process, '' for anything else."""
+    words = list(argv)
+    if RAY_MODULE not in words:
+        return ""
+    return "the Ray head" if "--head" in words else "a Ray worker"
+
+
+def ray_node_state(rank: int, host: str, lines: list[str], alive: bool, role: str) -> NodeState:
+    """A `ray start --block` process: ready once its runtime started; failed when its subprocesses died, it could not
+    reach the head's GCS, or a port it needs is taken; an exit is a failure (with --block it runs until stopped)."""
+    node = NodeState(rank, host, alive=alive, lines_seen=len(lines), role=role)
+    for line in lines:
+        failure = next((kind for kind, pattern in _RAY_FAILURES if pattern.search(line)), None)
+        if failure is not None:
+            if node.failure is None:
+                node.failure, node.line = failure, line.strip()
+        elif _RAY_STARTED.search(line) and node.state != "ready":
+            node.state, node.line = "ready", line.strip()
+    if not alive and node.failure is None:
+        node.failure = "exited"
+    return node
+
+
 class _Model:
     """vLLM's reading of a data-parallel group's nodes (serving/group.py's GroupModel)."""
 
     states: tuple[str, ...] = STATES
 
     def node_state(self, rank: int, process, lines: list[str], alive: bool) -> NodeState:
+        role = ray_role(process.argv)
+        if role:
+            return ray_node_state(rank, process.host, lines, alive, role)
         engines, shape = _local(process.argv)
-        return node_state(rank, process.host, lines, alive, engines, shape)
+        node = node_state(rank, process.host, lines, alive, engines, shape)
+        if "--distributed-executor-backend" in process.argv and rank == 0:
+            node.role = "vLLM"  # the server on the Ray head's node; the cluster's other members are Ray's processes
+            gpus = next((line.strip() for line in lines if _RAY_GPUS.search(line)), None)
+            if gpus is not None and node.failure in (None, "engine_failed"):
+                node.failure, node.line = "ray_gpus", gpus
+        return node
 
     def group_state(self, nodes: list[NodeState]) -> GroupState:
         return group_state(nodes)

@@ -74,6 +74,10 @@ async def _gpus(ctx: RunContext, host: str) -> int:
 
 
 async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
+    if form(spec.params) == "ray":
+        from cockpit.vllm import raygroup
+
+        return await raygroup.plan(kind, ctx, spec, lambda host: _vllm(ctx, spec, host), lambda host: _gpus(ctx, host))
     hosts = list(kind.hosts(spec))
     base = kind.argv(ctx, spec)
 
@@ -144,7 +148,11 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     return "\n".join(lines), GroupPlan(hosts, argvs, ranks, lint, old, schema.version)
 
 
-async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: GroupPlan) -> StepResult:
+async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+    if not isinstance(planned, GroupPlan):  # a Ray cluster's (vllm/raygroup.py)
+        from cockpit.vllm import raygroup
+
+        return await raygroup.run(kind, ctx, spec, planned)
     started = _now()
     await core.stop_all(ctx, spec, planned.old, "relaunch")
     port = int(spec.params.get("port") or DEFAULT_PORT)

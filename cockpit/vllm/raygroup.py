@@ -1,0 +1,233 @@
+"""One vLLM model over a Ray cluster the cockpit starts (`parallel = "ray"`): vLLM's older way to spread tensor and
+pipeline parallel over nodes (before `--nnodes`, 0.11), still taken by every recorded version.
+
+    node 0:  ray start --head --port GCS --num-gpus G --include-dashboard=false --disable-usage-stats --block
+    node r:  ray start --address HEAD:GCS --num-gpus G --disable-usage-stats --block
+    then, node 0:  vllm serve M --tensor-parallel-size T [--pipeline-parallel-size P] --distributed-executor-backend ray
+                   (RAY_ADDRESS=HEAD:GCS)
+
+Before anything starts (plan): every node's vLLM and Ray answer with their versions (each the same on every node: Ray
+refuses a cluster of mixed versions), the GPUs the gate's samples found hold the model (T x P at most their sum), the
+server's line is linted against that vLLM's flags, the head's GCS port is free.  Run: the Ray head, then every worker;
+the cluster is asked (through the head's own Python and Ray) until it has every node and their GPUs; then every
+node's GPUs are verified again (Ray's daemons hold none: this is the last moment before vLLM places its workers) and
+vLLM starts on the head.  Every process is one member of the group (the server first), so a dead Ray worker fails the
+group and `plan stop` stops the cluster too."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cockpit.hosts.procs import LaunchedProcess
+from cockpit.hosts.transport import quote_argv
+from cockpit.runbook.kind import RunContext
+from cockpit.runbook.kind import now as _now
+from cockpit.runbook.model import StepResult, StepSpec, StepState
+from cockpit.serving import group as core
+from cockpit.serving.helpschema import FlagSchema
+from cockpit.serving.lint import LintReport
+from cockpit.serving.steps import Refused
+from cockpit.vllm.group import MODEL, RAY_MODULE, world_size
+
+RAY_VERSION = ["-c", "import ray; print(ray.__version__)"]
+# the cluster as Ray itself says it: its live nodes and GPUs (a driver joins for a moment: no GPU touched)
+CLUSTER = ("import json, sys, ray\n"
+           "ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+           "alive = [n for n in ray.nodes() if n.get('Alive')]\n"
+           "print(json.dumps({'nodes': len(alive), 'gpus': ray.cluster_resources().get('GPU', 0)}))\n")
+BACKEND = "--distributed-executor-backend"
+
+
+@dataclass
+class RayPlan:
+    hosts: list[str]
+    head: str  # the head's address as the others reach it
+    port: int  # its GCS port
+    server: list[str]  # vLLM's line on the head
+    ray_argvs: list[list[str]]  # `ray start` per node, the head first
+    world: int
+    gpus: list[int]
+    lint: LintReport
+    old: list[LaunchedProcess]
+    version: str | None
+    ray_version: str | None
+
+
+def ray_start(python: str, head: str, port: int, gpus: int, is_head: bool, node_ip: str | None, extra: list[str]) -> list[str]:
+    argv = [python, "-m", RAY_MODULE, "start"]
+    argv += ["--head", "--port", str(port), "--include-dashboard=false"] if is_head else ["--address", f"{head}:{port}"]
+    argv += ["--num-gpus", str(gpus), "--disable-usage-stats", "--block"]
+    if node_ip:
+        argv += ["--node-ip-address", node_ip]
+    return argv + list(extra)
+
+
+def server_argv(base: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for word in base:
+        if skip:
+            skip = False
+            continue
+        if word.split("=", 1)[0] == BACKEND:
+            skip = "=" not in word
+            continue
+        out.append(word)
+    return out + [BACKEND, "ray"]
+
+
+def _ip(address: str | None) -> str | None:
+    """The node's address for Ray's --node-ip-address when the config gives an IP (several nodes on one machine need
+    it; a name is left to Ray to resolve)."""
+    try:
+        return str(ipaddress.ip_address(address or ""))
+    except ValueError:
+        return None
+
+
+async def plan(kind, ctx: RunContext, spec: StepSpec, ask_vllm, ask_gpus) -> tuple[str | None, Any]:
+    hosts = list(kind.hosts(spec))
+    base = kind.argv(ctx, spec)
+
+    def refuse(message: str) -> tuple[None, Refused]:
+        return None, Refused(LintReport(), base, message)
+
+    schemas, why = await core.every_node(hosts, ask_vllm)
+    why = why or core.one_version("vLLM", hosts, [s.version for s in schemas])
+    if why:
+        return refuse(why)
+    schema: FlagSchema = schemas[0]
+
+    async def ray_version(host: str) -> str:
+        from cockpit.errors import CockpitError
+
+        python = spec.params.get("python") or ctx.hub.config.host(host).python
+        done = await ctx.transport(host).run([python, *RAY_VERSION], timeout=120)
+        lines = done.stdout.strip().splitlines()
+        if done.exit_status != 0 or not lines:
+            raise CockpitError(f"Ray is not importable by {python}: install it there (pip install ray: vLLM's ray extra)")
+        return lines[-1].strip()
+
+    rays, why = await core.every_node(hosts, ray_version)
+    why = why or core.one_version("Ray", hosts, rays)
+    if why:
+        return refuse(why)
+    counts, why = await core.every_node(hosts, ask_gpus)
+    if why:
+        return refuse(why)
+    server = server_argv(base)
+    world = world_size(server)
+    if world > sum(counts):
+        return refuse(f"tensor x pipeline parallel is {world}, more than the {sum(counts)} GPUs of the {len(hosts)} nodes")
+    lint = LintReport()
+    if spec.params.get("lint", True):
+        lint = kind.lint(server, spec, schema)
+        if not lint.ok:
+            return None, Refused(lint, server)
+    from cockpit.vllm.grouplaunch import head_address
+
+    head, port = head_address(ctx, spec, hosts)
+    python0 = spec.params.get("python") or ctx.hub.config.host(hosts[0]).python
+    why = await core.rank0_port_problem(ctx, spec, hosts[0], python0, port, "Ray GCS port")
+    if why:
+        return refuse(why)
+    extra = [str(w) for w in spec.params.get("ray_args") or []]
+    ray_argvs = [ray_start(spec.params.get("python") or ctx.hub.config.host(h).python, head, port, gpus, rank == 0,
+                           _ip(ctx.hub.config.host(h).address), extra) for rank, (h, gpus) in enumerate(zip(hosts, counts))]
+    old = core.previous(ctx, spec)
+    lines = []
+    if old:
+        lines.append("Stop the group this step started before, if it still runs: " + ", ".join(f"pid {o.pid} on {o.host}" for o in old) + ".")
+    lines.append(f"Start a Ray cluster ({rays[0]}) over {len(hosts)} nodes, the head on {hosts[0]} (GCS at {head}:{port}):")
+    for host, argv in zip(hosts, ray_argvs):
+        lines.append(f"  on {host}: " + quote_argv(argv))
+    lines.append(f"then, once Ray has every node and {world} GPUs, and every node's GPUs are verified again, vLLM {schema.version} "
+                 f"on {hosts[0]} (RAY_ADDRESS={head}:{port}):")
+    lines.append("  " + quote_argv(server))
+    lines += [f"  {d.severity}: {d.message}" for d in lint.diagnoses if d.severity != "info"]
+    return "\n".join(lines), RayPlan(hosts, head, port, server, ray_argvs, world, counts, lint, old, schema.version, rays[0])
+
+
+def _ray_log(path: str) -> str:
+    """Where a node's `ray start` writes: the step's log with -ray before its extension (each node's own: -rankN)."""
+    head, dot, ext = path.rpartition(".")
+    return f"{head}-ray.{ext}" if dot and "/" not in ext else f"{path}-ray"
+
+
+async def _cluster(ctx: RunContext, spec: StepSpec, planned: RayPlan) -> dict | None:
+    python = spec.params.get("python") or ctx.hub.config.host(planned.hosts[0]).python
+    done = await ctx.transport(planned.hosts[0]).run([python, "-c", CLUSTER, f"{planned.head}:{planned.port}"], timeout=120)
+    try:
+        found = json.loads((done.stdout.strip().splitlines() or ["null"])[-1])
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+async def run(kind, ctx: RunContext, spec: StepSpec, planned: RayPlan) -> StepResult:
+    started = _now()
+    await core.stop_all(ctx, spec, planned.old, "relaunch")
+    port = int(spec.params.get("port") or 8000)
+    log_path = kind.log_path(spec)
+    ray_processes: list[LaunchedProcess] = []
+    evidence: dict = {}
+
+    def failed(why: str, members: list[LaunchedProcess]) -> StepResult:
+        evidence.update(core.evidence(members, [p.host for p in members], "vllm", planned.version, planned.lint))
+        evidence["ray"] = planned.ray_version
+        return StepResult(StepState.FAILED, started, _now(), why, evidence)
+
+    for rank, (host, argv) in enumerate(zip(planned.hosts, planned.ray_argvs)):
+        role = "the Ray head" if rank == 0 else "a Ray worker"
+        process, error = await core.start_one(ctx, spec, host, argv, core.node_log(_ray_log(log_path), rank), rank, None, started)
+        if process is None:
+            await core.stop_all(ctx, spec, ray_processes, "a Ray node could not start")
+            return failed(f"{role} on {host} could not start: {error}", ray_processes)
+        ray_processes.append(process)
+    # the cluster, as Ray says it: every node and their GPUs (a worker that died or never reached the head fails it)
+    deadline = time.monotonic() + float(spec.params.get("join_timeout_s", 600.0))
+    followers: dict = {}
+    cluster: dict | None = None
+    while True:
+        group = await core.states(ctx.transport, ray_processes, followers, MODEL)
+        if group.state == "failed":
+            await core.stop_all(ctx, spec, ray_processes, "the Ray cluster failed")
+            evidence["group_state"] = group.to_json()
+            return failed(f"the Ray cluster failed: {group.cause}", ray_processes)
+        if group.state == "ready":
+            cluster = await _cluster(ctx, spec, planned)
+            if cluster and cluster.get("nodes", 0) >= len(planned.hosts) and cluster.get("gpus", 0) >= planned.world:
+                break
+        if time.monotonic() > deadline:
+            await core.stop_all(ctx, spec, ray_processes, "the Ray cluster did not form")
+            said = f"Ray has {cluster.get('nodes')} nodes and {cluster.get('gpus'):g} GPUs" if cluster else "Ray did not answer"
+            return failed(f"the Ray cluster did not form in {spec.params.get('join_timeout_s', 600.0):g} s: {said}, the model needs "
+                          f"{len(planned.hosts)} nodes and {planned.world} GPUs", ray_processes)
+        await asyncio.sleep(1.0)
+    evidence["cluster"] = cluster
+    # the last moment before vLLM places its workers: every node's GPUs verified again (Ray's daemons hold none)
+    for rank, host in enumerate(planned.hosts):
+        unclean = await core.gpus_unclean(ctx, host)
+        if unclean:
+            ctx.audit("refused", step=spec.name, host=host, rank=rank, why=unclean)
+            await core.stop_all(ctx, spec, ray_processes, "a node was not clean before vLLM started")
+            return failed(f"{host} is not clean before vLLM's start: {unclean}; the Ray cluster was stopped", ray_processes)
+    server, error = await core.start_one(ctx, spec, planned.hosts[0], planned.server, core.node_log(log_path, 0), 0, port, started,
+                                         {"RAY_ADDRESS": f"{planned.head}:{planned.port}"})
+    if server is None:
+        await core.stop_all(ctx, spec, ray_processes, "vLLM could not start")
+        return failed(f"vLLM on {planned.hosts[0]} could not start: {error}; the Ray cluster was stopped", ray_processes)
+    members = [server, *ray_processes[1:], ray_processes[0]]  # the server is rank 0; the Ray head last
+    group = await core.settle(ctx, spec, members, MODEL)
+    evidence.update(core.evidence(members, [p.host for p in members], "vllm", planned.version, planned.lint))
+    evidence.update({"ray": planned.ray_version, "cluster": cluster, "group_state": group.to_json()})
+    if group.state == "failed":
+        await core.stop_all(ctx, spec, members, "a node failed")
+        return StepResult(StepState.FAILED, started, _now(), f"the group failed: {group.cause}; every process was stopped", evidence)
+    return StepResult(StepState.PASSED, started, _now(), f"a Ray cluster of {len(planned.hosts)} nodes ({cluster.get('gpus'):g} GPUs) and "
+                      f"vLLM on it: pid {server.pid} on {server.host}, port {port}, log {server.log}", evidence)
