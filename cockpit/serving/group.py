@@ -86,6 +86,19 @@ def summarize(nodes: list[NodeState], states: tuple[str, ...], priority: dict[st
     return GroupState(least.state if least else states[0], nodes)
 
 
+def describe_common(name: str, node: NodeState, nodes: list[NodeState]) -> str:
+    """Why a node failed, for the failures every engine's group has (an NCCL timeout, a dead process, a port in use);
+    anything else by its kind and line.  `name`: how the engine names the node."""
+    if node.failure == "nccl_timeout":
+        dead = [n.name for n in nodes if not n.alive]
+        return f"{name}: an NCCL collective timed out" + (f"; {', '.join(dead)} is gone" if dead else " (a peer died or hangs)")
+    if node.failure == "exited":
+        return f"{name}: its process exited while {node.state}" + ("" if node.state == "ready" else "; its log tells why")
+    if node.failure == "port_in_use":
+        return f"{name}: a port it needs is in use ({node.line[:120]})"
+    return f"{name}: {node.failure} ({node.line[:160]})"
+
+
 def node_log(path: str, rank: int) -> str:
     """Each node's own log: `{rank}` in the step's log path, else `-rankN` before its extension (a
     home or /tmp shared over NFS must not interleave the nodes' logs)."""
@@ -277,6 +290,20 @@ async def settle(ctx: RunContext, spec: StepSpec, processes: list[LaunchedProces
     """The group's state a moment after its start (settle_s): a node that fails at once fails the launch."""
     await asyncio.sleep(float(spec.params.get("settle_s", 3.0)))
     return await states(ctx.transport, processes, followers if followers is not None else {}, model)
+
+
+async def settled(ctx: RunContext, spec: StepSpec, processes: list[LaunchedProcess], model: GroupModel, evidence: dict,
+                  started: float, what: str, followers: dict | None = None) -> StepResult:
+    """The launch's result a moment after every node started: failed (and every process stopped) when a node failed
+    at once, else passed saying `what` started and where rank 0 runs."""
+    group = await settle(ctx, spec, processes, model, followers)
+    evidence["group_state"] = group.to_json()
+    if group.state == "failed":
+        await stop_all(ctx, spec, processes, "a node failed")
+        return StepResult(StepState.FAILED, started, _now(), f"the group failed: {group.cause}; every process was stopped", evidence)
+    rank0 = processes[0]
+    return StepResult(StepState.PASSED, started, _now(), f"{what} started ({group.state}): rank 0 pid {rank0.pid} on {rank0.host}, "
+                      f"port {rank0.port}, log {rank0.log}", evidence)
 
 
 async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, processes: list[LaunchedProcess],

@@ -139,14 +139,17 @@ def _as_int(value) -> int | None:
         return None
 
 
-def _without_flags(argv: list[str], flags: set[str]) -> list[str]:
-    """argv less every `--flag value` / `--flag=value` of `flags` (each of these takes one value)."""
+def without_flags(argv: list[str], flags, switches=()) -> list[str]:
+    """argv less every `--flag value` / `--flag=value` of `flags` (each takes one value) and every switch of
+    `switches` (no value)."""
     out, skip = [], False
     for word in argv:
         if skip:
             skip = False
             continue
         head = word.split("=", 1)[0]
+        if head in switches:
+            continue
         if head in flags:
             skip = "=" not in word
             continue
@@ -171,5 +174,5 @@ def apply_fix(argv: list[str], diagnosis: Diagnosis) -> list[str]:
             if "=" not in word and diagnosis.value is not None:
                 taken = len(diagnosis.value.split(" "))
                 end = index + 1 + taken
-            return _without_flags(out[:index], sets) + replacement + _without_flags(out[end:], sets)
+            return without_flags(out[:index], sets) + replacement + without_flags(out[end:], sets)
     return out

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, PEER_UNREACHABLE, RENDEZVOUS_TIMEOUT, SCHEDULER_DIED
 
-from cockpit.serving.group import GroupState, NodeState, summarize
+from cockpit.serving.group import GroupState, NodeState, describe_common, summarize
 from cockpit.serving.steps import DEFAULT_DIST_PORT, Refused  # noqa: F401 - the group's, the step's words
 
 GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr", "--gated-launch-port")  # set per node
@@ -67,17 +67,9 @@ def validate(params: dict, nodes: int) -> str | None:
 def group_argv(base: list[str], nnodes: int, rank: int, dist_init: str, gated_port: int | None = None,
                dist_timeout: int | None = None) -> list[str]:
     """One node's command: the group's command with its rank (any group flags in `base` replaced)."""
-    argv: list[str] = []
-    skip = False
-    for word in base:
-        if skip:
-            skip = False
-            continue
-        name = word.split("=", 1)[0]
-        if name in GROUP_FLAGS or (dist_timeout is not None and name == "--dist-timeout"):
-            skip = "=" not in word
-            continue
-        argv.append(word)
+    from cockpit.serving.lint import without_flags
+
+    argv = without_flags(base, {*GROUP_FLAGS, *(["--dist-timeout"] if dist_timeout is not None else [])})
     argv += ["--nnodes", str(nnodes), "--node-rank", str(rank), "--dist-init-addr", dist_init]
     if dist_timeout is not None:
         argv += ["--dist-timeout", str(dist_timeout)]
@@ -121,16 +113,9 @@ def describe(node: NodeState, nodes: list[NodeState]) -> str:
         m = _FAILURES[1][1].search(node.line)
         where = f"{m.group('host')}:{m.group('port')}" if m else "rank 0"
         return f"{name} could not reach rank 0 at {where} (is rank 0 up, the port open, the address right?)"
-    if node.failure == "nccl_timeout":
-        dead = [f"rank {n.rank} ({n.host})" for n in nodes if not n.alive]
-        return f"{name}: an NCCL collective timed out" + (f"; {', '.join(dead)} is gone" if dead else " (a peer died or hangs)")
     if node.failure == "oom":
         return f"{name} ran out of GPU memory"
-    if node.failure == "exited":
-        return f"{name}: its process exited while {node.state}" + ("" if node.state == "ready" else "; its log tells why")
-    if node.failure == "port_in_use":
-        return f"{name}: a port it needs is in use ({node.line[:120]})"
-    return f"{name}: {node.failure} ({node.line[:160]})"
+    return describe_common(name, node, nodes)
 
 
 _PRIORITY = {"exited": 0, "oom": 1, "scheduler_died": 1, "port_in_use": 1, "peer_unreachable": 2, "rendezvous_timeout": 3,

@@ -122,13 +122,7 @@ async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: GroupPlan) -
             evidence["group_state"] = outcome[1]
             return StepResult(StepState.FAILED, started, _now(), outcome[0], evidence)
         evidence["activated"] = True
-    group = await core.settle(ctx, spec, processes, MODEL, followers)
-    evidence["group_state"] = group.to_json()
-    if group.state == "failed":
-        await core.stop_all(ctx, spec, processes, "a node failed")
-        return StepResult(StepState.FAILED, started, _now(), f"the group failed: {group.cause}", evidence)
-    return StepResult(StepState.PASSED, started, _now(), f"{len(processes)} nodes started ({group.state}); rank 0 pid "
-                      f"{processes[0].pid} on {processes[0].host}, port {port}, log {processes[0].log}", evidence)
+    return await core.settled(ctx, spec, processes, MODEL, evidence, started, f"{len(processes)} nodes", followers)
 
 
 def _evidence(processes: list[LaunchedProcess], planned: GroupPlan) -> dict:

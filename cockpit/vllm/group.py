@@ -37,7 +37,8 @@ import shlex
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, PEER_UNREACHABLE, RENDEZVOUS_TIMEOUT
 from cockpit.errors import CockpitError
 from cockpit.serving.emit import lws_manifest
-from cockpit.serving.group import GroupState, NodeState, summarize
+from cockpit.serving.group import GroupState, NodeState, describe_common, summarize
+from cockpit.serving.lint import without_flags
 
 MODEL_FLAGS = ("--nnodes", "-n", "--node-rank", "-r", "--master-addr", "--master-port", "--headless")
 PARALLEL = ("data", "model", "ray")
@@ -51,17 +52,7 @@ def group_argv(base: list[str], nodes: int, rank: int, head: str, rpc_port: int,
     """One node's command line: the step's own, less any data-parallel flags it had, with the group's.  `locals_`: each
     node's data-parallel ranks when they differ (else `local` on every node)."""
     per_node = locals_ or [local] * nodes
-    out: list[str] = []
-    skip = False
-    for word in base:
-        if skip:
-            skip = False
-            continue
-        head_word = word.split("=", 1)[0]
-        if head_word in DP_FLAGS:
-            skip = "=" not in word and head_word != "--headless"
-            continue
-        out.append(word)
+    out = without_flags(base, DP_FLAGS, ("--headless",))
     group = ["--data-parallel-size", str(sum(per_node)), "--data-parallel-size-local", str(per_node[rank]),
              "--data-parallel-address", head, "--data-parallel-rpc-port", str(rpc_port)]
     if rank > 0:
@@ -92,18 +83,7 @@ def world_size(words) -> int:
 def model_argv(base: list[str], nodes: int, rank: int, addr: str, port: int) -> list[str]:
     """One node's command line when the nodes hold one model between them: the step's own, less any node flags, with
     the group's (`--headless` on every node but 0)."""
-    out: list[str] = []
-    skip = False
-    for word in base:
-        if skip:
-            skip = False
-            continue
-        head = word.split("=", 1)[0]
-        if head in MODEL_FLAGS:
-            skip = "=" not in word and head != "--headless"
-            continue
-        out.append(word)
-    return out + ["--nnodes", str(nodes), "--node-rank", str(rank), "--master-addr", addr, "--master-port", str(port)] + (
+    return without_flags(base, MODEL_FLAGS, ("--headless",)) + ["--nnodes", str(nodes), "--node-rank", str(rank), "--master-addr", addr, "--master-port", str(port)] + (
         ["--headless"] if rank else [])
 
 
@@ -222,16 +202,9 @@ def describe(node: NodeState, nodes: list[NodeState]) -> str:
         fix = ("; lower --max-model-len or raise --gpu-memory-utilization" if node.failure == "kv_cache"
                else "; lower --gpu-memory-utilization, --max-num-seqs or --max-model-len")
         return f"{name} ran out of GPU memory ({node.line[:120]}){fix}"
-    if node.failure == "nccl_timeout":
-        dead = [f"rank {n.rank} ({n.host})" for n in nodes if not n.alive]
-        return f"{name}: an NCCL collective timed out" + (f"; {', '.join(dead)} is gone" if dead else " (a peer died or hangs)")
     if node.failure == "engine_failed":
         return f"{name}: an engine failed to start ({node.line[:160]}); its log above that line tells why"
-    if node.failure == "exited":
-        return f"{name}: its process exited while {node.state}" + ("" if node.state == "ready" else "; its log tells why")
-    if node.failure == "port_in_use":
-        return f"{name}: a port it needs is in use ({node.line[:120]})"
-    return f"{name}: {node.failure} ({node.line[:160]})"
+    return describe_common(name, node, nodes)
 
 
 def group_state(nodes: list[NodeState]) -> GroupState:

@@ -170,13 +170,7 @@ async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: Any) -> Step
     if why:
         return StepResult(StepState.FAILED, started, _now(), why + ("; the nodes started before it were stopped" if processes else ""),
                           evidence)
-    group = await core.settle(ctx, spec, processes, MODEL)
-    evidence["group_state"] = group.to_json()
-    if group.state == "failed":
-        await core.stop_all(ctx, spec, processes, "a node failed")
-        return StepResult(StepState.FAILED, started, _now(), f"the group failed: {group.cause}; every node was stopped", evidence)
-    return StepResult(StepState.PASSED, started, _now(), f"{len(processes)} nodes started ({group.state}): the head pid "
-                      f"{processes[0].pid} on {processes[0].host}, port {port}, log {processes[0].log}", evidence)
+    return await core.settled(ctx, spec, processes, MODEL, evidence, started, f"{len(processes)} nodes")
 
 
 class GroupWatcher(core.GroupWatcher):

@@ -68,17 +68,9 @@ def ray_start(python: str, head: str, port: int, gpus: int, is_head: bool, node_
 
 
 def server_argv(base: list[str]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for word in base:
-        if skip:
-            skip = False
-            continue
-        if word.split("=", 1)[0] == BACKEND:
-            skip = "=" not in word
-            continue
-        out.append(word)
-    return out + [BACKEND, "ray"]
+    from cockpit.serving.lint import without_flags
+
+    return without_flags(base, {BACKEND}) + [BACKEND, "ray"]
 
 
 def _ip(address: str | None) -> str | None:
@@ -223,11 +215,7 @@ async def run(kind, ctx: RunContext, spec: StepSpec, planned: RayPlan) -> StepRe
         await core.stop_all(ctx, spec, ray_processes, "vLLM could not start")
         return failed(f"vLLM on {planned.hosts[0]} could not start: {error}; the Ray cluster was stopped", ray_processes)
     members = [server, *ray_processes[1:], ray_processes[0]]  # the server is rank 0; the Ray head last
-    group = await core.settle(ctx, spec, members, MODEL)
     evidence.update(core.evidence(members, [p.host for p in members], "vllm", planned.version, planned.lint))
-    evidence.update({"ray": planned.ray_version, "cluster": cluster, "group_state": group.to_json()})
-    if group.state == "failed":
-        await core.stop_all(ctx, spec, members, "a node failed")
-        return StepResult(StepState.FAILED, started, _now(), f"the group failed: {group.cause}; every process was stopped", evidence)
-    return StepResult(StepState.PASSED, started, _now(), f"a Ray cluster of {len(planned.hosts)} nodes ({cluster.get('gpus'):g} GPUs) and "
-                      f"vLLM on it: pid {server.pid} on {server.host}, port {port}, log {server.log}", evidence)
+    evidence.update({"ray": planned.ray_version, "cluster": cluster})
+    return await core.settled(ctx, spec, members, MODEL, evidence, started,
+                              f"a Ray cluster of {len(planned.hosts)} nodes ({cluster.get('gpus', 0):g} GPUs) and vLLM on it")
