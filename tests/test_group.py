@@ -910,3 +910,36 @@ def test_a_ray_group_is_refused_before_anything_starts_where_ray_cannot_hold_it(
             await ctx.close()
 
     asyncio.run(missing())
+
+
+def test_vllm_over_a_ray_cluster_is_handed_to_slurm_and_lws(tmp_path):
+    """parallel = "ray" handed off: the sbatch script, run by bash with stand-ins for srun/scontrol/curl, starts the Ray
+    head on task 0 and a worker on task 1, waits for the cluster (its check is run: here a stand-in that says yes), then
+    vLLM with --distributed-executor-backend ray on the head node with RAY_ADDRESS; the LWS leader starts the head, waits,
+    serves; each worker joins at the leader's address."""
+    config = tmp_path / "c.toml"
+    config.write_text(VLLM_TWO_NODES.format(version="0.34.0").replace("tp = 2", 'tp = 16\nparallel = "ray"\ndist_init_port = 6379'))
+    record = tmp_path / "record.sh"
+    record.write_text(f'#!/bin/sh\necho "task=${{SLURM_PROCID:-batch}} RAY_ADDRESS=${{RAY_ADDRESS:-}} $*" >> {tmp_path}/ran.txt\n')
+    record.chmod(0o755)
+    result = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "slurm", "--python", str(record),
+                             "-c", str(config)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "job.sh").write_text(result.stdout)
+    ran = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "PATH": f"{slurm_standins(tmp_path)}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu-[a-b]"})
+    assert ran.returncode == 0, ran.stderr
+    lines = (tmp_path / "ran.txt").read_text().splitlines()
+    head = next(line for line in lines if "--head" in line)
+    worker = next(line for line in lines if "--address" in line)
+    check = next(line for line in lines if line.startswith("task=batch"))  # the batch shell's wait (its code spans lines)
+    server = next(line for line in lines if "vllm.entrypoints.cli.main" in line)
+    assert head.startswith("task=0 ") and "ray.scripts.scripts start --head --port 6379 --include-dashboard=false --num-gpus 8" in head
+    assert worker.startswith("task=1 ") and "--address gpu-a:6379 --num-gpus 8" in worker and "--block" in worker
+    assert "-c import sys, ray" in check and " gpu-a:6379 2 16" in lines  # the wait: 2 nodes, 16 GPUs (after its code)
+    assert "RAY_ADDRESS=gpu-a:6379" in server and "--distributed-executor-backend ray" in server and "--tensor-parallel-size 16" in server
+    lws = subprocess.run([sys.executable, "-m", "cockpit", "plan", "emit", "launch", "--format", "lws", "-c", str(config)],
+                         capture_output=True, text=True, timeout=60)
+    assert lws.returncode == 0, lws.stderr
+    assert "--address\", \"$(LWS_LEADER_ADDRESS):6379\"" in lws.stdout and "RAY_ADDRESS=127.0.0.1:6379 exec" in lws.stdout
+    assert "over a Ray cluster of 2 nodes" in lws.stdout

@@ -343,6 +343,10 @@ def _shell_task(line: str) -> str:
 class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's group (engine.group.emit.slurm / .lws)
     @staticmethod
     def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
+        if form(spec.params) == "ray":
+            from cockpit.vllm.raygroup import emit_slurm
+
+            return emit_slurm(kind, spec, python, gpus_per_node)
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
         head_cmd, worker_sh, what = _commands(spec, base, nodes, local, HEAD, "$SLURM_PROCID")
         lines = [
@@ -375,6 +379,10 @@ class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's 
 
     @staticmethod
     def lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
+        if form(spec.params) == "ray":
+            from cockpit.vllm.raygroup import emit_lws
+
+            return emit_lws(kind, spec, python, image, gpus_per_node)
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
         if image == "lmsysorg/sglang:latest":  # the CLI's default is SGLang's image
             image = "vllm/vllm-openai:latest"

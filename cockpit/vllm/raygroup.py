@@ -219,3 +219,87 @@ async def run(kind, ctx: RunContext, spec: StepSpec, planned: RayPlan) -> StepRe
     evidence.update({"ray": planned.ray_version, "cluster": cluster})
     return await core.settled(ctx, spec, members, MODEL, evidence, started,
                               f"a Ray cluster of {len(planned.hosts)} nodes ({cluster.get('gpus', 0):g} GPUs) and vLLM on it")
+
+
+# --- the hand-off to a scheduler (plan emit STEP --format slurm|lws) --------------------------------------------------
+
+# the batch shell's wait for the cluster: exits 0 once Ray has N live nodes and W GPUs (argv: address, N, W)
+CLUSTER_READY = ("import sys, ray\n"
+                 "ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+                 "alive = [n for n in ray.nodes() if n.get('Alive')]\n"
+                 "sys.exit(0 if len(alive) >= int(sys.argv[2]) and ray.cluster_resources().get('GPU', 0) >= int(sys.argv[3]) else 1)\n")
+
+
+def _hand_off(kind, spec, python: str, gpus_per_node: int | None):
+    from cockpit.errors import CockpitError
+
+    nodes = len(kind.hosts(spec))
+    gpus = gpus_per_node or 8
+    base = kind.base_argv(None, spec, python)
+    server = server_argv([python if i == 0 else w for i, w in enumerate(base)])
+    world = world_size(server)
+    if world > nodes * gpus:
+        raise CockpitError(f"'{spec.name}': tensor x pipeline parallel is {world}, more than {nodes} nodes x {gpus} GPUs (--gpus-per-node)")
+    port = int(spec.params.get("dist_init_port") or 6379)
+    extra = [str(w) for w in spec.params.get("ray_args") or []]
+    return nodes, gpus, world, port, server, extra, int(spec.params.get("port", 8000))
+
+
+def emit_slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
+    from cockpit.vllm.group import HEAD, _q, _task
+
+    nodes, gpus, world, port, server, extra, http_port = _hand_off(kind, spec, python, gpus_per_node)
+    head = ray_start(python, HEAD, port, gpus, True, None, extra)
+    worker = ray_start(python, HEAD, port, gpus, False, None, extra)
+    check = _q([python, "-c", CLUSTER_READY])
+    lines = [
+        "#!/bin/bash",
+        f"# cockpit plan emit {spec.name} --format slurm: vLLM over a Ray cluster of {nodes} nodes (tensor x pipeline parallel "
+        f"{world}), the commands the cockpit runs.",
+        f"#SBATCH --job-name=cockpit-{spec.name}",
+        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --ntasks={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gres=gpu:{gpus}",
+        "#SBATCH --output=vllm-%x-%j.out",
+        "set -euo pipefail",
+        'export HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "# the Ray head on the first node, a worker on every other (each task's own $SLURM_PROCID)",
+        f"srun --ntasks={nodes} --nodes={nodes} --output=\"vllm-%x-%j-ray-node%n.log\" \\",
+        "  bash -c 'if [ \"$SLURM_PROCID\" = 0 ]; then exec " + _task(head) + "; else exec " + _task(worker) + "; fi' &",
+        f"# vLLM on the head once Ray has every node and {world} GPUs (for at most 10 minutes)",
+        "for _ in $(seq 1 120); do",
+        f"  if {check} \"$HEAD_NODE:{port}\" {nodes} {world}; then break; fi",
+        "  sleep 5",
+        "done",
+        f"RAY_ADDRESS=\"$HEAD_NODE:{port}\" srun --overlap --nodes=1 --ntasks=1 --nodelist=\"$HEAD_NODE\" --output=\"vllm-%x-%j-server.log\" \\",
+        "  " + " ".join(_q([w]) for w in server) + " &",
+        "# ready: the server's /health, for at most 30 minutes",
+        "for _ in $(seq 1 360); do",
+        f"  if curl -sf --max-time 25 \"http://$HEAD_NODE:{http_port}/health\" > /dev/null; then echo \"ready on $HEAD_NODE:{http_port}\"; break; fi",
+        "  sleep 5",
+        "done",
+        "wait",
+        "",
+        "# What the cockpit can still watch from outside: the server's log (vllm-<job>-<id>-server.log) and each node's Ray log",
+        f"# (`cockpit server --log FILE --host LOGIN-NODE`), the live figures (`cockpit server --url http://HEAD:{http_port}`).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def emit_lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
+    from cockpit.serving.emit import lws_manifest
+    from cockpit.vllm.group import _q
+
+    nodes, gpus, world, port, server, extra, http_port = _hand_off(kind, spec, python, gpus_per_node)
+    if image == "lmsysorg/sglang:latest":  # the CLI's default is SGLang's image
+        image = "vllm/vllm-openai:latest"
+    head = [w for w in ray_start(python, "", port, gpus, True, None, extra) if w != "--block"]
+    worker = ray_start(python, "$(LWS_LEADER_ADDRESS)", port, gpus, False, None, extra)
+    leader = (_q(head) + f" && until {_q([python, '-c', CLUSTER_READY])} \"127.0.0.1:{port}\" {nodes} {world}; do sleep 5; done"
+              f" && RAY_ADDRESS=127.0.0.1:{port} exec " + _q(server))
+    name = f"cockpit-{spec.name}".lower().replace("_", "-")
+    header = (f"# cockpit plan emit {spec.name} --format lws: vLLM over a Ray cluster of {nodes} nodes (tensor x pipeline parallel "
+              f"{world}) as a LeaderWorkerSet.\n# The leader starts the Ray head, waits for every worker's GPUs, then serves; "
+              "each worker joins the head's Ray.")
+    return lws_manifest(name, nodes, image, gpus, http_port, "/health", "vllm", ["bash", "-c", leader], worker, header)
