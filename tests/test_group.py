@@ -943,3 +943,15 @@ def test_vllm_over_a_ray_cluster_is_handed_to_slurm_and_lws(tmp_path):
     assert lws.returncode == 0, lws.stderr
     assert "--address\", \"$(LWS_LEADER_ADDRESS):6379\"" in lws.stdout and "RAY_ADDRESS=127.0.0.1:6379 exec" in lws.stdout
     assert "over a Ray cluster of 2 nodes" in lws.stdout
+
+
+def test_the_server_pane_names_a_ray_clusters_members_by_what_they_are():
+    from cockpit.ui.widgets.server_log import group_text
+
+    shown = group_text({"state": "failed", "cause": "a Ray worker on node1: some of its Ray processes exited unexpectedly", "nodes": [
+        {"rank": 0, "host": "node0", "state": "loading", "alive": True, "role": "vLLM"},
+        {"rank": 1, "host": "node1", "state": "failed", "alive": True, "role": "a Ray worker"},
+        {"rank": 2, "host": "node0", "state": "ready", "alive": True, "role": "the Ray head"}]}).plain
+    assert "a Ray worker node1: failed" in shown and "the Ray head node0: ready" in shown and "vLLM node0: loading" in shown
+    plain = group_text({"state": "ready", "nodes": [{"rank": 1, "host": "b", "state": "ready", "alive": True}]}).plain
+    assert "rank 1 b: ready" in plain

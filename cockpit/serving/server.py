@@ -26,7 +26,8 @@ DEFAULT_PORT = 30000
 
 async def probe_health(transport: Transport, port: int, host: str = "127.0.0.1", timeout: float = 5.0, path: str = "/health") -> str:
     """'loading' (nothing listens), 'warming' (503), 'ready' (200), or 'http NNN' / 'error: ...'.
-    A launch group's readiness is rank 0's /health_generate (the other nodes' /health is a stub)."""
+    A launch group's readiness is rank 0's, on its engine's path (SGLang's /health_generate: its other nodes' /health is
+    a stub; vLLM's /health)."""
     try:
         reader, writer = await asyncio.wait_for(transport.open_tcp(host, port), timeout)
     except (ConnectionRefusedError, ConnectionResetError):

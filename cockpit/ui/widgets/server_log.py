@@ -52,7 +52,8 @@ def group_text(group: dict | None) -> Text:
     for node in group.get("nodes") or []:
         state = node.get("state")
         style = {"ready": "green", "failed": "bold red"}.get(state, "cyan")
-        text.append(f"rank {node.get('rank')} {node.get('host')}: ", style="bold")
+        who = f"{node['role']} {node.get('host')}" if node.get("role") else f"rank {node.get('rank')} {node.get('host')}"
+        text.append(f"{who}: ", style="bold")  # a Ray cluster's members by what they are
         text.append(f"{state}" + ("" if node.get("alive") else " (process gone)") + "   ", style=style)
     return text
 
