@@ -340,13 +340,19 @@ def _shell_task(line: str) -> str:
     return line.replace(HEAD, '"$HEAD_NODE"').replace("'", "'\"'\"'")
 
 
-class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's group (engine.group.emit.slurm / .lws)
+def head_address(ctx, spec, hosts: list[str]) -> tuple[str, int]:
+    """The head's address as the others reach it and its port (data parallel: --data-parallel-rpc-port; the model form:
+    --master-port; Ray: its GCS port): `dist_init_addr`, else node 0's configured address and `dist_init_port`."""
+    addr = spec.params.get("dist_init_addr")
+    if addr:
+        host, _, port = addr.rpartition(":")
+        return host.strip("[]"), int(port)
+    return ctx.hub.config.host(hosts[0]).address or "127.0.0.1", int(spec.params.get("dist_init_port") or 20000)
+
+
+class emit:  # noqa: N801 - the data-parallel and model forms' hand-off (vllm/grouplaunch.py's emit picks the form's)
     @staticmethod
     def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
-        if form(spec.params) == "ray":
-            from cockpit.vllm.raygroup import emit_slurm
-
-            return emit_slurm(kind, spec, python, gpus_per_node)
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
         head_cmd, worker_sh, what = _commands(spec, base, nodes, local, HEAD, "$SLURM_PROCID")
         lines = [
@@ -379,10 +385,6 @@ class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's 
 
     @staticmethod
     def lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
-        if form(spec.params) == "ray":
-            from cockpit.vllm.raygroup import emit_lws
-
-            return emit_lws(kind, spec, python, image, gpus_per_node)
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
         if image == "lmsysorg/sglang:latest":  # the CLI's default is SGLang's image
             image = "vllm/vllm-openai:latest"

@@ -28,7 +28,9 @@ from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
 from cockpit.serving.steps import Refused
-from cockpit.vllm.group import DP_FLAGS, MODEL, MODEL_FLAGS, emit, form, group_argv, model_argv, world_size  # noqa: F401 - emit: the hand-off
+from cockpit.vllm import group as forms
+from cockpit.vllm import raygroup
+from cockpit.vllm.group import DP_FLAGS, MODEL, MODEL_FLAGS, form, group_argv, head_address, model_argv, world_size
 
 HEALTH = "/health"
 DEFAULT_PORT = 8000
@@ -42,15 +44,6 @@ class GroupPlan:
     lint: LintReport
     old: list[LaunchedProcess]
     version: str | None
-
-
-def head_address(ctx: RunContext, spec: StepSpec, hosts: list[str]) -> tuple[str, int]:
-    """The head's address as the others reach it and its --data-parallel-rpc-port."""
-    addr = spec.params.get("dist_init_addr")
-    if addr:
-        host, _, port = addr.rpartition(":")
-        return host.strip("[]"), int(port)
-    return ctx.hub.config.host(hosts[0]).address or "127.0.0.1", int(spec.params.get("dist_init_port") or 20000)
 
 
 async def _vllm(ctx: RunContext, spec: StepSpec, host: str) -> FlagSchema:
@@ -75,8 +68,6 @@ async def _gpus(ctx: RunContext, host: str) -> int:
 
 async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
     if form(spec.params) == "ray":
-        from cockpit.vllm import raygroup
-
         return await raygroup.plan(kind, ctx, spec, lambda host: _vllm(ctx, spec, host), lambda host: _gpus(ctx, host))
     hosts = list(kind.hosts(spec))
     base = kind.argv(ctx, spec)
@@ -150,8 +141,6 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
 
 async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
     if not isinstance(planned, GroupPlan):  # a Ray cluster's (vllm/raygroup.py)
-        from cockpit.vllm import raygroup
-
         return await raygroup.run(kind, ctx, spec, planned)
     started = _now()
     await core.stop_all(ctx, spec, planned.old, "relaunch")
@@ -185,3 +174,19 @@ async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, pr
     """Ready when the head's /health answers 200 (its API server starts only once every node's engines shook hands with
     it) and every headless node's engines are up."""
     return await core.wait_group_ready(ctx, spec, launch, processes, timeout, poll_s, MODEL, HEALTH, DEFAULT_PORT)
+
+
+class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's group (engine.group.emit.slurm / .lws)
+    """The hand-off of the step's form: data parallel and the model form (vllm/group.py), Ray's (vllm/raygroup.py)."""
+
+    @staticmethod
+    def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
+        if form(spec.params) == "ray":
+            return raygroup.emit_slurm(kind, spec, python, gpus_per_node)
+        return forms.emit.slurm(kind, spec, python, gpus_per_node)
+
+    @staticmethod
+    def lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
+        if form(spec.params) == "ray":
+            return raygroup.emit_lws(kind, spec, python, image, gpus_per_node)
+        return forms.emit.lws(kind, spec, python, image, gpus_per_node)

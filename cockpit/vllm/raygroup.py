@@ -32,7 +32,7 @@ from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
 from cockpit.serving.steps import Refused
-from cockpit.vllm.group import MODEL, RAY_MODULE, world_size
+from cockpit.vllm.group import HEAD, MODEL, RAY_MODULE, _q, _task, head_address, world_size
 
 RAY_VERSION = ["-c", "import ray; print(ray.__version__)"]
 # the cluster as Ray itself says it: its live nodes and GPUs (a driver joins for a moment: no GPU touched)
@@ -121,8 +121,6 @@ async def plan(kind, ctx: RunContext, spec: StepSpec, ask_vllm, ask_gpus) -> tup
         lint = kind.lint(server, spec, schema)
         if not lint.ok:
             return None, Refused(lint, server)
-    from cockpit.vllm.grouplaunch import head_address
-
     head, port = head_address(ctx, spec, hosts)
     python0 = spec.params.get("python") or ctx.hub.config.host(hosts[0]).python
     why = await core.rank0_port_problem(ctx, spec, hosts[0], python0, port, "Ray GCS port")
@@ -246,8 +244,6 @@ def _hand_off(kind, spec, python: str, gpus_per_node: int | None):
 
 
 def emit_slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
-    from cockpit.vllm.group import HEAD, _q, _task
-
     nodes, gpus, world, port, server, extra, http_port = _hand_off(kind, spec, python, gpus_per_node)
     head = ray_start(python, HEAD, port, gpus, True, None, extra)
     worker = ray_start(python, HEAD, port, gpus, False, None, extra)
@@ -289,7 +285,6 @@ def emit_slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = 
 
 def emit_lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
     from cockpit.serving.emit import lws_manifest
-    from cockpit.vllm.group import _q
 
     nodes, gpus, world, port, server, extra, http_port = _hand_off(kind, spec, python, gpus_per_node)
     if image == "lmsysorg/sglang:latest":  # the CLI's default is SGLang's image
