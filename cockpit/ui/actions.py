@@ -59,15 +59,15 @@ ACTIONS: tuple[Action, ...] = (
     Action("procs.toggle", "p", "toggle_procs", "processes", help="the focused host's compute processes as nvitop shows them: "
            "pid, user, GPU, memory, CPU, run time, command (again, in it: hide it)", palette="Toggle the process table",
            palette_help="sort, select, kill through the plan, copy a command line"),
-    Action("app.copied", "Y", "show_copied", "show copied", show=False, help="the text the last copy (y) put on the clipboard, "
-           "shown to select with the mouse (for a terminal that ignores OSC 52)", palette="Show what was copied",
-           palette_help="the last copy's text, selectable (a terminal that ignores OSC 52)"),
     Action("app.jump", "colon", "jump", "jump", key_display=":", show=False, help="jump to a host, a step, a run or a pane by "
            "a few letters of its name (fuzzy, as k9s's :)", palette="Jump to…", palette_help="a host, a step, a run or a pane"),
     Action("app.toggle_log", "l", "toggle_log", "log", help="the command log: every command run on a host (again, in it: hide it)", palette="Toggle command log",
            palette_help="every command run on a host, with its exit status", when="large"),
     Action("app.hide_pane", "escape", "hide_pane", "hide pane", show=False, key_display="Esc",
            help="hide the pane in focus (a small terminal: back to the hosts)"),
+    Action("app.copied", "Y", "show_copied", "show copied", show=False, help="what the last y copied, to select by mouse "
+           "(a terminal that ignores OSC 52)", palette="Show what was copied",
+           palette_help="the last copy's text, selectable (a terminal that ignores OSC 52)"),
     Action("host.zoom", "z", "zoom", "zoom", help="zoom the focused host (then 0-9: one GPU)", palette="Zoom the focused host", palette_help="show only this host (again to show all)", when="host"),
     Action("host.reconnect", "R", "reconnect", "reconnect now", show=False, palette="Reconnect now",
            palette_help="the focused host (or every host waiting to retry) without waiting for its backoff"),
