@@ -22,7 +22,7 @@ Slurm or a LeaderWorkerSet (`cockpit plan emit STEP --format slurm|lws`, here).
 A node's log says how far it got (vLLM's own lines, 0.9 to 0.34): a headless node `Launching N data parallel
 engine(s) in headless mode, with head node address tcp://HEAD:P` (then it waits for the head's handshake), loading
 (`Loading weights took` / `Model loading took`), and its engines up (`init engine (profile, create kv cache, warmup
-model) took`, once per engine: ready when all of its engines said so); the head is ready at `Application startup
+model) took`: logged once per node from 0.11, so the first says it); the head is ready at `Application startup
 complete` — its API server starts only once every engine of every node has shaken hands with it, so the head's
 /health 200 is the whole group's.  Failed: a headless node that never heard from the head (`Did not receive response
 from front-end process within N minutes`), an engine that failed to start, out of memory (the KV cache too), an NCCL
@@ -147,12 +147,14 @@ def _local(argv) -> tuple[int, str]:
 
 
 def node_state(rank: int, host: str, lines: list[str], alive: bool, engines: int = 1, form: str = "data") -> NodeState:
-    """One node's state from its log: the head (rank 0) or a headless node with `engines` local engines (data parallel),
-    or in the model form `engines` workers, each holding its share of the one model (ready once each loaded it: the
-    head's API server says the rest)."""
+    """One node's state from its log: the head (rank 0) or a headless node (data parallel: its engines; the model form:
+    its workers, holding a share of the one model).  vLLM logs `Loading weights took` and (0.11 on) `init engine ...
+    took` once per node (`info_once`, scope local: its first rank), not once per engine or worker, so a headless node
+    is ready at the first of them (data parallel: its engines up; the model form: its share loaded); the group's
+    readiness is the head's /health, which its API server answers only once every engine or worker joined.
+    `engines`: how many the node runs (kept for what it is said to hold, never counted against lines)."""
     node = NodeState(rank, host, alive=alive, lines_seen=len(lines))
     order = {name: i for i, name in enumerate(STATES)}
-    up = loaded = 0
 
     def advance(state: str, line: str) -> None:
         if order[state] >= order[node.state]:
@@ -170,11 +172,9 @@ def node_state(rank: int, host: str, lines: list[str], alive: bool, engines: int
         elif rank > 0 and (_HEADLESS.search(line) or _HEADLESS_MODEL.search(line)):
             advance("waiting for head", line)
         elif _LOADING.search(line):
-            loaded += "took" in line
-            advance("ready" if rank > 0 and form == "model" and loaded >= engines else "loading", line)
+            advance("ready" if rank > 0 and form == "model" and "took" in line else "loading", line)
         elif _ENGINE_UP.search(line):
-            up += 1
-            advance("ready" if rank > 0 and up >= engines else "engines up", line)
+            advance("ready" if rank > 0 else "engines up", line)
     if not alive and node.failure is None:
         node.failure = "exited"
     return node
