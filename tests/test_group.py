@@ -689,6 +689,12 @@ def test_config_check_refuses_data_parallel_flags_a_vllm_group_sets(tmp_path):
     text = VLLM_TWO_NODES.format(version="0.10.2") + 'extra_args = ["--headless", "--data-parallel-size", "4"]\n'
     with pytest.raises(ConfigError, match="must not set --data-parallel-size, --headless"):
         check_config(parse_config(text, str(tmp_path / "c.toml")))
+    short = VLLM_TWO_NODES.format(version="0.10.2") + 'extra_args = ["-dpl", "2"]\n'  # vLLM's short name for one of them
+    with pytest.raises(ConfigError, match="must not set -dpl"):
+        check_config(parse_config(short, str(tmp_path / "c.toml")))
+    model = VLLM_TWO_NODES.format(version="0.34.0").replace("tp = 2", "tp = 3") + 'parallel = "model"\n'
+    with pytest.raises(ConfigError, match="tensor x pipeline parallel is 3, which the 2 nodes cannot share evenly"):
+        check_config(parse_config(model, str(tmp_path / "c.toml")))
 
 
 def test_one_vllm_model_over_two_nodes_tensor_x_pipeline_parallel(tmp_path, nodes4):

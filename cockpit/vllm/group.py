@@ -44,6 +44,7 @@ MODEL_FLAGS = ("--nnodes", "-n", "--node-rank", "-r", "--master-addr", "--master
 PARALLEL = ("data", "model", "ray")
 DP_FLAGS = ("--data-parallel-size", "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
             "--data-parallel-start-rank", "--headless")
+DP_ALIASES = ("-dp", "-dpl", "-dpa", "-dpp", "-dpr")  # their short names (0.9.2 on: -dp, -dpl, -dpr; 0.34 all five)
 RPC_PORT = 13345  # vLLM's documented example
 
 
@@ -52,7 +53,7 @@ def group_argv(base: list[str], nodes: int, rank: int, head: str, rpc_port: int,
     """One node's command line: the step's own, less any data-parallel flags it had, with the group's.  `locals_`: each
     node's data-parallel ranks when they differ (else `local` on every node)."""
     per_node = locals_ or [local] * nodes
-    out = without_flags(base, DP_FLAGS, ("--headless",))
+    out = without_flags(base, DP_FLAGS + DP_ALIASES, ("--headless",))
     group = ["--data-parallel-size", str(sum(per_node)), "--data-parallel-size-local", str(per_node[rank]),
              "--data-parallel-address", head, "--data-parallel-rpc-port", str(rpc_port)]
     if rank > 0:
@@ -99,7 +100,7 @@ def validate(params: dict, nodes: int) -> str | None:
         return "parallel goes with several hosts (hosts = [...])" if params.get("parallel") else None
     extra = [str(w) for w in params.get("extra_args") or []]
     named = [w.split("=", 1)[0] for w in extra]
-    owned = {"data": DP_FLAGS, "model": MODEL_FLAGS, "ray": ("--distributed-executor-backend",)}[form(params)]
+    owned = {"data": DP_FLAGS + DP_ALIASES, "model": MODEL_FLAGS, "ray": ("--distributed-executor-backend",)}[form(params)]
     set_here = [f for f in owned if f in named]
     if set_here:
         return f"extra_args must not set {', '.join(set_here)}: the group sets them per node"
