@@ -77,7 +77,7 @@ class ServeLaunch(Launch):
         "lint": Param(bool, True),
         "settle_s": Param((int, float), 3.0),
         "cwd": Param(str, None),
-        # a launch group: one server over several nodes (sglang/group.py; vLLM: data parallel, vllm/group.py)
+        # a launch group: one server over several nodes (sglang/group.py; vLLM's three forms: vllm/group.py, raygroup.py)
         "hosts": Param(list, None, help="instead of host: every node of a multi-node launch, rank 0 first"),
         "nnodes": Param(int, None, help="the number of nodes (a check: it must equal the number of hosts)"),
         "parallel": Param(str, None, help="vLLM over several nodes: 'data' (default: data parallel, node 0 serves, the others run "
@@ -85,9 +85,10 @@ class ServeLaunch(Launch):
                           "--pipeline-parallel-size in extra_args) or 'ray' (one model over a Ray cluster the cockpit starts, "
                           "--distributed-executor-backend ray: older vLLMs' way)"),
         "ray_args": Param(list, None, help="with parallel = 'ray': more `ray start` arguments on every node, as a list of words"),
-        "dist_init_port": Param(int, DEFAULT_DIST_PORT, help="rank 0's rendezvous port (vLLM: its --data-parallel-rpc-port)"),
-        "dist_init_addr": Param(str, None, help="host:port of rank 0 as the other nodes reach it (default: rank 0's address; vLLM: "
-                                "its --data-parallel-address and --data-parallel-rpc-port)"),
+        "dist_init_port": Param(int, DEFAULT_DIST_PORT, help="rank 0's rendezvous port (vLLM: its --data-parallel-rpc-port, "
+                                "--master-port with parallel = 'model', the Ray GCS port with 'ray')"),
+        "dist_init_addr": Param(str, None, help="host:port of rank 0 as the other nodes reach it (default: rank 0's address and "
+                                "dist_init_port)"),
         "dist_timeout": Param(int, 300, help="seconds a node waits for its peers before failing (SGLang's --dist-timeout)"),
         "gated": Param(bool, True, help="SGLang 0.5.23+: every node joins, the GPUs are verified again, then the group is activated"),
         "gated_port": Param(int, None, help="the gated launch's port on rank 0 (default: dist_init_port + 1000)"),
