@@ -341,6 +341,21 @@ def _shell_task(line: str) -> str:
     return line.replace(HEAD, '"$HEAD_NODE"').replace("'", "'\"'\"'")
 
 
+def sbatch_opening(name: str, what: str, nodes: int, gpus: int) -> list[str]:
+    """An sbatch script's first lines: one task a node with its GPUs, the head node's name exported ($HEAD_NODE)."""
+    return ["#!/bin/bash", f"# cockpit plan emit {name} --format slurm: {what}.", f"#SBATCH --job-name=cockpit-{name}",
+            f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks={nodes}", "#SBATCH --ntasks-per-node=1", f"#SBATCH --gres=gpu:{gpus}",
+            "#SBATCH --output=vllm-%x-%j.out", "set -euo pipefail",
+            'export HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)']
+
+
+def sbatch_ready(http_port: int) -> list[str]:
+    """Its last lines: the server's /health on the head node waited for (30 minutes at most), then the job waits."""
+    return ["# ready: the server's /health on the head node, for at most 30 minutes", "for _ in $(seq 1 360); do",
+            f"  if curl -sf --max-time 25 \"http://$HEAD_NODE:{http_port}/health\" > /dev/null; then echo \"ready on "
+            f"$HEAD_NODE:{http_port}\"; break; fi", "  sleep 5", "done", "wait"]
+
+
 def head_address(ctx, spec, hosts: list[str]) -> tuple[str, int]:
     """The head's address as the others reach it and its port (data parallel: --data-parallel-rpc-port; the model form:
     --master-port; Ray: its GCS port): `dist_init_addr`, else node 0's configured address and `dist_init_port`."""
@@ -357,27 +372,13 @@ class emit:  # noqa: N801 - the data-parallel and model forms' hand-off (vllm/gr
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
         head_cmd, worker_sh, what = _commands(spec, base, nodes, local, HEAD, "$SLURM_PROCID")
         lines = [
-            "#!/bin/bash",
-            f"# cockpit plan emit {spec.name} --format slurm: vLLM {what}, the command the cockpit builds.",
-            f"#SBATCH --job-name=cockpit-{spec.name}",
-            f"#SBATCH --nodes={nodes}",
-            f"#SBATCH --ntasks={nodes}",
-            "#SBATCH --ntasks-per-node=1",
-            f"#SBATCH --gres=gpu:{gpus}",
-            "#SBATCH --output=vllm-%x-%j.out",
-            "set -euo pipefail",
-            'export HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            *sbatch_opening(spec.name, f"vLLM {what}, the command the cockpit builds", nodes, gpus),
             "# node 0 serves; every other node runs headless, its rank from its own $SLURM_PROCID",
             "# (read by each task's own shell, not this batch shell)",
             f"srun --ntasks={nodes} --nodes={nodes} --output=\"vllm-%x-%j-node%n.log\" \\",
             "  bash -c 'if [ \"$SLURM_PROCID\" = 0 ]; then exec " + _task(head_cmd) + "; "
             "else exec " + _shell_task(worker_sh) + "; fi' &",
-            "# ready: node 0's /health, for at most 30 minutes",
-            "for _ in $(seq 1 360); do",
-            f"  if curl -sf --max-time 25 \"http://$HEAD_NODE:{http_port}/health\" > /dev/null; then echo \"ready on $HEAD_NODE:{http_port}\"; break; fi",
-            "  sleep 5",
-            "done",
-            "wait",
+            *sbatch_ready(http_port),
             "",
             "# What the cockpit can still watch from outside: each node's log (vllm-<job>-<id>-node<N>.log, e.g. through",
             f"# `cockpit server --log FILE --host LOGIN-NODE`) and node 0's live figures (`cockpit server --url http://HEAD:{http_port}`).",

@@ -32,7 +32,7 @@ from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
 from cockpit.serving.steps import Refused
-from cockpit.vllm.group import HEAD, MODEL, RAY_MODULE, _q, _task, head_address, world_size
+from cockpit.vllm.group import HEAD, MODEL, RAY_MODULE, _q, _task, head_address, sbatch_opening, sbatch_ready, world_size
 
 RAY_VERSION = ["-c", "import ray; print(ray.__version__)"]
 # the cluster as Ray itself says it: its live nodes and GPUs (a driver joins for a moment: no GPU touched)
@@ -249,17 +249,8 @@ def emit_slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = 
     worker = ray_start(python, HEAD, port, gpus, False, None, extra)
     check = _q([python, "-c", CLUSTER_READY])
     lines = [
-        "#!/bin/bash",
-        f"# cockpit plan emit {spec.name} --format slurm: vLLM over a Ray cluster of {nodes} nodes (tensor x pipeline parallel "
-        f"{world}), the commands the cockpit runs.",
-        f"#SBATCH --job-name=cockpit-{spec.name}",
-        f"#SBATCH --nodes={nodes}",
-        f"#SBATCH --ntasks={nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gres=gpu:{gpus}",
-        "#SBATCH --output=vllm-%x-%j.out",
-        "set -euo pipefail",
-        'export HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        *sbatch_opening(spec.name, f"vLLM over a Ray cluster of {nodes} nodes (tensor x pipeline parallel {world}), the commands "
+                        "the cockpit runs", nodes, gpus),
         "# the Ray head on the first node, a worker on every other (each task's own $SLURM_PROCID)",
         f"srun --ntasks={nodes} --nodes={nodes} --output=\"vllm-%x-%j-ray-node%n.log\" \\",
         "  bash -c 'if [ \"$SLURM_PROCID\" = 0 ]; then exec " + _task(head) + "; else exec " + _task(worker) + "; fi' &",
@@ -270,12 +261,7 @@ def emit_slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = 
         "done",
         f"RAY_ADDRESS=\"$HEAD_NODE:{port}\" srun --overlap --nodes=1 --ntasks=1 --nodelist=\"$HEAD_NODE\" --output=\"vllm-%x-%j-server.log\" \\",
         "  " + " ".join(_q([w]) for w in server) + " &",
-        "# ready: the server's /health, for at most 30 minutes",
-        "for _ in $(seq 1 360); do",
-        f"  if curl -sf --max-time 25 \"http://$HEAD_NODE:{http_port}/health\" > /dev/null; then echo \"ready on $HEAD_NODE:{http_port}\"; break; fi",
-        "  sleep 5",
-        "done",
-        "wait",
+        *sbatch_ready(http_port),
         "",
         "# What the cockpit can still watch from outside: the server's log (vllm-<job>-<id>-server.log) and each node's Ray log",
         f"# (`cockpit server --log FILE --host LOGIN-NODE`), the live figures (`cockpit server --url http://HEAD:{http_port}`).",
