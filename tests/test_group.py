@@ -642,33 +642,33 @@ HEAD = "\x1b[1;36m(APIServer pid=7)\x1b[0;0m INFO 12-06 10:00:00 [{where}] {text
 ENGINE = "\x1b[1;36m(EngineCore_DP{rank} pid=9)\x1b[0;0m {level} 12-06 10:00:00 [{where}] {text}"
 
 
-@pytest.mark.parametrize("rank, engines, lines, state, failure", [
+@pytest.mark.parametrize("rank, lines, state, failure", [
     # a headless node: launched, waiting for the head's handshake, loading, its engines up one by one
-    (1, 2, ["INFO 12-06 10:00:00 [serve.py:177] Launching 2 data parallel engine(s) in headless mode, with head node address "
+    (1, ["INFO 12-06 10:00:00 [serve.py:177] Launching 2 data parallel engine(s) in headless mode, with head node address "
             "tcp://10.0.0.1:13345."], "waiting for head", None),
-    (1, 2, [ENGINE.format(rank=2, level="INFO", where="default_loader.py:267", text="Loading weights took 41.20 seconds")],
+    (1, [ENGINE.format(rank=2, level="INFO", where="default_loader.py:267", text="Loading weights took 41.20 seconds")],
      "loading", None),
     # vLLM logs it once per node (info_once, its first local rank): the first is the node's engines up
-    (1, 2, [ENGINE.format(rank=2, level="INFO", where="core.py:214", text="init engine (profile, create kv cache, warmup model) took "
+    (1, [ENGINE.format(rank=2, level="INFO", where="core.py:214", text="init engine (profile, create kv cache, warmup model) took "
                           "30.1 seconds")], "ready", None),
     # the head: its own engines up is not ready; its API server's start is (every engine shook hands by then)
-    (0, 2, [ENGINE.format(rank=0, level="INFO", where="core.py:214", text="init engine (profile, create kv cache, warmup model) took "
+    (0, [ENGINE.format(rank=0, level="INFO", where="core.py:214", text="init engine (profile, create kv cache, warmup model) took "
                           "30.1 seconds")], "engines up", None),
-    (0, 2, ["INFO:     Application startup complete."], "ready", None),
+    (0, ["INFO:     Application startup complete."], "ready", None),
     # failures: the specific cause after vLLM's generic "failed to start"
-    (1, 2, [ENGINE.format(rank=2, level="ERROR", where="core.py:726", text="EngineCore failed to start."),
+    (1, [ENGINE.format(rank=2, level="ERROR", where="core.py:726", text="EngineCore failed to start."),
             "RuntimeError: Did not receive response from front-end process within 5 minutes"], "starting", "head_unreachable"),
-    (0, 2, [ENGINE.format(rank=0, level="ERROR", where="core.py:726", text="EngineCore failed to start."),
+    (0, [ENGINE.format(rank=0, level="ERROR", where="core.py:726", text="EngineCore failed to start."),
             "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which "
             "is larger than the available KV cache memory (9.50 GiB)."], "starting", "kv_cache"),
-    (0, 2, [HEAD.format(where="launcher.py:101", text="RuntimeError: Engine core initialization failed. See root cause above. "
+    (0, [HEAD.format(where="launcher.py:101", text="RuntimeError: Engine core initialization failed. See root cause above. "
                         "Failed core proc(s): {'EngineCore_DP1': 1}")], "starting", "engine_failed"),
-    (1, 2, ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."], "starting", "oom"),
+    (1, ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."], "starting", "oom"),
 ])
-def test_a_vllm_node_reads_its_own_lines(rank, engines, lines, state, failure):
+def test_a_vllm_node_reads_its_own_lines(rank, lines, state, failure):
     from cockpit.vllm.group import node_state
 
-    node = node_state(rank, "node", lines, alive=True, engines=engines)
+    node = node_state(rank, "node", lines, alive=True)
     assert (node.state, node.failure) == (state, failure)
 
 
@@ -797,13 +797,13 @@ def test_a_node_holding_a_share_of_one_model_is_ready_once_it_loaded_it():
                 "10.0.0.1:29501 for torch.distributed process group.")
     loaded = [ENGINE.format(rank=r, level="INFO", where="default_loader.py:267", text="Loading weights took 40.1 seconds").replace(
         "EngineCore_DP", "Worker_TP") for r in range(8, 16)]
-    assert node_state(1, "b", [launched], True, engines=8, form="model").state == "waiting for head"
+    assert node_state(1, "b", [launched], True, form="model").state == "waiting for head"
     started = ENGINE.format(rank=8, level="INFO", where="gpu_model_runner.py:2600", text="Starting to load model /m...")
-    assert node_state(1, "b", [launched, started], True, engines=8, form="model").state == "loading"
+    assert node_state(1, "b", [launched, started], True, form="model").state == "loading"
     # vLLM 0.11-0.34 log `Loading weights took` once per node (info_once, scope local), not once per worker
-    assert node_state(1, "b", [launched, started, loaded[0]], True, engines=8, form="model").state == "ready"
+    assert node_state(1, "b", [launched, started, loaded[0]], True, form="model").state == "ready"
     timed_out = "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined."
-    assert node_state(0, "a", [timed_out], True, engines=8, form="model").failure == "rendezvous_timeout"
+    assert node_state(0, "a", [timed_out], True, form="model").failure == "rendezvous_timeout"
 
 
 # --- one vLLM model over a Ray cluster the cockpit starts: the real Ray ----------------------------------------------

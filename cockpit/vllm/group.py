@@ -138,22 +138,18 @@ _PRIORITY = {"exited": 0, "oom": 1, "kv_cache": 1, "port_in_use": 1, "ray_died":
              "rendezvous_timeout": 4, "nccl_timeout": 5}
 
 
-def _local(argv) -> tuple[int, str]:
-    """(the node's engines, or in the model form its share of the model's workers; the form) from its command line."""
+def _form_of(argv) -> str:
+    """The form a node's command line runs: "model" with --nnodes over 1, else "data"."""
     nodes = word_value(argv, "--nnodes", "-n")
-    if nodes and nodes.isdigit() and int(nodes) > 1:
-        return max(1, world_size(argv) // int(nodes)), "model"
-    local = word_value(argv, "--data-parallel-size-local", "-dpl")
-    return (int(local) if local and local.isdigit() else 1), "data"
+    return "model" if nodes and nodes.isdigit() and int(nodes) > 1 else "data"
 
 
-def node_state(rank: int, host: str, lines: list[str], alive: bool, engines: int = 1, form: str = "data") -> NodeState:
+def node_state(rank: int, host: str, lines: list[str], alive: bool, form: str = "data") -> NodeState:
     """One node's state from its log: the head (rank 0) or a headless node (data parallel: its engines; the model form:
     its workers, holding a share of the one model).  vLLM logs `Loading weights took` and (0.11 on) `init engine ...
     took` once per node (`info_once`, scope local: its first rank), not once per engine or worker, so a headless node
     is ready at the first of them (data parallel: its engines up; the model form: its share loaded); the group's
-    readiness is the head's /health, which its API server answers only once every engine or worker joined.
-    `engines`: how many the node runs (kept for what it is said to hold, never counted against lines)."""
+    readiness is the head's /health, which its API server answers only once every engine or worker joined."""
     node = NodeState(rank, host, alive=alive, lines_seen=len(lines))
     order = {name: i for i, name in enumerate(STATES)}
 
@@ -257,8 +253,7 @@ class _Model:
         role = ray_role(process.argv)
         if role:
             return ray_node_state(rank, process.host, lines, alive, role)
-        engines, shape = _local(process.argv)
-        node = node_state(rank, process.host, lines, alive, engines, shape)
+        node = node_state(rank, process.host, lines, alive, _form_of(process.argv))
         if "--distributed-executor-backend" in process.argv and rank == 0:
             node.role = "vLLM"  # the server on the Ray head's node; the cluster's other members are Ray's processes
             gpus = next((line.strip() for line in lines if _RAY_GPUS.search(line)), None)
