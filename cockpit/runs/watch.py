@@ -339,7 +339,7 @@ class RunWatcher:
             return "running", f"{alive_by}; last progress {self._ago(now)}"
         gone_by = None  # what shows it gone, all of it seen
         if mgr is not None and mgr.phase == "gone":
-            gone_by = mgr.why
+            gone_by = mgr.why or mgr.describe()
         elif live is not None and live.state == "gone" and live.complete:
             gone_by = f"{live.how} found nothing" + (f": {live.why}" if live.why else "")
         if gone_by is None:

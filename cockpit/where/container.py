@@ -48,7 +48,10 @@ def state_of(engine: str, label: str, info: dict, host: str) -> ManagerState:
         phase, reason = RUNNING, "restarting after an exit" + (f" (exit {code})" if code else "")
     elif status in ("created", "configured", "initialized"):
         phase, reason = PENDING, "created, not started"
-    elif status in ("exited", "stopped", "dead"):
+    elif status in ("exited", "stopped", "dead") or (status == "removing" and started is not None):
+        # Docker says `removing` for a container that has stopped and is being removed (`--rm` after its exit, or
+        # `docker rm -f`): its exit code and FinishedAt are still there (seen on Docker 28: removing, Running
+        # false, ExitCode 0, FinishedAt set), so it is read as the exit it is
         if state.get("OOMKilled"):
             phase, reason = FAILED, "OOMKilled: the container exceeded its memory limit (--memory)"
         elif code == 0:
@@ -61,8 +64,11 @@ def state_of(engine: str, label: str, info: dict, host: str) -> ManagerState:
                           "(Podman 4 does not report OOMKilled reliably)")
         if state.get("Error"):
             reason = f"{reason}; {state['Error']}" if reason else str(state["Error"])
+        if status == "removing":
+            reason = f"{reason}; being removed" if reason else "being removed"
     elif status == "removing":
-        phase, reason = GONE, "being removed"
+        return ManagerState(manager, label, GONE, status, at=time.time(),
+                            why=f"the container is being removed by {manager} before it ever started")
     else:
         phase, reason = RUNNING if state.get("Running") else FAILED, status
     return ManagerState(manager, label, phase, status, None if code is None else str(code), reason, host, None, restarts,
