@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True)
@@ -151,11 +151,11 @@ def visibility_rule(action: str) -> str:
     return _WHEN.get(action, "")
 
 
-def bindings(scope: str = "app") -> list[Binding]:
+def bindings(scope: str = "app") -> list[BindingType]:
     return [b for a in ACTIONS if a.scope == scope for b in a.bindings()]
 
 
-def fallbacks(scope: str = "checklist") -> list[Binding]:
+def fallbacks(scope: str = "checklist") -> list[BindingType]:
     """The keys of a pane's actions, bound app-wide too (never shown) so that pressed elsewhere
     they say where they work instead of doing nothing."""
     taken = {key for a in ACTIONS if a.scope == "app" for key in a.keys.split(",")}

@@ -236,18 +236,19 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         for name, snapshot in self.hub.latest.items():
             if name in self.panes:
                 self.panes[name].show(snapshot, self.hub.history.get(name))
-        if self.runbook is not None:
+        runbook = self.runbook
+        if runbook is not None:
             self._unsubscribe += [
-                self.runbook.changes.subscribe(lambda _: self.post_message(RunbookChanged())),
-                self.runbook.invalidations.subscribe(lambda item: self.post_message(GateInvalidated(*item))),
-                self.runbook.progress.subscribe(lambda p: self.post_message(SweepProgress(p.state))
-                                                if self.runbook.spec.step(p.step).kind == "bench_sweep" else None)]
-            self.query_one(ChecklistPane).show(self.runbook.views())
+                runbook.changes.subscribe(lambda _: self.post_message(RunbookChanged())),
+                runbook.invalidations.subscribe(lambda item: self.post_message(GateInvalidated(*item))),
+                runbook.progress.subscribe(lambda p: self.post_message(SweepProgress(p.state))
+                                           if runbook.spec.step(p.step).kind == "bench_sweep" else None)]
+            self.query_one(ChecklistPane).show(runbook.views())
             # a server launched before this cockpit started (by `plan run`, another cockpit, an earlier session of
             # this one) is followed from the start, not from the runbook's next change
             self.call_after_refresh(self._follow_latest_server)
             # another cockpit (a `plan run` elsewhere, one killed mid-step) may change the runbook
-            self.set_interval(2.0, self.runbook.refresh)
+            self.set_interval(2.0, runbook.refresh)
         if self.config.implicit and not self.demo:
             self.notify("No config: watching this machine only. `cockpit init` writes a config for your hosts; "
                         "`cockpit demo` shows the whole deployment flow.", title="welcome", timeout=20)
@@ -285,6 +286,8 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
     # --- messages from the core and from workers ----------------------------------------------------
 
     def on_runbook_changed(self, message: RunbookChanged) -> None:
+        if self.runbook is None:
+            return
         for pane in self.query(ChecklistPane):
             pane.show(self.runbook.views())
             self._show_views()

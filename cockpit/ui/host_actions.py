@@ -4,9 +4,10 @@ host, zoom (a host, then one GPU), moving between hosts, reconnecting now."""
 from __future__ import annotations
 
 from cockpit.ui.widgets.host_pane import HostPane
+from cockpit.ui.mixins import HostsApp
 
 
-class HostActions:
+class HostActions(HostsApp):
     """Mixed into CockpitApp; what it needs of the app is HostsApp (ui/mixins.py): its hub, hosts_view, panes, notify."""
 
     def _queue_snapshot(self, snapshot) -> None:
@@ -56,7 +57,7 @@ class HostActions:
 
     def on_key(self, event) -> None:
         focused = self.screen_stack[0].focused if self.screen_stack else None
-        if event.key == "escape" and getattr(focused, "id", None) == "fleet-filter" and self.hosts_view.fleet is not None:
+        if event.key == "escape" and focused is not None and focused.id == "fleet-filter" and self.hosts_view.fleet is not None:
             focused.display = False
             self.hosts_view.fleet.set_filter("")
             self.hosts_view.fleet.focus()

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from textual.app import SystemCommand
 
-from cockpit.runbook.engine import GateClosed
+from cockpit.runbook.engine import GateClosed, Runbook
 from cockpit.ui.messages import StepRefused
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.reason import ReasonScreen
 from cockpit.ui.widgets.checklist import ChecklistPane
+from cockpit.ui.mixins import RunbookApp
 
 
-class RunbookActions:
+class RunbookActions(RunbookApp):
     """Mixed into CockpitApp; what it needs of the app is RunbookApp (ui/mixins.py): its runbook, read_only, notify, run_worker, push_screen."""
 
     def runbook_commands(self):
@@ -36,12 +37,14 @@ class RunbookActions:
         yield SystemCommand("Reset every step", "forget every recorded result and applied fix (asks first)",
                             lambda: self.action_reset_step(None))
 
-    def _refuse_read_only(self, what: str) -> bool:
+    def _writable(self, what: str) -> Runbook | None:
+        """The runbook, where steps may change things; None where they may not (read-only, or no runbook), said."""
         if self.read_only:
             self.notify(f"Read-only mode: {what}", severity="warning")
-        elif self.runbook is None:
+            return None
+        if self.runbook is None:
             self.notify("No runbook in the config: there is no checklist", severity="warning")
-        return self.read_only or self.runbook is None
+        return self.runbook
 
     def action_focus_checklist(self, _terminal: str = "") -> None:
         if self.runbook is None:
@@ -50,9 +53,10 @@ class RunbookActions:
             self.press_view("checklist")
 
     def action_run_next(self, _shown: str = "") -> None:
-        if self._refuse_read_only("steps cannot run"):
+        runbook = self._writable("steps cannot run")
+        if runbook is None:
             return
-        step = self.runbook.next_step()
+        step = runbook.next_step()
         if step is None:
             self.notify("Every step has passed (reset a step from the palette, ctrl+p, to run it again)")
             return
@@ -65,56 +69,63 @@ class RunbookActions:
         return any(worker.group == "runbook" and worker.is_running for worker in self.workers)
 
     def action_run_step(self, name: str, force_reason: str | None = None) -> None:
-        if self._refuse_read_only("steps cannot run"):
+        runbook = self._writable("steps cannot run")
+        if runbook is None:
             return
-        blockers = [] if force_reason else self.runbook.prerequisites(name)
+        blockers = [] if force_reason else runbook.prerequisites(name)
         if self._busy():
             blockers = ["another step is still running"]
         if blockers:
             self.post_message(StepRefused(name, blockers))
             return
-        self.run_worker(self._run_step(name, force_reason), name=f"step {name}", group="runbook", exit_on_error=False)
+        self.run_worker(self._run_step(runbook, name, force_reason), name=f"step {name}", group="runbook", exit_on_error=False)
 
-    async def _run_step(self, name: str, force_reason: str | None = None) -> None:
+    async def _run_step(self, runbook: Runbook, name: str, force_reason: str | None = None) -> None:
         try:
-            await self.runbook.run_step(name, self._confirm, force_reason)
+            await runbook.run_step(name, self._confirm, force_reason)
         except GateClosed as exc:
             self.post_message(StepRefused(name, exc.reasons))
 
     async def _confirm(self, plan: str) -> bool:
-        return bool(await self.push_screen_wait(ConfirmScreen("This step changes things on a host:", plan)))
+        answer = await self.push_screen_wait(ConfirmScreen("This step changes things on a host:", plan))
+        return bool(answer)
 
     def action_force_step(self, name: str) -> None:
         """`plan run --force STEP --reason TEXT`: the reason is asked, then the step's own confirmation."""
-        if self._refuse_read_only("steps cannot run"):
+        runbook = self._writable("steps cannot run")
+        if runbook is None:
             return
-        blockers = self.runbook.prerequisites(name)
+        blockers = runbook.prerequisites(name)
         explanation = (f"'{name}' will run without waiting for its gate"
                        + (f" (now: {'; '.join(blockers)})" if blockers else "")
                        + ". The launch gate's checks still run and are shown; failing ones are skipped and the reason is recorded.")
-        self.push_screen(ReasonScreen(f"Force '{name}' past its gate", explanation),
-                         lambda reason: reason and self.action_run_step(name, force_reason=reason))
+        def answered(reason: str | None) -> None:
+            if reason:
+                self.action_run_step(name, force_reason=reason)
+        self.push_screen(ReasonScreen(f"Force '{name}' past its gate", explanation), answered)
 
     def action_reset_step(self, name: str | None) -> None:
         """`plan reset [STEP]`: forgets recorded results (nothing on a host changes); asks first."""
-        if self._refuse_read_only("nothing can be reset"):
+        runbook = self._writable("nothing can be reset")
+        if runbook is None:
             return
         what = f"the recorded result of step '{name}' and any fix applied to it" if name else \
-            f"every recorded result of runbook '{self.runbook.spec.name}' and every applied fix"
-        plan = f"Forget {what}.\nNothing on a host changes; the audit log keeps the history.\nState file: {self.runbook.store.path}"
+            f"every recorded result of runbook '{runbook.spec.name}' and every applied fix"
+        plan = f"Forget {what}.\nNothing on a host changes; the audit log keeps the history.\nState file: {runbook.store.path}"
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.runbook.reset(name)
+                runbook.reset(name)
                 self.notify(f"reset {'step ' + name if name else 'every step'}", timeout=4)
         self.push_screen(ConfirmScreen("Reset the checklist:", plan), answered)
 
     def action_stop_server(self, name: str) -> None:
         """`plan stop STEP`: the engine shows exactly what it will signal and asks first."""
-        if self._refuse_read_only("nothing can be stopped"):
+        runbook = self._writable("nothing can be stopped")
+        if runbook is None:
             return
 
         async def stop() -> None:
-            said = await self.runbook.stop_server(name, self._confirm)
+            said = await runbook.stop_server(name, self._confirm)
             self.notify(said, title=f"stop {name}", timeout=6)
         self.run_worker(stop(), name=f"stop {name}", group="runbook", exit_on_error=False)

@@ -5,16 +5,19 @@ workers post what it found; the handlers here show it."""
 
 from __future__ import annotations
 
+from textual.notifications import SeverityLevel
+
 from cockpit.runbook.model import StepState
 from cockpit.ui.messages import RunsPolled, ServerPolled
 from cockpit.ui.widgets.bench_pane import BenchPane
 from cockpit.ui.widgets.runs_pane import RunsPane
 from cockpit.ui.widgets.server_log import ServerLogPane
 from cockpit.format import shell_words
+from cockpit.ui.mixins import ServingApp
 
 
-class ServingActions:
-    """Mixed into CockpitApp; what it needs of the app is ServingApp (ui/serving_state.py), and its state
+class ServingActions(ServingApp):
+    """Mixed into CockpitApp; what it needs of the app is ServingApp (ui/mixins.py), and its state
     is the app's `serving` (the followed server) and `sweeps` objects."""
 
     async def _watch_runs(self) -> None:
@@ -60,7 +63,7 @@ class ServingActions:
     def raise_alert(self, alert, toast: bool = True) -> None:
         """An alert out through its channels and, unless told not to, as a toast of its level."""
         if toast:
-            severity = {"error": "error", "warning": "warning"}.get(alert.level, "information")
+            severity: SeverityLevel = "error" if alert.level == "error" else "warning" if alert.level == "warning" else "information"
             self.notify(alert.text, title=alert.title, severity=severity, timeout=15 if alert.level == "error" else 8)
         self.send_alert(alert)
 
@@ -75,11 +78,13 @@ class ServingActions:
         from cockpit.serving.server import watch_server
         from cockpit.serving.target import launched_server, server_watcher
 
-        panes = self.query(ServerLogPane)
-        spec, result = self.runbook.latest_launch("serve_launch")
-        if not panes or spec is None or result.state is StepState.RUNNING:
+        panes, runbook = self.query(ServerLogPane), self.runbook
+        if not panes or runbook is None:
             return
-        server = self.runbook.launched(spec.name)
+        spec, result = runbook.latest_launch("serve_launch")
+        if spec is None or result is None or result.state is StepState.RUNNING:
+            return
+        server = runbook.launched(spec.name)
         key = (spec.name, spec.host, server.pid if server else None, result.finished_at)
         if not self.serving.follow(key):
             return
@@ -93,7 +98,7 @@ class ServingActions:
             self.show_keys()
             self.notify(result.message, title=f"{spec.name} failed", severity="error", timeout=10)
             return
-        watcher = server_watcher(launched_server(self.runbook, spec.name), self.hub.pool.get, self.config)
+        watcher = server_watcher(launched_server(runbook, spec.name), self.hub.pool.get, self.config)
         self.run_worker(watch_server(watcher, lambda status: self.post_message(ServerPolled(str(key), status)),
                                      self.config.telemetry.server_poll_s),
                         name="server watch", group="server-watch", exclusive=True, exit_on_error=False)
@@ -107,7 +112,9 @@ class ServingActions:
             was_alive = pane.status.alive if pane.status else True
             pane.show(message.status)
             self.show_keys()
-            spec, result = self.runbook.latest_launch("serve_launch")
+            spec, result = self.runbook.latest_launch("serve_launch") if self.runbook is not None else (None, None)
+            if spec is None:
+                return
             alert = death_alert(spec.name, result, was_alive, message.status)
             if alert is not None:
                 self.raise_alert(alert)

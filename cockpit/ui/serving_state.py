@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from cockpit.alerts import Alert
 
 
 @dataclass
@@ -41,24 +38,3 @@ class SweepAlerts:
 
     started_at: float = field(default_factory=time.time)
     seen: dict[str, float] = field(default_factory=dict)
-
-
-class ServingApp(Protocol):
-    """What ServingActions needs of the app it is mixed into."""
-
-    context: Any
-    runbook: Any
-    hub: Any
-    alerter: Any
-    read_only: bool
-    serving: ServerFollow
-    sweeps: SweepAlerts
-
-    def notify(self, message: str, *, title: str = "", severity: str = "information", timeout: float | None = None) -> None: ...
-    def reveal(self, view: str) -> None: ...
-    def run_worker(self, work: Any, **kwargs: Any) -> Any: ...
-    def query(self, selector: Any) -> Any: ...
-    def post_message(self, message: Any) -> bool: ...
-    def show_keys(self) -> None: ...
-    def press_view(self, view: str) -> None: ...
-    def raise_alert(self, alert: Alert, toast: bool = True) -> None: ...

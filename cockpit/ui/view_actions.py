@@ -4,6 +4,7 @@ the view keys, the footer's keys, messages in a small terminal, and saying where
 from __future__ import annotations
 
 
+from textual.widget import Widget
 from textual.widgets import Footer
 
 from cockpit import __version__
@@ -17,9 +18,10 @@ from cockpit.ui.widgets.host_pane import HostPane
 from cockpit.ui.widgets.runs_pane import RunsPane
 from cockpit.ui.widgets.proc_pane import ProcessPane
 from cockpit.ui.widgets.server_log import ServerLogPane
+from cockpit.ui.mixins import ViewsApp
 
 
-class ViewActions:
+class ViewActions(ViewsApp):
     """Mixed into CockpitApp; what it needs of the app is ViewsApp (ui/mixins.py): its layout_state, hosts_view, panes, runbook, context, config."""
 
     def on_resize(self, event) -> None:  # (runs before App's own handler: self.size is still the old size)
@@ -33,8 +35,8 @@ class ViewActions:
         if target is not None and self.screen is self.screen_stack[0]:
             self.call_after_refresh(self._focus_view, target)  # and keeps the focus (a pane hidden by the layout loses it)
 
-    def _panes(self) -> dict[str, object]:
-        found = {"hosts": self.hosts_view}
+    def _panes(self) -> dict[str, Widget]:
+        found: dict[str, Widget] = {"hosts": self.hosts_view}
         for view, kind in (("checklist", ChecklistPane), ("procs", ProcessPane), ("runs", RunsPane), ("server", ServerLogPane),
                            ("bench", BenchPane), ("log", CommandLogPane)):
             panes = self.query(kind)
