@@ -1,4 +1,5 @@
-"""The typed core stays typed: mypy over what pyproject.toml's [tool.mypy] names reports no error (about 3 s)."""
+"""The code stays typed: mypy over what pyproject.toml's [tool.mypy] names (every package, the TUI's included)
+reports no error (about 7 s)."""
 
 import shutil
 import subprocess

@@ -27,11 +27,9 @@ PENDING_INPUT_MARGIN_S = 0.02
 
 
 def pending_tick() -> float:
-    try:
-        from textual.constants import ESCAPE_DELAY
-    except ImportError:  # pragma: no cover
-        ESCAPE_DELAY = 0.1
-    return ESCAPE_DELAY + PENDING_INPUT_MARGIN_S
+    from textual import constants
+
+    return float(getattr(constants, "ESCAPE_DELAY", 0.1)) + PENDING_INPUT_MARGIN_S
 
 
 def input_timeout(parser_waiting: bool) -> float | None:
@@ -78,11 +76,11 @@ def quiet_driver_class():
             super().__init__(*args, **kwargs)
             self._wake_read, self._wake_write = os.pipe()
             os.set_blocking(self._wake_read, False)
-            self.exit_event = _WakingEvent(self._wake_write)
+            self.exit_event = self._waking = _WakingEvent(self._wake_write)
 
         def close(self) -> None:
             super().close()
-            self.exit_event.detach()
+            self._waking.detach()
             for fd in (self._wake_read, self._wake_write):
                 try:
                     os.close(fd)

@@ -57,7 +57,7 @@ class Layout:
             return {}, []
         wanted = {v: desired[v] for v in open_}
         if sum(wanted.values()) <= room:
-            heights, tabbed = wanted, []
+            heights, tabbed = wanted, list[str]()
         elif room >= MIN_PANE * len(open_):
             # the pane shown last (the one being read) gets the rows it wants, the others share the rest
             active, others = open_[-1], open_[:-1]
@@ -135,7 +135,7 @@ class Layout:
             return self.view == view
         if view in ("hosts", "checklist"):
             return True
-        return view in self.opened and (self.visible is None or view in self.visible or view == (self.order or [None])[-1])
+        return view in self.opened and (self.visible is None or view in self.visible or (bool(self.order) and view == self.order[-1]))
 
 
 class ViewBar(Static):

@@ -3,6 +3,7 @@ straight into segments): no widgets, easy to test, cheap to call."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 from rich.segment import Segment
@@ -11,7 +12,7 @@ from rich.text import Text
 
 from cockpit.hosts.state import HostState
 from cockpit.telemetry.history import GpuHistory
-from cockpit.telemetry.model import GpuSample, HostSnapshot
+from cockpit.telemetry.model import ComputeProcess, GpuSample, HostSnapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
 ASCII_SPARK = "_.-~=*#@"
@@ -229,7 +230,8 @@ def host_title(snapshot: HostSnapshot, label: str, now: float, ascii_only: bool 
 
 def gpu_ranges(indices: list[int]) -> str:
     """GPU indices as ranges: [0, 1, 2, 3, 5] -> 'GPU0-3,5'."""
-    parts, run = [], []
+    parts: list[str] = []
+    run: list[int] = []
     for index in sorted(set(indices)):
         if run and index == run[-1] + 1:
             run.append(index)
@@ -242,7 +244,7 @@ def gpu_ranges(indices: list[int]) -> str:
     return "GPU" + ",".join(parts)
 
 
-def process_groups(processes) -> list[tuple[str, object, int]]:
+def process_groups(processes: Sequence[ComputeProcess]) -> list[tuple[str, ComputeProcess, int]]:
     """One line per process and memory, whatever the number of GPUs it holds it on (a server with
     tensor parallelism 8 is one line, not eight): (its GPUs, the process, how many GPUs)."""
     groups: dict[tuple, list] = {}

@@ -4,8 +4,10 @@ latency percentiles, throughput against concurrency), updated as runs arrive."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from rich.text import Text
+from textual import events
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import ProgressBar, Static
 
@@ -36,7 +38,7 @@ class SweepProgressBar(ProgressBar):
     is not shown here (the sweep's own estimate is on the line above), and it woke the TUI every
     second, sweep or not, pane shown or not."""
 
-    def on_mount(self, event) -> None:
+    def on_mount(self, event: events.Mount) -> None:  # type: ignore[override]  # the event, to stop ProgressBar's own
         event.prevent_default()  # ProgressBar.on_mount would start the timer
         self.update()
 
@@ -173,8 +175,8 @@ class BenchPane(Vertical, can_focus=True):
             if accuracies:
                 from cockpit.drafter.acceptance import estimate
 
-                predicted = [(estimate(accuracies, groups[l][0].get("steps")).with_bonus if groups[l][0].get("steps") else 1.0)
-                             for l in labels]
+                said = [estimate(accuracies, groups[l][0].get("steps")) if groups[l][0].get("steps") else None for l in labels]
+                predicted = [e.with_bonus if e is not None else 1.0 for e in said]
                 chart.grouped_bars(f"acceptance length at concurrency {top_concurrency}: measured (median) vs estimated "
                                    "(+bonus, topk-1 chain)", [names[l] for l in labels], {"measured": measured, "estimated": predicted})
             else:
@@ -187,11 +189,11 @@ class BenchPane(Vertical, can_focus=True):
                     series[f"{key[:-3].upper()} {q}"] = [statistics.median([(r[key][q] or 0) for r in at_top[l]]) for l in labels]
             chart.grouped_bars("latency percentiles, ms", [names[l] for l in labels], series)
         else:
-            series = {}
+            curves: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
             for label, runs in groups.items():
                 points: dict[int, list[float]] = {}
                 for run in runs:
                     points.setdefault(run.get("concurrency") or 0, []).append(run["output_throughput_tok_s"])
                 xs = sorted(points)
-                series[names[label]] = (xs, [statistics.median(points[x]) for x in xs])
-            chart.lines("output tok/s against concurrency", series, "concurrency", "tok/s")
+                curves[names[label]] = (xs, [statistics.median(points[x]) for x in xs])
+            chart.lines("output tok/s against concurrency", curves, "concurrency", "tok/s")

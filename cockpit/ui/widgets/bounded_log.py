@@ -145,8 +145,10 @@ class BoundedRichLog(RichLog):
     def action_search(self) -> None:
         from cockpit.ui.screens.search import SearchScreen
 
-        self.app.push_screen(SearchScreen(self.border_title or "the log", self.search_text),
-                             lambda text: text is not None and self.set_search(text))
+        def searched(text: str | None) -> None:
+            if text is not None:
+                self.set_search(text)
+        self.app.push_screen(SearchScreen(self.border_title or "the log", self.search_text), searched)
 
     def action_copy_match(self) -> None:
         """Through the app's copy (OSC 52): the current match's line; else the fix the pane offers (a server's crash:

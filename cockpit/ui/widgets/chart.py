@@ -3,6 +3,8 @@ so a plotext upgrade touches this file only.  Data are copied in; plotext's stat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual_plotext import PlotextPlot
 
 
@@ -103,7 +105,7 @@ class Chart(PlotextPlot):
         self.series_labels = list(groups)
         self.refresh()
 
-    def lines(self, title: str, series: dict[str, tuple[list[float], list[float]]], xlabel: str = "", ylabel: str = "") -> None:
+    def lines(self, title: str, series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str = "", ylabel: str = "") -> None:
         """Lines over categories (e.g. concurrency 1, 8, 32 evenly spaced, labelled as they are)."""
         plt = self._start(title, xlabel, ylabel)
         categories = sorted({x for xs, _ in series.values() for x in xs})

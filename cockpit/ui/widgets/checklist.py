@@ -79,16 +79,16 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
             text.append(f"gate skipped: {view.result.forced_reason}\n", style="yellow")
         evidence = view.result.evidence
         if raw and evidence:
-            for line in json.dumps(evidence, indent=1, default=str).splitlines():
-                text.append(line + "\n", style="dim")
+            for said_line in json.dumps(evidence, indent=1, default=str).splitlines():
+                text.append(said_line + "\n", style="dim")
         elif evidence:
             for detail in view.details_now():
                 for piece in textwrap.wrap(detail, max(20, width - 4), subsequent_indent="    ", break_on_hyphens=False) or [""]:
                     text.append(f"  {piece}\n", style="dim")
             text.append("  (x: the raw evidence)\n", style="dim italic")
         if view.result.output:
-            for line in view.result.output.strip().splitlines()[-6:]:
-                text.append(f"  {line}\n", style="dim")
+            for out_line in view.result.output.strip().splitlines()[-6:]:
+                text.append(f"  {out_line}\n", style="dim")
     text.rstrip()
     return text
 
@@ -142,7 +142,8 @@ class ChecklistPane(Widget, can_focus=True):
     def ages_now(self, now: float) -> tuple:
         """Every text of the pane that moves with the clock: the steps' ages, a gate's freshness and
         the selected step's evidence (its 'sampled 12 s ago')."""
-        moving = [(age(v.result.finished_at, now), v.freshness(now)) for v in self.views if v.result is not None and v.result.finished_at]
+        moving: list[tuple[str | None, ...]] = [(age(v.result.finished_at, now), v.freshness(now))
+                                                for v in self.views if v.result is not None and v.result.finished_at]
         view = self.selected_view
         if view is not None and view.explain is not None and not self.raw:
             moving.append(view.details_now())

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from typing import Self
 
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.color import Color
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -53,7 +56,8 @@ class HostPane(Widget, can_focus=True):
     def __init__(self, host: HostConfig, ascii_only: bool = False):
         super().__init__(id=f"host-{host.name}", classes="host-pane")
         self.host = host
-        self._base_style = None
+        self._base_style: Style | None = None
+        self._background: Color  # the pane's background as render_lines last read it (set before any use)
         self.ascii_only = ascii_only
         self.snapshot = HostSnapshot(name=host.name, state=HostState.CONNECTING, roles=host.roles)
         self.history: HostHistory | None = None
@@ -61,7 +65,7 @@ class HostPane(Widget, can_focus=True):
         self._rest: tuple[list[Text], list[Text]] = ([], [])
         # Lines are rendered to strips when the compositor asks for them (render_line), so a pane
         # scrolled out of view costs its text only, not its segments (64 hosts: most are).
-        self._lines: list[Text] = []
+        self._lines: list[tuple[Segment, ...] | Text] = []
         self._strips: list[Strip | None] = []
         self.lines_repainted = 0
         self.zoomed_gpu: int | None = None  # one GPU shown in detail (keys 0-9 while the host is zoomed)
@@ -136,10 +140,10 @@ class HostPane(Widget, can_focus=True):
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
 
-    def refresh(self, *regions: Region, **kwargs) -> Widget:
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
         if not self._refreshing_rows:
             self._drawn = None  # anything but new rows (a style, the title, the size): Textual draws it all
-        return super().refresh(*regions, **kwargs)
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def _draw_key(self, crop: Region) -> tuple:
         return (crop, self.outer_size, self._rendered_width, len(self._lines), self.has_focus, self.classes, self.app.theme)
@@ -227,7 +231,7 @@ class HostPane(Widget, can_focus=True):
         histories = self.history.gpus if self.history else {}
         if self.zoomed_gpu is not None and self.zoomed_gpu in gpus:
             body = gpu_detail(gpus[self.zoomed_gpu], histories.get(self.zoomed_gpu), width, self.snapshot.processes, self.ascii_only)
-            return body.split("\n", allow_blank=True) if body.plain else [Text("")]
+            return list(body.split("\n", allow_blank=True)) if body.plain else [Text("")]
         snap = self.snapshot
         dim = snap.state is HostState.STALE
         head_lines, tail_lines = self._rest_lines(width)
@@ -323,5 +327,5 @@ class HostPane(Widget, can_focus=True):
         """The pane's text (for tests and screenshots; the screen is drawn from segments), up to date
         even while the pane is out of view."""
         self._catch_up()
-        parts = [line if isinstance(line, Text) else Text.assemble(*((s.text, s.style) for s in line)) for line in self._lines]
+        parts = [line if isinstance(line, Text) else Text.assemble(*((s.text, s.style or "") for s in line)) for line in self._lines]
         return Text("\n").join(parts) if parts else Text("")

@@ -111,8 +111,10 @@ class ProcessPane(Static, can_focus=True):
     def action_filter(self) -> None:
         from cockpit.ui.screens.search import SearchScreen
 
-        self.app.push_screen(SearchScreen("the processes", self.filter_text, hint="enter: show only the matching rows   empty: all"),
-                             lambda text: text is not None and self.set_filter(text))
+        def filtered(text: str | None) -> None:
+            if text is not None:
+                self.set_filter(text)
+        self.app.push_screen(SearchScreen("the processes", self.filter_text, hint="enter: show only the matching rows   empty: all"), filtered)
 
     def selected(self) -> ProcRow | None:
         rows = self.ordered()

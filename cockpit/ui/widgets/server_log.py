@@ -68,7 +68,8 @@ def diagnosis_text(diagnoses: list[Diagnosis]) -> Text:
         if d.replacement:
             text.append(f"   fix: {shell_words(d.replacement)}\n", style="bold green")
             text.append("   press f to apply it to the launch step and relaunch\n", style="green")
-    return text.rstrip() or text
+    text.rstrip()
+    return text
 
 
 SPARK = "▁▂▃▄▅▆▇█"
