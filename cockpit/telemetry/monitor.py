@@ -172,8 +172,8 @@ class _MonitorBase:
         self._emit()
 
     async def _wait_for_user_fix(self, longest: float) -> None:
-        def signature():
-            out = []
+        def signature() -> list[tuple[str, int | None, int | None]]:
+            out: list[tuple[str, int | None, int | None]] = []
             for path in self.transport.user_files():
                 try:
                     stat = os.stat(path)

@@ -225,7 +225,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         for action in actions.palette(self.read_only):
             if action.when == "fix" and not self.check_action(action.action, ()):
                 continue  # no fix offered: the palette does not offer one either
-            yield SystemCommand(action.palette, action.palette_help, lambda a=action: self.run_action(a.action))
+            yield SystemCommand(action.palette or action.description, action.palette_help, lambda a=action: self.run_action(a.action))
         yield from self.runbook_commands()
 
     def on_mount(self) -> None:

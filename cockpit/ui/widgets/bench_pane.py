@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import events
 from textual.containers import Vertical, VerticalScroll
@@ -124,7 +125,7 @@ class BenchPane(Vertical, can_focus=True):
             return Text("no runs yet: the decision comes when a sweep has measured its configs", style="dim")
         result = SweepResult.from_runs(self.runs)
         data = result.to_json()
-        parts = [Text(render_decisions(result.decisions(), result.recommendation()), style="bold")]
+        parts: list[RenderableType] = [Text(render_decisions(result.decisions(), result.recommendation()), style="bold")]
         if data["acceptance"]:
             columns = measured_columns(data["acceptance"])
             table = Table(title="acceptance length: the drafter's estimate (topk-1 chain) and the median measured at each concurrency",
