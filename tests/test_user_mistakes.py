@@ -216,6 +216,30 @@ def test_bench_report_with_no_runs_says_how_to_get_one_and_takes_a_demo_config(t
     assert "unrecognized arguments" not in out.stderr and str(demo / "data" / "bench") in out.stderr
 
 
+def test_bench_report_on_a_run_file_of_one_endless_line_names_it_and_reads_it_bounded(tmp_path):
+    """A benchmark run's first line is its summary (a few kB): a file of one endless line (a binary, a log mistaken
+    for a run) is refused naming it after 1 MiB read, not read whole into memory."""
+    import tracemalloc
+
+    from cockpit.bench.store import load_run
+    from cockpit.errors import CockpitError
+
+    endless = tmp_path / "run.jsonl"
+    endless.write_text("x" * (24 << 20))  # 24 MiB, no newline
+    tracemalloc.start()
+    try:
+        with pytest.raises(CockpitError) as said:
+            load_run(endless)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(endless) in str(said.value) and "over 1 MiB" in str(said.value)
+    assert peak < 8 << 20, f"{peak} bytes held to refuse it"
+    out = subprocess.run([sys.executable, "-m", "cockpit", "bench", "report", str(endless)], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "home")})
+    assert out.returncode == 2 and str(endless) in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
 def test_no_gpu_and_no_server_say_what_to_do(tmp_path):
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none"), "COCKPIT_NO_NVML": "1", "PATH": "/usr/bin:/bin"}
     status = subprocess.run([sys.executable, "-m", "cockpit", "status", "--once"], capture_output=True, text=True, timeout=60, env=env)

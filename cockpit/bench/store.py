@@ -30,13 +30,19 @@ def save_run(summary: dict[str, Any], records: list[dict[str, Any]], name: str |
     return path
 
 
+SUMMARY_LIMIT = 1 << 20  # characters: a run's summary line is a few kB
+
+
 def load_run(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists() and not path.is_absolute():
         candidate = runs_dir() / path
         path = candidate if candidate.exists() else runs_dir() / f"{path}.jsonl"
     try:
-        first = path.open(encoding="utf-8").readline()
+        with path.open(encoding="utf-8") as handle:
+            first = handle.readline(SUMMARY_LIMIT + 1)  # bounded: a file of one endless line is not read whole
+        if len(first) > SUMMARY_LIMIT:
+            raise CockpitError(f"{path}: not a benchmark run (its first line is over {SUMMARY_LIMIT // (1 << 20)} MiB)")
         summary = json.loads(first)
     except FileNotFoundError:
         raise CockpitError(f"{path}: no such benchmark run") from None

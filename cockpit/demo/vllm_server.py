@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 from cockpit.demo.server import WORDS, _int, event_stream, parse, register_gpus, reply, serve_connection, watch_parent
 from cockpit.demo.specmodel import SpecModel
@@ -32,7 +33,7 @@ def _help_text() -> str:
         return HELP.read_text()
     import gzip
 
-    return gzip.decompress(open(other, "rb").read()).decode() if other.endswith(".gz") else open(other).read()
+    return gzip.decompress(Path(other).read_bytes()).decode() if other.endswith(".gz") else Path(other).read_text()
 METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp")
 
 

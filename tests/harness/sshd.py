@@ -96,9 +96,9 @@ class SshdHarness:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege-separation directory
         groups = [self.addresses[i:i + MAX_LISTEN] for i in range(0, len(self.addresses), MAX_LISTEN)]
         self.configs = [self._config(n, g) for n, g in enumerate(groups)]
-        log = open(self.root / "sshd.log", "ab")
-        for config in self.configs:
-            self.procs.append(subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log, start_new_session=True))
+        with open(self.root / "sshd.log", "ab") as log:  # each sshd holds its own copy: this one is closed at once
+            for config in self.configs:
+                self.procs.append(subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log, start_new_session=True))
         deadline = time.monotonic() + timeout
         for address in [g[0] for g in groups]:
             while True:
