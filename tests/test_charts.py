@@ -82,8 +82,9 @@ async def test_the_decision_view_names_the_best_config_per_concurrency():
 def chart_text(chart: Chart, width: int) -> list[str]:
     from rich.console import Console
 
-    console = Console(width=width, record=True, color_system=None, file=open(os.devnull, "w"))
-    console.print(chart.render())
+    with open(os.devnull, "w") as sink:
+        console = Console(width=width, record=True, color_system=None, file=sink)
+        console.print(chart.render())
     return console.export_text().splitlines()
 
 

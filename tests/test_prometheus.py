@@ -197,6 +197,7 @@ def test_what_is_not_prometheus_is_said(body, kind, expected):
         assert expected in str(refused.value)
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def test_a_gpu_gate_never_passes_on_prometheus_alone(tmp_path, fleet, sshd):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -221,9 +222,9 @@ def test_plan_stop_stops_the_launched_server(sshd, tmp_path):
     stopped = cockpit("plan", "stop", "launch", "--yes")
     assert f"stopped pid {pid}" in stopped.stdout, stopped.stdout + stopped.stderr
     deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower() and time.monotonic() < deadline:
+    while os.path.exists(f"/proc/{pid}") and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
+    assert not os.path.exists(f"/proc/{pid}") or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
 
 
 def test_plan_fix_applies_the_crash_diagnosis_fix_from_the_cli(sshd, tmp_path):

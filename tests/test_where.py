@@ -129,9 +129,9 @@ def start_trainer(folder: Path, per_line: bool = False) -> subprocess.Popen:
     log = folder / "train.log"
     log.touch()
     os.chmod(log, 0o644)
-    out = open(folder / "trainer.out", "w")
-    return subprocess.Popen([sys.executable, str(script), str(log), "per-line" if per_line else "held"], stdout=out, stderr=out,
-                            start_new_session=True)
+    with open(folder / "trainer.out", "w") as out:  # the trainer holds its own copy
+        return subprocess.Popen([sys.executable, str(script), str(log), "per-line" if per_line else "held"], stdout=out, stderr=out,
+                                start_new_session=True)
 
 
 def runs_json(user: str, config: Path, python: tuple[list[str], dict[str, str]], every: bool = False):

@@ -55,9 +55,9 @@ class PrometheusHarness:
         targets = ", ".join(f'"127.0.0.1:{p}"' for p in self.targets)
         config.write_text(f"global: {{scrape_interval: {self.scrape_s:g}s, scrape_timeout: {self.scrape_s:g}s}}\n"
                           f"scrape_configs:\n  - job_name: dcgm\n    static_configs: [{{targets: [{targets}], labels: {{cluster: test}}}}]\n")
-        log = open(self.root / "prometheus.log", "ab")
-        self.proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={self.root / 'tsdb'}",
-                                      f"--web.listen-address=127.0.0.1:{self.port}"], stdout=log, stderr=log, start_new_session=True)
+        with open(self.root / "prometheus.log", "ab") as log:  # Prometheus holds its own copy
+            self.proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={self.root / 'tsdb'}",
+                                          f"--web.listen-address=127.0.0.1:{self.port}"], stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -114,3 +114,5 @@ class ExporterHarness:
     def stop(self) -> None:
         self.proc.kill()
         self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
