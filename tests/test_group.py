@@ -534,6 +534,22 @@ async def stop_what_launched(ctx, step: str = "launch") -> None:
             pass
 
 
+def refused_launch(ctx, folder) -> str:
+    """Clean, then launch: the launch refused before any node started (no node's log in `folder`); its message."""
+    async def go():
+        try:
+            _clean, launch = await run_steps(ctx, "clean", "launch")
+            return launch
+        finally:
+            await stop_what_launched(ctx)
+            await ctx.close()
+
+    launch = asyncio.run(go())
+    assert launch.state is StepState.FAILED, launch.message
+    assert not list(folder.glob("vllm-group*.log")), "a node was started"
+    return launch.message
+
+
 def vllm_logs(tmp_path) -> str:
     return "".join(p.read_text() for p in sorted(tmp_path.glob("vllm-group*.log")))
 
@@ -723,18 +739,8 @@ def test_one_vllm_model_over_two_nodes_tensor_x_pipeline_parallel(tmp_path, node
 
     asyncio.run(go())
     old = vllm_group_config(nodes4, tmp_path / "old", parallel="model", tp=8, extra=["--pipeline-parallel-size", "2"])
-    ctx = Context.of(parse_config(old, str(tmp_path / "old.toml")))
-
-    async def refused():
-        try:
-            _clean, launch = await run_steps(ctx, "clean", "launch")
-            assert launch.state is StepState.FAILED and "vLLM 0.10.2 on node0 has no --nnodes" in launch.message, launch.message
-            assert "Ray" in launch.message and not list((tmp_path / "old").glob("vllm-group*.log"))
-        finally:
-            await stop_what_launched(ctx)
-            await ctx.close()
-
-    asyncio.run(refused())
+    said = refused_launch(Context.of(parse_config(old, str(tmp_path / "old.toml"))), tmp_path / "old")
+    assert "vLLM 0.10.2 on node0 has no --nnodes" in said and "Ray" in said, said
 
 
 def test_a_model_over_nodes_whose_worker_cannot_reach_the_head_is_named(tmp_path, nodes4):
@@ -885,17 +891,8 @@ def test_a_ray_group_is_refused_before_anything_starts_where_ray_cannot_hold_it(
     parallel beyond the nodes' GPUs (24 > 2 x 8) is refused; nothing is started either time."""
     need_ray()
     config = vllm_group_config(nodes4, tmp_path, version="0.34.0", parallel="ray", tp=24)
-    ctx = Context.of(parse_config(config, str(tmp_path / "c.toml")))
-
-    async def go():
-        try:
-            _clean, launch = await run_steps(ctx, "clean", "launch")
-            assert launch.state is StepState.FAILED and "tensor x pipeline parallel is 24, more than the 16 GPUs" in launch.message
-        finally:
-            await stop_what_launched(ctx)
-            await ctx.close()
-
-    asyncio.run(go())
+    said = refused_launch(Context.of(parse_config(config, str(tmp_path / "c.toml"))), tmp_path)
+    assert "tensor x pipeline parallel is 24, more than the 16 GPUs" in said, said
     # node 1's interpreter cannot import ray (a module of that name that raises, first on its path)
     no_ray = tmp_path / "no-ray"
     no_ray.mkdir()
@@ -905,18 +902,8 @@ def test_a_ray_group_is_refused_before_anything_starts_where_ray_cannot_hold_it(
     text = vllm_group_config(nodes4, tmp_path / "again", version="0.34.0", parallel="ray", tp=16)
     node1 = text.index("[hosts.node1]")  # only node 1's interpreter is the one without Ray
     text = text[:node1] + text[node1:].replace(str(tmp_path / "again" / "python-vllm-0.34.0"), str(wrapper), 1)
-    ctx = Context.of(parse_config(text, str(tmp_path / "again.toml")))
-
-    async def missing():
-        try:
-            _clean, launch = await run_steps(ctx, "clean", "launch")
-            assert launch.state is StepState.FAILED and "rank 1 (node1): Ray is not importable" in launch.message, launch.message
-            assert "pip install ray" in launch.message and not list((tmp_path / "again").glob("vllm-group*.log"))
-        finally:
-            await stop_what_launched(ctx)
-            await ctx.close()
-
-    asyncio.run(missing())
+    said = refused_launch(Context.of(parse_config(text, str(tmp_path / "again.toml"))), tmp_path / "again")
+    assert "rank 1 (node1): Ray is not importable" in said and "pip install ray" in said, said
 
 
 def test_vllm_over_a_ray_cluster_is_handed_to_slurm_and_lws(tmp_path):
