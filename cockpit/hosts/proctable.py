@@ -148,9 +148,7 @@ class ProcessTable:
         pids = sorted({pid for pid, _, _ in compute})
         if not pids:
             return self.update(compute, "")
-        from cockpit.hosts.local import LocalTransport
-
-        if isinstance(transport, LocalTransport):
+        if transport.host.local:  # the cockpit's own machine: /proc is right here
             return self.update(compute, "", seen=read_proc(pids))
         done = await transport.run([*PS_TABLE_ARGV, "-p", ",".join(map(str, pids))], timeout=30)
         if done.exit_status == 1 and not done.stdout.strip():
