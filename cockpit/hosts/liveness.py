@@ -35,7 +35,8 @@ HOLDERS_SCRIPT = (
     '[ -r /proc/self/fdinfo/0 ] || { echo "#noproc"; exit 0; }; '
     '[ "$(find -L /dev/null -maxdepth 0 -samefile /dev/null 2>/dev/null)" = /dev/null ] || { echo "#nofind"; exit 0; }; '
     # the processes whose descriptors this user cannot read (another user's: root's, a container's, a colleague's)
-    'h=0; for d in /proc/[0-9]*/fd; do [ -r "$d" ] || h=$((h+1)); done; echo "#hidden $h"; '
+    # (a process that exits between the glob and the test is gone, not hidden: unreadable counts only while it is there)
+    'h=0; for d in /proc/[0-9]*/fd; do [ -r "$d" ] || { [ -d "${d%/fd}" ] && h=$((h+1)); }; done; echo "#hidden $h"; '
     'grep -qs "hidepid=[12]\\|hidepid=invisible\\|hidepid=noaccess" /proc/mounts && echo "#hidepid"; '
     'find -L /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 -samefile "$log" 2>/dev/null '
     "| sed -n 's#^/proc/\\([0-9][0-9]*\\)/fd/\\([0-9][0-9]*\\)$#/proc/\\1/fdinfo/\\2#p' "
