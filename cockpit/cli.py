@@ -526,7 +526,7 @@ def cmd_bench_sweep(args) -> int:
 
 def cmd_runs(args) -> int:
     from cockpit.runs.report import exit_code, render_run
-    from cockpit.runs.watch import RunWatcher
+    from cockpit.runs.watch import RunWatcher, look_once
 
     ctx = context(args, need_config=True)
     if not ctx.runs:
@@ -536,11 +536,7 @@ def cmd_runs(args) -> int:
     specs = [ctx.runs[args.name]] if args.name else list(ctx.runs.values())
 
     async def go(c):
-        statuses = []
-        for spec in specs:
-            status, _ = await RunWatcher(spec, c.pool.get(spec.host)).poll(catch_up=True)
-            statuses.append(status)
-        return statuses
+        return await asyncio.gather(*(look_once(RunWatcher(spec, c.pool.get(spec.host)), args.no_wait) for spec in specs))
 
     statuses = with_context(ctx, go)
     emit(args, {"runs": [s.to_json() for s in statuses]}, "\n".join(render_run(s) for s in statuses))

@@ -5,9 +5,11 @@ own stop reads "stopped by you".  Real processes throughout (the trainer a STAND
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -41,3 +43,138 @@ def test_processes_that_exit_mid_scan_are_gone_not_hidden(tmp_path):
     assert all(a.state == "gone" for a in answers)
     hidden = [a.hidden for a in answers if a.hidden]
     assert hidden == [] and all(a.complete for a in answers), f"{len(hidden)} of {len(answers)} scans counted exited processes as hidden"
+
+
+# --- a run's own words say when it is done, whatever its era ------------------------------------------------------
+
+def _args_table(args: dict) -> list[str]:
+    """SpecForge's `print_args_with_dots` (E2/E3 specforge/utils.py), line for line."""
+    width = max(len(k) for k in args)
+    rows = ["", " -----------【args】-----------"]
+    for key, value in args.items():
+        key_str, value_str = f"{key:<{width}}", str(value)
+        rows.append(f"{key_str} {'·' * (50 - len(key_str) - len(value_str))} {value_str}")
+    return rows
+
+
+def _e3_log(with_args: bool) -> str:
+    args = {"target_model_path": "/models/Llama-3.1-8B-Instruct", "draft_model_config": "configs/llama3-8B-eagle3.json",
+            "train_data_path": "/data/sharegpt.jsonl", "output_dir": "/ckpt/outputs", "num_epochs": 2, "batch_size": 1,
+            "learning_rate": 0.0001, "max_length": 2048, "report_to": "tensorboard", "save_interval": 400}
+    lines = _args_table(args) if with_args else []
+    lines += ["Starting training from epoch:0          step:0"]
+    for epoch in (0, 1):
+        for n in (100, 200, 300, 400):
+            bar = "█" * (n // 40) + " " * (10 - n // 40)
+            lines.append(f"Training Epoch {epoch}: {n // 4:3d}%|{bar}| {n}/400 [00:{n // 10:02d}<00:{(400 - n) // 10:02d}, "
+                         f"10.00it/s, loss=1.{9 - epoch}, acc=0.{3 + epoch}]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("with_args, final, state", [
+    (True, True, "finished"),    # the issue's run: num_epochs from its args table, epoch_1_step_800 complete
+    (True, False, "ended"),      # its last bar at 100 %, no final checkpoint: finished or not cannot be told
+    (False, True, "ended"),      # no total anywhere: where it stopped cannot be placed against its end
+    (False, False, "ended"),
+], ids=["args+final", "args-no-final", "no-args+final", "nothing"])
+def test_a_finished_e3_run_is_read_from_its_args_table_last_bar_and_final_checkpoint(tmp_path, with_args, final, state):
+    """Issue 46 item 2: a scripts/train_eagle3.py-era run that exited 0 (its args table says num_epochs 2, its last line
+    the last epoch's bar at 100 %, its final checkpoint epoch_1_step_800 complete) read DIED.  Never died for a trainer
+    whose end could not be seen to be abnormal."""
+    from harness.builders import write_checkpoint
+
+    log = tmp_path / "train.log"
+    log.write_text(_e3_log(with_args))
+    out = tmp_path / "outputs"
+    write_checkpoint(out / "epoch_0_step_400", "E1", "outputs__tiny-llama-eagle3__epoch_0")
+    if final:
+        write_checkpoint(out / "epoch_1_step_800", "E1", "outputs__tiny-llama-eagle3__epoch_1")
+    for path in (log, *out.rglob("*")):  # it ended five minutes ago; its first epoch's save ten minutes before
+        age = 900 if "epoch_0" in str(path) else 300
+        os.utime(path, (time.time() - age, time.time() - age))
+    config = tmp_path / "c.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\n\n[runs.e3]\nhost = "here"\nlog = "{log}"\noutput_dir = "{out}"\n')
+    done = run_cli("runs", "e3", "--json", "-c", str(config))
+    [run] = json.loads(done.stdout)["runs"]
+    assert done.stderr == "" and run["state"] == state, run["evidence"]
+    assert done.returncode == (0 if state == "finished" else 1)
+    assert run["looks"] == 2 and run["ended_between"] is not None
+    if with_args:
+        assert run["total"] == 800 and run["step"] == 800
+    if state == "finished":
+        assert "epoch_1_step_800" in run["evidence"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=60)
+
+
+# --- a writer that opens its log for each record ------------------------------------------------------------------
+
+APPEND_AND_CLOSE = """
+import sys, time
+path, every = sys.argv[1], float(sys.argv[2])
+step = 0
+while True:
+    step += 10
+    with open(path, "a") as log:
+        log.write("step %d: {'loss': %.2f, 'acc': 0.5}\\n" % (step, 3.0 - step / 1000))
+    time.sleep(every)
+"""
+
+
+def test_the_one_shot_never_calls_a_live_append_and_close_writer_dead(tmp_path):
+    """Issue 46 item 3: a trainer that opens, appends and closes its log for each record (as on shared storage written
+    from another node) has no process holding the log.  4 s into the run the one-shot said DIED; it takes its second
+    look now, sees the log grow, and says running."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    writer = subprocess.Popen([sys.executable, "-c", APPEND_AND_CLOSE, str(log), "0.5"], start_new_session=True)
+    config = tmp_path / "c.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\n\n[runs.app]\nhost = "here"\nlog = "{log}"\n')
+    try:
+        time.sleep(2.0)
+        look = run_cli("runs", "app", "--json", "-c", str(config))
+        one = run_cli("runs", "app", "--json", "--no-wait", "-c", str(config))
+    finally:
+        writer.kill()
+        writer.wait()
+    [run] = json.loads(look.stdout)["runs"]
+    assert run["state"] == "running" and "grew" in run["evidence"] and look.returncode == 0, run["evidence"]
+    [run] = json.loads(one.stdout)["runs"]
+    assert run["state"] not in ("died", "ended", "finished", "crashed")  # one look cannot end it
+    assert any("from one look" in n for n in run["notes"]), run
+
+
+# --- when it ended: the event's time, not the look's --------------------------------------------------------------
+
+def test_the_time_of_a_death_is_between_its_last_sign_of_life_and_the_first_look_that_found_it_gone(tmp_path):
+    """Issue 46 item 6: "gone at" was the time of the call.  Killed at K: the state says it ended after its last sign of
+    life (<= K) and before the first look that found it gone (>= K), and later looks do not move either."""
+    from cockpit.runs.spec import RunSpec
+    from cockpit.runs.watch import RunWatcher
+    from helpers import LogWriter
+
+    log = tmp_path / "train.log"
+    log.write_text("step 10: {'loss': 3.0, 'acc': 0.1}\n")
+
+    async def go():
+        watcher = RunWatcher(RunSpec("r", "here", log=str(log), total_steps=100), local())
+        trainer = LogWriter(log)
+        status, _ = await watcher.poll()
+        assert status.state == "running"
+        killed = time.time()
+        trainer.kill(9)
+        await asyncio.sleep(0.3)
+        first, _ = await watcher.poll()
+        second, events = await watcher.poll()
+        await asyncio.sleep(1.2)
+        later, _ = await watcher.poll()
+        return killed, first, second, events, later
+
+    killed, first, second, events, later = asyncio.run(go())
+    assert first.state == "unknown" and second.state == "died" and [e.kind for e in events] == ["died"]
+    last_sign, found_gone = second.ended_between
+    assert last_sign <= killed <= found_gone <= killed + 5
+    assert later.state == "died" and later.ended_between == second.ended_between
+    assert time.strftime("%H:%M:%S", time.localtime(found_gone)) in later.evidence

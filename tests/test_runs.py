@@ -23,7 +23,7 @@ from cockpit.hosts.follow import LogFollower, clean
 from cockpit.runs.parse import TrainingLog
 from cockpit.runs.spec import RunSpec
 from cockpit.runs.tfevents import EventReader, encode_record
-from cockpit.runs.watch import RunWatcher
+from cockpit.runs.watch import RunWatcher, look_once
 from helpers import LogWriter
 from harness.builders import TRAINING, lines_of, local, write_checkpoint  # noqa: F401
 
@@ -306,6 +306,8 @@ def test_cockpit_runs_json_keys_and_honest_exit_codes(tmp_path):
     e4.write_bytes((TRAINING / "E4-report-none" / "train.log").read_bytes())
     crashed = tmp_path / "crashed.log"
     crashed.write_bytes((TRAINING / "failed-startup" / "E1.train.log").read_bytes())
+    for log in (e4, crashed):  # the runs ended ten minutes ago (a log written a moment ago needs its cadence to pass)
+        os.utime(log, (time.time() - 600, time.time() - 600))
     final = tmp_path / "outputs" / "tiny-llama-eagle3-offline" / "tiny-llama-eagle3-offline-step800"  # as the real run left it
     final.mkdir(parents=True)
     (final / "training_state.pt").write_bytes(b"state")
@@ -389,15 +391,20 @@ def test_an_old_log_with_no_writer_is_a_run_that_died_and_with_one_a_stall(tmp_p
     os.utime(path, (hour_ago, hour_ago))
 
     async def go():
-        return await RunWatcher(RunSpec("r", "here", log=str(path), stall_after_s=600), local()).poll()
+        watcher = RunWatcher(RunSpec("r", "here", log=str(path), stall_after_s=600), local())
+        first, _ = await watcher.poll()
+        status, events = await watcher.poll()
+        return first, status, events
 
-    status, events = asyncio.run(go())
+    first, status, events = asyncio.run(go())
+    assert first.state == "unknown" and "one look" in first.evidence  # a terminal state rests on two looks
     assert status.state == "died" and status.eta_s is None and events == []  # what the first read finds is not news
     assert "no last word" in status.evidence and "40/400" in status.evidence  # its last line
     assert [f.kind for f in status.flags] == ["died"]
     with LogWriter(path):
         os.utime(path, (hour_ago, hour_ago))
-        status, events = asyncio.run(go())
+        first, status, events = asyncio.run(go())
+    assert first.state == status.state
     assert status.state == "stalled" and status.flags[0].kind == "stalled" and "60 min" in status.flags[0].message
     assert "alive" in status.evidence and status.eta_s is None
 
@@ -426,7 +433,11 @@ def test_sigkill_is_died_at_the_next_poll_and_a_run_is_finished_only_once_its_tr
         assert status.state == "running" and status.step == 100 and status.eta_s is not None
         trainer.kill(9)
         status, events = await watcher.poll()
+        assert status.state == "unknown" and status.eta_s is None and events == [] and "one look" in status.evidence
+        assert watcher.confirming and watcher.wait_hint_s() < 1  # its writer was seen: the next look decides, soon
+        status, events = await watcher.poll()
         assert status.state == "died" and status.eta_s is None and [e.kind for e in events] == ["died"]
+        assert status.looks == 2 and status.ended_between[1] >= status.ended_between[0]
         assert "step 100:" in status.evidence  # the last line it wrote
 
         path.write_text("\n".join(lines) + "\n")  # a new run of it, to its end
@@ -438,8 +449,11 @@ def test_sigkill_is_died_at_the_next_poll_and_a_run_is_finished_only_once_its_tr
         final.mkdir(parents=True)
         (final / "training_state.pt").write_bytes(b"rank 0's state")
         trainer.kill(15)
+        trainer.proc.wait()
         status, events = await watcher.poll()
-        assert status.state == "finished" and [e.kind for e in events] == ["finished", "checkpoint"] and "specforge-run-step800" in status.evidence
+        assert status.state == "unknown" and [e.kind for e in events] == ["checkpoint"]
+        status, events = await watcher.poll()
+        assert status.state == "finished" and [e.kind for e in events] == ["finished"] and "specforge-run-step800" in status.evidence
 
     asyncio.run(go())
 
@@ -470,9 +484,12 @@ def test_a_last_100_percent_bar_is_finished_once_the_trainer_exits_with_its_fina
             write_checkpoint(out / "epoch_1", "E1", "outputs__tiny-llama-eagle3__epoch_1")
         trainer.kill(15)
         status, events = await watcher.poll()
+        assert status.state == "unknown" and "one look" in status.evidence  # never a terminal state from one look
+        status, more = await watcher.poll()
+        events += more
         if saved:
             assert status.state == "finished" and "400/400" in status.finished and "epoch_1" in status.finished
-            assert [e.kind for e in events] == ["finished", "checkpoint"]
+            assert sorted(e.kind for e in events) == ["checkpoint", "finished"]
         else:
             assert status.state == "ended" and "no complete final checkpoint" in status.evidence and [e.kind for e in events] == ["ended"]
 
@@ -526,8 +543,9 @@ def test_pid_file_and_command_pattern_and_an_unknown_process(tmp_path):
             status, _ = await RunWatcher(RunSpec("r", "here", log=str(path), process=marker), local()).poll()
             assert status.state == "running" and status.process["pids"] == [other.pid]
             other.kill()
-            status, _ = await RunWatcher(RunSpec("r", "here", log=str(path), pid_file=str(pid_file)), local()).poll()
-            assert status.state == "died"
+            os.utime(path, (time.time() - 60, time.time() - 60))  # its last record a minute ago
+            status = await look_once(RunWatcher(RunSpec("r", "here", log=str(path), pid_file=str(pid_file), total_steps=100), local()))
+            assert status.state == "died" and status.looks == 2
             pid_file.unlink()
             assert (await probe(local(), pid_file=str(pid_file))).state == "gone"
         finally:
@@ -595,7 +613,7 @@ def test_real_trainer_deaths_recorded_on_an_h200(tmp_path, death, state, cause):
     parsed_path = tmp_path / "train.log"
     parsed_path.write_bytes(recording.read_bytes())
     watcher = RunWatcher(RunSpec("r", "here", log=str(parsed_path)), local())
-    status, _ = asyncio.run(watcher.poll(catch_up=True))
+    status = asyncio.run(look_once(watcher))  # the one-shot's two looks: the bar's rate says how soon it is silent for good
     assert status.state == state and cause in status.evidence and status.eta_s is None
     last_record = 60 if death == "oom" else 40
     assert (last_record, False) in watcher.log._dict_steps  # the records printed beside the bars are read

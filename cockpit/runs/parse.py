@@ -32,6 +32,12 @@ _EXPORTED = re.compile(r"exported sglang draft to (?P<path>\S+)")
 _COMPLETED = re.compile(r"Training completed at step (?P<step>\d+)")
 _STARTING = re.compile(r"Starting training from epoch")
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")
+# SpecForge's args table (E2/E3 `print_args_with_dots`, rank 0, a plain print): a header, then one `key ···· value`
+# line per argument, the dots filling to 50 columns (none when key and value are long)
+_ARGS_HEADER = re.compile(r"-{3,}\s*【args】\s*-{3,}")
+_ARGS_ROW = re.compile(r"^(?P<key>[a-z_][a-z0-9_]*)(?: +·+ | {2,})(?P<value>\S.*?)\s*$")
+_ARGS_TOTALS = {"num_epochs": "num_epochs", "epochs": "num_epochs", "total_steps": "total_steps", "max_num_steps": "total_steps",
+                "max_steps": "total_steps"}
 _EXCEPTION = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Failed))(?::\s*(?P<text>.*))?$")
 _OOM = re.compile(CUDA_OOM)
 _NCCL = re.compile(NCCL_TIMEOUT)
@@ -157,6 +163,10 @@ class TrainingLog:
     tb_step: int | None = None  # the last training step TensorBoard recorded (optimizer steps)
     optimizer_steps: int | None = None  # the run's own "Auto-calculated total_steps" (optimizer steps)
     last_line: str = ""  # the last line with text: what a run that died without a word said last
+    bar_at: tuple | None = None  # (n, total) of the training bar's last update: mid-epoch or at its end
+    bar_rate: float | None = None  # the training bar's last printed rate (it/s): tqdm writes at least every iteration
+    args: dict = field(default_factory=dict)  # the run's own args table (SpecForge E2/E3): the totals it states
+    _in_args: bool = False
     _rates: deque = field(default_factory=lambda: deque(maxlen=RATE_SAMPLES))  # rates the log printed (steps/s)
     _seen: deque = field(default_factory=lambda: deque(maxlen=4096))  # (wall time read, step)
 
@@ -192,6 +202,25 @@ class TrainingLog:
                 self.total = num_epochs * self.per_epoch
 
     @property
+    def mid_run(self) -> str | None:
+        """Where the log stands when it shows the run short of its end (a bar mid-epoch, a step short of the total):
+        a trainer gone here stopped before its end.  None when the log cannot place it against an end."""
+        if self.finished or self.bar_complete:
+            return None
+        if self.phase == "training" and self.bar_at is not None and self.bar_at[0] < self.bar_at[1]:
+            return f"its training bar stood at {self.bar_at[0]}/{self.bar_at[1]}"
+        if self.step is not None and self.total and self.step < self.total:
+            return f"step {self.step} of {self.total}"
+        return None
+
+    def cadence_s(self) -> float | None:
+        """How often the log is written while the run moves, from its own words: a training bar's rate (tqdm writes
+        at most every 0.1 s, at least once an iteration).  None when the log does not say (E4's records)."""
+        if self.bar_rate and self.phase == "training":
+            return max(0.1, 1.0 / self.bar_rate)
+        return None
+
+    @property
     def bar_complete(self) -> bool:
         """The training bar stands at the run's last step (a run whose last word is its 100 % bar)."""
         return (self.step is not None and self.total is not None and self.total > 0 and self.step >= self.total
@@ -214,6 +243,14 @@ class TrainingLog:
                 self._dict(int(m.group("step")), m.group("body"), m.group(0), now)
             return
         text = _RANK_PREFIX.sub("", line).rstrip()
+        if _ARGS_HEADER.search(text):
+            self._in_args = True
+            return
+        if self._in_args:
+            if (m := _ARGS_ROW.match(text)) and len(self.args) < 400:
+                self._arg(m.group("key"), m.group("value"))
+                return
+            self._in_args = False
         if self._crash(line, text):
             return
         if text.startswith("step ") and (m := _DICT_LINE.match(text)):
@@ -237,6 +274,17 @@ class TrainingLog:
         elif _STARTING.search(text):
             self.finished = None
             self._progress(("start",), now)
+
+    def _arg(self, key: str, value: str) -> None:
+        """One row of the args table: the totals it states are the run's own (`num_epochs ···· 2`)."""
+        self.args[key] = value[:200]
+        what = _ARGS_TOTALS.get(key)
+        if what is None or not value.isdigit() or int(value) <= 0:
+            return
+        if what == "num_epochs":
+            self.learn_totals(int(value), None)
+        else:
+            self.learn_totals(None, int(value))
 
     def _crash(self, line: str, text: str) -> bool:
         if "Traceback (most recent call last)" in text:
@@ -280,6 +328,9 @@ class TrainingLog:
             self._progress((desc, n), now)
             return
         self.phase = "training"
+        self.bar_at = (n, tot)
+        if rate:
+            self.bar_rate = rate
         if m.group("epoch") is not None:
             self.epoch, self.per_epoch = int(m.group("epoch")), tot
             self.step = self.epoch * tot + n

@@ -61,7 +61,7 @@ class WaitRun(StepKind):
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         from cockpit.runs.spec import parse_runs
-        from cockpit.runs.watch import RunWatcher
+        from cockpit.runs.watch import CONFIRM_AFTER_S, RunWatcher
 
         started = _now()
         runs = parse_runs(ctx.hub.config)
@@ -79,7 +79,7 @@ class WaitRun(StepKind):
             checkpoint = status.latest_checkpoint
             if status.state == "finished" and checkpoint and checkpoint.get("complete"):
                 return StepResult(StepState.PASSED, started, _now(), f"run {run.name} finished; checkpoint {checkpoint['path']}", evidence)
-            if status.state in ("crashed", "stalled", "died"):
+            if status.state in ("crashed", "stalled", "died", "ended"):
                 flag = status.flags[0] if status.flags else None
                 why = flag.message + (f" ({flag.line[:120]})" if flag and flag.line else "") if flag else status.state
                 return StepResult(StepState.FAILED, started, _now(), f"run {run.name} {status.state}: {why}", evidence)
@@ -88,7 +88,7 @@ class WaitRun(StepKind):
             if _now() > deadline:
                 return StepResult(StepState.FAILED, started, _now(), f"run {run.name} still {status.state} after "
                                   f"{spec.params.get('timeout_min')} min", evidence)
-            await asyncio.sleep(run.poll_s)
+            await asyncio.sleep(CONFIRM_AFTER_S if watcher.confirming else run.poll_s)  # an ending is confirmed by a second look
 
 
 RUNS_KINDS = (WaitRun,)

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import posixpath
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from cockpit.drafter.acceptance import estimate
@@ -26,6 +27,9 @@ from cockpit.where.state import ManagerState
 
 STATES = ("pending", "starting", "running", "stalled", "finished", "crashed", "died", "ended", "unknown")
 ENDED_STATES = ("finished", "crashed", "died", "ended")
+DEFAULT_CADENCE_S = 10.0  # how long a log may be silent while its run moves, when neither the log nor watching says
+CONFIRM_AFTER_S = 0.25  # a look that found the trainer gone is followed this soon by the look that confirms it
+ONE_SHOT_WAIT_S = 3.0  # the one-shot command's second look waits at most this long
 ENDED_POLL_S = 10.0  # a run that ended is read this often, not every poll_s: its restart (its log growing again) is seen then
 
 
@@ -69,6 +73,9 @@ class RunStatus:
     rate_source: str = ""
     totals: dict | None = None  # what the run's own command line / config file state
     where: dict | None = None  # where it runs (a Slurm job, a container, a pod) and what its manager said
+    ended_between: tuple | None = None  # (its last sign of life, the first look that found it gone): when it ended
+    looks: int = 1  # the looks a terminal state rests on (two, at least its cadence apart where no writer was seen)
+    cadence_s: float | None = None  # how often its log is written while it moves (seen, or from its own words)
 
     def to_json(self) -> dict:
         return {
@@ -81,11 +88,21 @@ class RunStatus:
             "checkpoints": [{"path": c["path"], "complete": c["complete"], "why": c.get("why") or None} for c in self.checkpoints],
             "flags": [f.to_json() for f in self.flags],
             "notes": self.notes, "finished": self.finished, "read_error": self.read_error,
+            "ended_between": None if self.ended_between is None else [_iso(t) for t in self.ended_between],
+            "looks": self.looks, "cadence_s": None if self.cadence_s is None else round(self.cadence_s, 1),
         }
 
     @property
     def flagged(self) -> bool:
         return bool(self.flags) or self.state in ("crashed", "stalled", "died")
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f".{int((t % 1) * 10)}"
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
 
 
 class RunWatcher:
@@ -117,6 +134,10 @@ class RunWatcher:
         self._cpu: tuple[float, float] | None = None  # (when, CPU seconds) of the last poll that saw it
         self._cpu_rising: bool | None = None
         self._totals: Totals | None = None
+        self._gone_looks = 0  # looks in a row that found it gone (and its log not grown)
+        self._first_gone_look: float | None = None  # the first of them
+        self._growths: deque[float] = deque(maxlen=12)  # when its log was seen growing (the cadence, watched)
+        self._confirming = False  # the last look found it gone once: the next one decides
         self.status = RunStatus(spec.name, spec.host)
         self.polled_at = float("-inf")  # when watch_runs last polled it (time.monotonic)
 
@@ -179,6 +200,16 @@ class RunWatcher:
             uncertain = (self._live.state == "unknown" or (self._live.state == "gone" and not self._live.complete)) and not self._grew
             self._gpus_said = await self._gpu_processes() if uncertain and not (self.manager_state and
                                                                                 self.manager_state.phase == "running") else ""
+        if self._grew:
+            self._growths.append(now)
+        mgr = self.manager_state
+        gone_now = (mgr is not None and mgr.phase == "gone") or (
+            mgr is None and self._live is not None and self._live.state == "gone" and self._live.complete)
+        if gone_now and not self._grew:
+            self._gone_looks += 1
+            self._first_gone_look = self._first_gone_look or now
+        else:
+            self._gone_looks, self._first_gone_look = 0, None
         status = self._status(now, error)
         events = self._events_since(status)
         self.status = status
@@ -268,30 +299,40 @@ class RunWatcher:
             return None
         log = self.log
         epoch, step = newest.order
-        if log.num_epochs and newest.name.startswith("epoch_") and epoch >= log.num_epochs - 1 and step == 0:
-            return newest
+        if (log.num_epochs and newest.name.startswith("epoch_") and epoch >= log.num_epochs - 1
+                and (step == 0 or (log.step is not None and step >= log.step))):
+            return newest  # epoch_N (E1/E2), or epoch_N_step_M at the step its last bar reached (E3)
+        if log.num_epochs and newest.name.startswith("epoch_") and epoch < log.num_epochs - 1:
+            return None  # an earlier epoch's save, however recent its files
         if log.step is not None and newest.name.rsplit("-step", 1)[-1].isdigit() and step >= log.step:
             return newest
         if log.last_progress_at is not None and newest.mtime and newest.mtime >= log.last_progress_at - 1:
             return newest
         return None
 
+    def _completion(self, done: str | None = None) -> str | None:
+        """The run's own evidence that it completed: the log's completion line (the last epoch saved, `Training
+        completed`), or its final checkpoint complete.  None when there is none (a weak last word, `lr 0.0`, is none)."""
+        log = self.log
+        said = log.finished or ""
+        if said.startswith("the last epoch") or "Training completed" in said:
+            return f"the log: {log.finished}"
+        final = self._final_checkpoint()
+        if final is not None:
+            log.finished = f"{done or 'the log: ' + said} and its final checkpoint {final.name} is complete"
+            return log.finished
+        return None
+
     def _ended(self, now: float, done: str) -> tuple[str, str]:
         """The trainer has exited after what looks like its end (`done`): finished with evidence of completion
         (the log's own completion line, or the final checkpoint complete), else ended: whether it finished or
         died cannot be told."""
-        log = self.log
-        said = log.finished or ""
-        strong = said.startswith("the last epoch") or "Training completed" in said
-        if strong:
-            return "finished", f"the log: {log.finished}; no process writes it any more"
-        final = self._final_checkpoint()
-        if final is not None:
-            log.finished = f"{done} and its final checkpoint {final.name} is complete"
-            return "finished", f"{log.finished}; the trainer has exited"
+        completion = self._completion(done)
+        if completion is not None:
+            return "finished", f"{completion}; the trainer has exited ({self._between_words()})"
         where = ("" if self.spec.output_dir else " (set output_dir to see its checkpoints)")
-        return "ended", (f"{done} and the trainer exited, but no complete final checkpoint confirms it finished{where}: "
-                         "ended, finished or not cannot be told")
+        return "ended", (f"{done} and the trainer exited ({self._between_words()}), but no complete final checkpoint "
+                         f"confirms it finished{where}: ended, finished or not cannot be told")
 
     def _manager_words(self) -> str:
         return f"; {self.manager_state.describe()}" if self.manager_state is not None else ""
@@ -324,9 +365,11 @@ class RunWatcher:
         if alive_by is None and self._grew:
             alive_by = "the log grew since the last look (its writer lives, whoever it is)"
         hidden = live is not None and (live.state == "unknown" or (live.state == "gone" and not live.complete))
-        if alive_by is None and hidden and self._log_mtime is not None and 0 <= now - self._log_mtime <= max(10.0, 3 * self.spec.poll_s):
-            # its processes cannot all be seen, but its log was written a moment ago: someone writes it
-            alive_by = f"the log was written {now - self._log_mtime:.0f} s ago (its writer lives, whoever it is: {live.why if live else ''})"
+        cadence = self.cadence_s()
+        silence = now - self._log_mtime if self._log_mtime is not None else None
+        if alive_by is None and hidden and silence is not None and 0 <= silence <= cadence:
+            # its processes cannot all be seen, but its log was written within its cadence: someone writes it
+            alive_by = f"the log was written {silence:.0f} s ago (its writer lives, whoever it is: {live.why if live else ''})"
         if alive_by is not None:
             if word == "finished":
                 return "running", f"the log says it is done ({log.finished}) but {alive_by}: finishing (final eval or save?)"
@@ -345,7 +388,9 @@ class RunWatcher:
         if gone_by is None:
             # nothing shows it alive, and nothing could see all of what would: it cannot be told
             if word == "finished" and log.finished:
-                return "finished", f"the log: {log.finished}" + (f" (its process could not be checked: {live.why})" if live else "")
+                done = self._completion()
+                if done is not None:
+                    return "finished", done + (f" (its process could not be checked: {live.why})" if live else "")
             reasons = [r for r in (mgr.describe() if mgr is not None and mgr.phase == "unknown" else "",
                                    live.describe() if live is not None else "") if r]
             if live is None and mgr is None:
@@ -356,33 +401,86 @@ class RunWatcher:
                                    if not self._checkpoints else "checkpoints only: set log, pid_file or process to see the trainer")
             hint = ("; set pid_file or process (command lines are world-readable), or say where it runs (slurm_job, container, "
                     "pod)") if mgr is None else ""
-            return "unknown", ("whether the trainer still runs cannot be seen: " + "; ".join(reasons) +
+            quiet = (f"no word for {silence:.0f} s (its cadence {cadence:.0f} s), and the process is not visible to "
+                     f"{self._viewer()}: " if silence is not None else "")
+            return "unknown", (quiet + "whether the trainer still runs cannot be seen: " + "; ".join(reasons) +
                                f"; the log's last progress {self._ago(now)}" + self._gpu_note() + hint)
+        silent = silence is None or silence > cadence
         if (self._grew_at is not None and not self._writer_seen and live is not None and live.how.startswith("processes writing")
-                and mgr is None):
+                and mgr is None and not silent):
             # it grew while watched and nobody ever held it: a trainer that opens its log for each line
+            self._confirming = False
             return "unknown", (f"the log grew {duration(now - self._grew_at)} ago with no process holding it open (a trainer that "
                                "opens its log for each record?): whether it still runs cannot be told from its descriptors; "
                                "set pid_file or process")
-        # gone, and the cockpit saw all it needed to
+        # gone, and the cockpit saw all it needed to: a terminal state once two looks say so, the second at least the
+        # log's cadence after its last write where no process of it was ever seen (a log written a moment ago by a
+        # trainer that opens it for each record has no holder either)
+        seen = self._seen_alive_at is not None
+        if self._gone_looks < 2 or (not seen and not silent):
+            self._confirming = True
+            first = _clock(self._first_gone_look or now)
+            if not seen and not silent:
+                return "unknown", (f"no process holds the log ({gone_by}), but it was written {silence:.1f} s ago, within its "
+                                   f"cadence ({cadence:.0f} s): a trainer that opens its log for each record, or one that has just "
+                                   "ended; a look after its cadence decides")
+            return "unknown", f"its process was not found at {first} ({gone_by}): one look; the next decides"
+        self._confirming = False
         if word == "finished":
             return self._ended(now, f"the log: {log.finished}")
         if log.bar_complete:
             return self._ended(now, f"the training bar reached its last step ({log.step}/{log.total})")
         if not log.lines_seen and mgr is None:
             return "unknown", f"not running: {gone_by}, and the log says nothing yet"
-        return "died", self._died_words(now, gone_by) + said
+        mid = log.mid_run
+        if mid is None:
+            return "ended", (f"the trainer exited ({gone_by}; {self._between_words()}) and its log cannot place where it stopped "
+                             "against the run's end (no total in its args, command line or config, no final bar): ended, "
+                             "finished or not cannot be told; set total_steps or output_dir" + said)
+        return "died", self._died_words(now, gone_by) + f"; {mid}" + said
+
+    def cadence_s(self) -> float:
+        """How long the log may be silent while the run moves: the longest gap between its growths seen while watched
+        (the last few), else what its own words say (a training bar's rate), else DEFAULT_CADENCE_S; within [1 s, the
+        stall threshold]."""
+        times = list(self._growths)
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        own = self.log.cadence_s()
+        found = max(gaps) if len(gaps) >= 2 else (own + 1.0 if own is not None else DEFAULT_CADENCE_S)
+        return min(max(found, 1.0), max(self.spec.stall_after_s, DEFAULT_CADENCE_S))
+
+    @property
+    def confirming(self) -> bool:
+        """The last look found the trainer gone, and the look that decides is still to come."""
+        return self._confirming
+
+    def wait_hint_s(self) -> float:
+        """How soon a look could decide what the last one could not."""
+        if self._log_mtime is None or self._seen_alive_at is not None:
+            return CONFIRM_AFTER_S
+        return max(CONFIRM_AFTER_S, self.cadence_s() - (self.clock() - self._log_mtime) + 0.1)
+
+    def _viewer(self) -> str:
+        return getattr(self.transport, "_acting_user", None) or "this user"  # asked by the probe, once per connection
+
+    def _last_sign(self) -> tuple[float, str] | None:
+        """Its last sign of life: the last look that saw its process, or its log's last write, whichever came later."""
+        signs = [(t, what) for t, what in ((self._seen_alive_at, "the last look that saw it running"),
+                                           (self._log_mtime, "its log's last write")) if t is not None]
+        return max(signs) if signs else None
+
+    def _between_words(self) -> str:
+        """When it ended: after its last sign of life, before the first look that found it gone (never the time of this look)."""
+        last = self._last_sign()
+        first = self._first_gone_look
+        if first is None:
+            return "when it ended is not known"
+        if last is None:
+            return f"ended before {_clock(first)} (the first look that found it gone)"
+        return f"ended between {_clock(last[0])} ({last[1]}) and {_clock(first)} (the first look that found it gone)"
 
     def _died_words(self, now: float, gone_by: str) -> str:
-        """When it was last seen, when it was found gone, and when the log was last written: three different times."""
-        clock = lambda t: time.strftime("%H:%M:%S", time.localtime(t))  # noqa: E731
-        parts = []
-        if self._seen_alive_at is not None:
-            parts.append(f"last seen running at {clock(self._seen_alive_at)}")
-        parts.append(f"gone at {clock(self._gone_at or now)} ({gone_by})")
-        if self._log_mtime is not None:
-            parts.append(f"the log's last write at {clock(self._log_mtime)}")
-        return "the trainer ended with no last word: " + ", ".join(parts)
+        return f"the trainer ended with no last word: {self._between_words()} ({gone_by})"
 
     def _gpu_note(self) -> str:
         return self._gpus_said
@@ -413,6 +511,11 @@ class RunWatcher:
         status = RunStatus(self.spec.name, self.spec.host, updated_at=now, read_error=error,
                            watches_checkpoints=bool(self.spec.output_dir))
         status.state, status.evidence = self._decide(now, error)
+        status.cadence_s = self.cadence_s()
+        if status.state in ("died", "ended", "finished") and self._first_gone_look is not None:
+            last = self._last_sign()
+            status.ended_between = (last[0] if last else None, self._first_gone_look)
+            status.looks = self._gone_looks
         status.process = self._live.to_json() if self._live is not None else None
         if self.spec.placement is not None:
             status.where = {**self.spec.placement.to_json(),
@@ -472,7 +575,7 @@ class RunWatcher:
         events = []
         name = self.spec.name
         # what the first read finds is the run's state, not news: only changes seen while watching alert
-        if self._last_state is not None and status.state != self._last_state:
+        if self._last_state is not None and status.state != self._last_state and not self._confirming:
             if status.state == "finished":
                 events.append(RunEvent("finished", name, f"training run {name} finished: {status.finished}"))
             elif status.state == "crashed":
@@ -486,7 +589,8 @@ class RunWatcher:
                 events.append(RunEvent("ended", name, f"training run {name} ended: {status.evidence}"))
             if self._last_state == "stalled" and status.state in ("running", "starting"):
                 events.append(RunEvent("resolved", name, f"training run {name} moves again: {status.evidence}"))
-        self._last_state = status.state
+        if not self._confirming:  # a look that awaits its confirmation is no change yet: the state before it stands
+            self._last_state = status.state
         complete = {c["path"] for c in status.checkpoints if c["complete"]}
         if self._seen_checkpoints is not None:
             for path in sorted(complete - self._seen_checkpoints):
@@ -495,6 +599,25 @@ class RunWatcher:
                 events.append(RunEvent("checkpoint", name, f"training run {name}: new checkpoint {path} ({layout})"))
         self._seen_checkpoints = complete
         return events
+
+
+async def look_once(watcher: RunWatcher, no_wait: bool = False, max_wait: float = ONE_SHOT_WAIT_S) -> RunStatus:
+    """A one-shot look at a run (the CLI's), with the second look an ending needs taken here: a terminal state rests
+    on two looks, the second at most `max_wait` later; `no_wait` takes one and says so."""
+    try:
+        status, _ = await watcher.poll(catch_up=True)
+        waited = 0.0
+        while watcher.confirming and not no_wait and waited < max_wait:
+            pause = min(watcher.wait_hint_s(), max_wait - waited)
+            await asyncio.sleep(pause)
+            waited += pause
+            status, _ = await watcher.poll(catch_up=True)
+        if watcher.confirming:
+            status.notes.append("from one look (--no-wait): the look that would confirm an ending was not taken" if no_wait else
+                                f"undecided after a second look {waited:.1f} s later: look again")
+        return status
+    finally:
+        await watcher.close()
 
 
 async def watch_runs(specs, get_transport, publish) -> None:
@@ -516,7 +639,9 @@ async def _watch(watchers, publish, interval: float) -> None:
         statuses, events = [], []
         now = time.monotonic()
         for watcher in watchers:
-            if watcher.status.state in ENDED_STATES and now - watcher.polled_at < ENDED_POLL_S:
+            every = (min(interval, watcher.wait_hint_s()) if watcher.confirming
+                     else ENDED_POLL_S if watcher.status.state in ENDED_STATES else interval)
+            if now - watcher.polled_at < every - 0.05:
                 statuses.append(watcher.status)  # an ended run is looked at every ENDED_POLL_S (a restart shows then)
                 continue
             watcher.polled_at = now
@@ -530,7 +655,9 @@ async def _watch(watchers, publish, interval: float) -> None:
             statuses.append(status)
             events += new
         publish(statuses, events)
-        await asyncio.sleep(interval)
+        # a look that found a trainer gone is confirmed soon after, not a whole interval later
+        confirming = [w.wait_hint_s() for w in watchers if w.confirming]
+        await asyncio.sleep(min([interval, *confirming]))
 
 
 def flag_lines(flags: list[Flag]) -> list[str]:
