@@ -225,6 +225,19 @@ def test_plan_stop_stops_the_launched_server(sshd, tmp_path):
     while os.path.exists(f"/proc/{pid}") and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{pid}") or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+    # issue 46 item 1: the cockpit's own stop is evidence, read back by every later look: stopped by you (exit 0, no
+    # flag, no "hung", no "crashed"), and the step that rested on the server (ready) is stale, saying why
+    watched = cockpit("server", "--json")
+    data = json.loads(watched.stdout)
+    assert watched.returncode == 0 and watched.stderr == "", watched.stdout + watched.stderr
+    assert data["flags"] == [] and data["alive"] is False and data["activity"]["state"] == "stopped"
+    assert data["ended"]["by"] == "you" and f"pid {pid}" in data["ended"]["why"] and data["ended"]["at"] is not None
+    text = cockpit("server")
+    assert text.returncode == 0 and text.stdout.startswith("STOPPED: stopped by you at ") and "crashed" not in text.stdout
+    assert "hung" not in text.stdout
+    shown = {s["name"]: s for s in json.loads(cockpit("plan", "show", "--json").stdout)["steps"]}
+    assert shown["launch"]["state"] == "stale" and shown["ready"]["state"] == "stale"
+    assert "stopped by you" in shown["ready"]["result"]["message"]
 
 
 def test_plan_fix_applies_the_crash_diagnosis_fix_from_the_cli(sshd, tmp_path):

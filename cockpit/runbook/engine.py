@@ -383,9 +383,17 @@ class Runbook:
         why = "relaunched by the sweep" if planned else "stopped"
         if planned:
             self._relaunching.add(name)
+        # the cockpit's own action is evidence: recorded in the step before the processes are signalled, so whoever
+        # watches the server (this process, a TUI, a later `cockpit server`) reads its end as stopped, never a crash
+        when = self.clock()
+        stopped = {"at": when, "by": "the sweep" if planned else "you", "pids": [m.pid for m in alive],
+                   "hosts": [m.host or spec.host for m in alive], "action": "the sweep's relaunch" if planned else "plan stop"}
         # stale, not failed: it passed, and no longer holds since its server was stopped
         self.results[name] = replace(self.results[name], state=StepState.STALE,
-                                     message=f"server {why} ({what}); run the step to start it again")
+                                     message=f"server {why} ({what}); run the step to start it again",
+                                     evidence={**self.results[name].evidence, "stopped": stopped})
+        self._invalidate_dependents(name, f"its server ('{name}') was stopped by {stopped['by']} at "
+                                          f"{time.strftime('%H:%M:%S', time.localtime(when))}")
         self._changed()
         done = []
         for member in alive:
@@ -394,6 +402,28 @@ class Runbook:
             self.store.audit("kill", step=name, host=host, pids=[member.pid], why="sweep" if planned else "stop", gone=gone)
             done.append(f"stopped pid {member.pid} on {host}" if gone else f"pid {member.pid} on {host} is still running after SIGKILL")
         return "; ".join(done)
+
+    def stop_record(self, name: str) -> dict | None:
+        """What the cockpit recorded when it stopped the server `name` started (when, by whom, which pids), read now:
+        None when it did not (or the step ran again since)."""
+        result = self.results.get(name)
+        record = result.evidence.get("stopped") if result is not None else None
+        return dict(record) if isinstance(record, dict) else None
+
+    def _invalidate_dependents(self, name: str, why: str) -> None:
+        """The passed steps whose evidence rests on step `name` (a readiness check on its server) turn stale, saying why."""
+        for spec in self.spec.steps:
+            result = self.results.get(spec.name)
+            if spec.name == name or result is None or result.state is not StepState.PASSED:
+                continue
+            try:
+                rests = self.kind(spec).rests_on(self, spec)
+            except CockpitError:
+                continue
+            if name in rests:
+                self.store.audit("stale", step=spec.name, why=why)
+                self.results[spec.name] = replace(result, state=StepState.STALE, message=f"stale: {why}; run it again once "
+                                                                                        f"'{name}' has started its server again")
 
     async def run_adhoc(self, spec: StepSpec, confirm: Confirm = deny) -> StepResult:
         """A step that is not the runbook's (the process table's kill): planned, shown and confirmed as the runbook's

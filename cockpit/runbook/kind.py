@@ -98,6 +98,11 @@ class StepKind:
         JSON is one key away).  Kinds say what their evidence means; this default lists its fields."""
         return explain_fields(result.evidence)
 
+    def rests_on(self, runbook: Any, spec: StepSpec) -> tuple[str, ...]:
+        """The steps whose result this step's evidence rests on: when the cockpit undoes one (stops the server a
+        launch started), this step's pass turns stale."""
+        return ()
+
     def contradicted_by(self, spec: StepSpec, snapshot: HostSnapshot) -> list[str]:
         """For a gate: why a later telemetry sample says its pass no longer holds (empty: it holds)."""
         return []

@@ -136,6 +136,7 @@ class LiveFigures:
     engine: str | None = None  # whose lines or series were read (serving/engines.py); None: none yet
     _series: tuple | None = None  # (the engine's series, when) as /metrics was last read
     start_seen: bool = False  # the server's start was read in its log: its silence since then means something
+    ended: dict | None = None  # its end, as the evidence read now says it ({state, why, at}): stopped by you, crashed, oom, died
 
     def reset(self) -> None:
         """A new server (a relaunch in the same log, a new pid): the old one's figures are not its."""
@@ -311,6 +312,8 @@ class LiveFigures:
         (through the scheduler) does not answer.  An idle server prints nothing, so silence alone is
         'quiet': the log cannot tell idle from hung, and says so."""
         now = self.clock() if now is None else now
+        if self.ended is not None:  # a server that has ended does nothing now: its activity is its end, said as past
+            return self.ended["state"], self.ended["why"]
         last = self.history[-1] if self.history else None
         if last is None or self.last_decode_at is None:
             if self.last_prefill is not None:
@@ -379,6 +382,10 @@ class LiveFigures:
         activity = dict(zip(("state", "why"), self.activity(now)))
         if last is not None and self.metrics_at is not None and self.last_decode_at is not None and self.metrics_at > self.last_decode_at:
             last = None  # the gauges were read after the last decode line: they are the newer figures
+        # not serving now (idle, quiet, ended): the figures are the last ones read, with their own age, never current
+        past = activity["state"] != "serving" and (last is not None or self.metrics_at is not None)
+        if self.ended is not None and self.ended.get("at") is not None:
+            activity["at"] = self.ended["at"]
         return {
             "throughput_tok_s": last.throughput if last else self.metrics.get("gen_throughput"),
             "running": last.running if last else _int(self.metrics.get("num_running_reqs")),
@@ -393,6 +400,8 @@ class LiveFigures:
             "retractions": self.retractions,
             "sources": sorted(self.sources),
             "activity": activity,
+            "figures_are_last": past,
+            "ended": self.ended,
             "relaunches_seen": self.relaunches,
             "spec_decode": self.spec_decode,
         }
@@ -537,7 +546,15 @@ def render_live(data: dict) -> str:
         return "-" if value is None else spec.format(value)
 
     accept = data["accept_length"]
-    lines = [f"throughput {fmt(data['throughput_tok_s'], '{:.0f}')} tok/s, running {fmt(data['running'], '{}')}, "
+    ended = data.get("ended")
+    head = []
+    if ended:
+        head.append(f"{ended['state'].upper()}: {ended['why']}")
+    last = ""
+    if data.get("figures_are_last"):
+        age = data.get("figures_age_s")
+        last = "its last figures" + (f" ({age:.0f} s old)" if age is not None else "") + ": "
+    lines = head + [f"{last}throughput {fmt(data['throughput_tok_s'], '{:.0f}')} tok/s, running {fmt(data['running'], '{}')}, "
              f"queued {fmt(data['queued'], '{}')}, token usage {fmt(data['token_usage'])}",
              f"acceptance length: window {fmt(accept['window'])}"
              + (f" (none drafted in it; the last {fmt(accept['last'])}, {accept['last_age_s']:.0f} s ago)"

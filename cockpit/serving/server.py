@@ -119,11 +119,53 @@ async def wait_ready(transport: Transport, pid: int, port: int, log: str, timeou
 @dataclass
 class ServerStatus:
     health: str
-    alive: bool
+    alive: bool  # False once two looks found it gone (or the cockpit stopped it); True while the second look is to come
     report: LogReport
     new_lines: list[str]
     figures: dict = field(default_factory=dict)  # live serving figures (serving/live.py to_json): throughput, acceptance, flags
     group: dict | None = None  # a launch group's state (sglang/group.py GroupState.to_json): every node
+    ended: dict | None = None  # how it ended, when it has (server_end): stopped by you, crashed, oom, ended, died
+    confirming: bool = False  # one look found it gone: the next, soon, decides
+
+
+CONFIRM_AFTER_S = 0.25  # a look that found the server gone is followed this soon by the one that confirms it
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def server_end(stop: dict | None, pid: int | None, host: str | None, manager_state=None, errors: list[Diagnosis] | None = None,
+               found_gone_at: float | None = None) -> dict:
+    """How a server that is no longer alive ended, from the evidence read now, in one place for the TUI and the CLI:
+    the cockpit's own stop first (stopped by you: no alarm), then its manager's word (OOM only where the manager says
+    OOM), then its log's crash, else died with no last word.  {state, why, at, by?}: `at` is the event's time where
+    it is known (the stop, the manager's finish), else None and the words say when it was found gone."""
+    if stop is not None and (pid is None or pid in (stop.get("pids") or [])):
+        at = stop.get("at")
+        pids = ", ".join(f"pid {p}" for p in stop.get("pids") or [])
+        return {"state": "stopped", "by": stop.get("by") or "you",
+                "why": f"stopped by {stop.get('by') or 'you'}" + (f" at {_clock(at)}" if at else "")
+                       + f" ({stop.get('action') or 'plan stop'}" + (f": {pids}" if pids else "") + ")",
+                "at": at}
+    found = f" (found gone at {_clock(found_gone_at)})" if found_gone_at else ""
+    mgr = manager_state
+    if mgr is not None and mgr.phase in ("finished", "failed", "gone"):
+        at = mgr.finished_at
+        if mgr.oom:
+            return {"state": "oom", "why": f"out of memory, as {mgr.manager} says: {mgr.describe()}", "at": at}
+        if errors:
+            return {"state": "crashed", "why": f"{errors[0].message} ({mgr.describe()})", "at": at}
+        if mgr.phase == "finished":
+            return {"state": "ended", "why": f"it exited (code 0): {mgr.describe()}", "at": at}
+        if mgr.phase == "gone":
+            return {"state": "ended", "why": f"{mgr.describe()}{found}: how it ended is not known", "at": at}
+        return {"state": "died", "why": f"{mgr.describe()}", "at": at}
+    if errors:
+        return {"state": "crashed", "why": errors[0].message + found, "at": None}
+    where = f"pid {pid} on {host}" if pid else "its process"
+    return {"state": "died", "why": f"{where} is gone, with no crash in its log (killed: the OOM killer, a scheduler, "
+                                    f"kill -9?){found}", "at": None}
 
 
 class ServerWatcher:
@@ -131,7 +173,7 @@ class ServerWatcher:
     The log pane runs it in a worker and posts what it returns."""
 
     def __init__(self, transport: Transport, pid: int | None, port: int | None, log: str | None, keep_lines: int = 2000, group=None,
-                 prometheus=None, placement=None, engine: str | None = None):
+                 prometheus=None, placement=None, engine: str | None = None, stopped=None):
         from cockpit.serving.live import LiveServer
         from cockpit.serving.engines import engine as engine_named, known
 
@@ -158,6 +200,9 @@ class ServerWatcher:
         self.live = LiveServer(transport, None, f"http://127.0.0.1:{port}")  # the log's lines are fed from here
         self.ask_every_s = 5.0
         self._asked = float("-inf")
+        self.stopped = stopped  # () -> the cockpit's record of stopping this server, read at each look (None: it did not)
+        self._gone_looks = 0
+        self._found_gone_at: float | None = None
 
     async def poll(self) -> ServerStatus:
         from cockpit.serving.live import routine_line
@@ -203,6 +248,15 @@ class ServerWatcher:
             state = await self.group.poll()
             group = state.to_json()
             alive = alive and state.state != "failed"  # one dead rank: the group is failed, never half-up
+        stop = self.stopped() if self.stopped is not None else None
+        confirming = False
+        if alive:
+            self._gone_looks, self._found_gone_at = 0, None
+        else:
+            self._gone_looks += 1
+            self._found_gone_at = self._found_gone_at or time.time()
+            # a terminal state rests on two looks; the cockpit's own stop is evidence enough by itself
+            confirming = self._gone_looks < 2 and stop is None and not (self.manager_state is not None and self.manager_state.terminal)
         if self._report is None or not all(map(routine_line, new)) or (
                 new and any(d.kind == "draft_weights_not_loaded" for d in self._report.diagnoses)):
             # ~70 ms for 2000 lines: made again when a line came that can change it, not for each second's
@@ -215,7 +269,12 @@ class ServerWatcher:
                 d.severity == "error" for d in self._report.diagnoses):
             # nothing in its log says why it ended: its manager does (an OOM kill by a cgroup leaves no line)
             self._report.diagnoses.append(Diagnosis("manager", f"not serving: {mgr.describe()}", severity="error"))
-        return ServerStatus(health, alive, self._report, new, self.live.figures.to_json(history=60), group)
+        ended = None
+        if not alive and not confirming:
+            errors = [d for d in self._report.diagnoses if d.severity == "error" and d.kind != "manager"]
+            ended = server_end(stop, self.pid, self.transport.name, mgr, errors, self._found_gone_at)
+        self.live.figures.ended = ended
+        return ServerStatus(health, alive or confirming, self._report, new, self.live.figures.to_json(history=60), group, ended, confirming)
 
 
 def death_alert(step: str, result, was_alive: bool, status: "ServerStatus"):
@@ -226,6 +285,8 @@ def death_alert(step: str, result, was_alive: bool, status: "ServerStatus"):
 
     if not was_alive or status.alive or result is None or result.state is not StepState.PASSED:
         return None
+    if status.ended is not None and status.ended.get("state") == "stopped":
+        return None  # the cockpit's own stop: no alarm
     errors = [d for d in status.report.diagnoses if d.severity == "error"]
     text = errors[0].message if errors else "no diagnosis in its log"
     return Alert("server_crashed", f"server_crashed:{step}", f"{step}: the server died", text, "error")
@@ -242,5 +303,5 @@ async def watch_server(watcher: ServerWatcher, publish, interval: float = 1.0) -
         publish(status)
         if not status.alive:
             return
-        await asyncio.sleep(interval)
+        await asyncio.sleep(CONFIRM_AFTER_S if status.confirming else interval)
 

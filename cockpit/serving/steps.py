@@ -344,6 +344,9 @@ class ServeReady(StepKind):
         lines += [f"diagnosis: [{d.get('kind')}] {d.get('message')}" for d in evidence.get("diagnoses") or [] if isinstance(d, dict)]
         return lines
 
+    def rests_on(self, runbook, spec: StepSpec) -> tuple[str, ...]:
+        return (self.launch_of(runbook, spec),)  # ready means its launch's server answered
+
     def launch_of(self, runbook, spec: StepSpec) -> str:
         """The launch step this one waits for: named, or the last one before it."""
         if spec.params.get("launch_step"):

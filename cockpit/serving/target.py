@@ -5,6 +5,8 @@ and the TUI's server pane both ask here, so they watch the same server the same 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cockpit.errors import CockpitError
@@ -23,6 +25,7 @@ class ServerTarget:
     members: list = field(default_factory=list)  # a launch group's nodes (rank 0 first); [] for one server
     placement: Placement | None = None  # where it runs, when a manager runs it (a container, a Slurm job, a pod)
     engine: str | None = None  # the launch step's engine (None: a server named by hand, its log says whose it is)
+    stopped: Callable[[], dict | None] | None = None  # the cockpit's record of stopping it, read at each look (a launch step's)
 
     def group_watcher(self, get_transport):
         """Every node of a launch group, watched as its engine watches a group; None for one server."""
@@ -50,7 +53,8 @@ def launched_server(runbook, step: str | None = None) -> ServerTarget:
     box = evidence.get("container") if isinstance(evidence.get("container"), dict) else None
     placement = Placement(box["engine"], box["name"]) if box and box.get("engine") in ("docker", "podman") and box.get("name") else None
     return ServerTarget(step, spec.host, server.log, f"http://127.0.0.1:{server.port}" if server.port else None,
-                        server.pid, server.port, group_of(evidence), placement, getattr(runbook.kind(spec), "engine", lambda _s: None)(spec))
+                        server.pid, server.port, group_of(evidence), placement, getattr(runbook.kind(spec), "engine", lambda _s: None)(spec),
+                        stopped=lambda: runbook.stop_record(step))
 
 
 def named_server(config, host: str | None, log: str | None, url: str | None, placement: Placement | None = None) -> ServerTarget:
@@ -81,13 +85,14 @@ def server_watcher(target: ServerTarget, get_transport, config):
 
     group = target.group_watcher(get_transport)
     return ServerWatcher(get_transport(target.host), target.pid, target.port, target.log, group=group,
-                         prometheus=prometheus_source(config), placement=target.placement, engine=target.engine)
+                         prometheus=prometheus_source(config), placement=target.placement, engine=target.engine, stopped=target.stopped)
 
 
 async def read_server(target: ServerTarget, get_transport, opener=None, prometheus=None, selector: str | None = None):
     """One look at the server, caught up from its log: (LiveServer, figures as JSON), with the
     Prometheus series matching `selector` and, for a group, every node's state (a failed node is a flag)."""
     from cockpit.serving.live import LiveServer
+    from cockpit.serving.server import server_end
 
     transport = get_transport(target.host) if target.host else None
     live = LiveServer(transport, target.log, target.url, opener=opener)
@@ -108,37 +113,38 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
             live.unreachable = str(exc)
         if "prometheus" not in figures.sources and live.unreachable is None:
             live.unreachable = f"no serving engine's series ({', '.join(p + '*' for p in prefixes())}) in Prometheus match {selector}"
-    data = figures.to_json()
+    errors = []
     if live.lines:
         # a crash in the log (the last run in it) is the server's state, whatever its figures were
         from cockpit.serving.logread import diagnose_lines
 
         report = diagnose_lines(list(live.lines))
-        data["diagnoses"] = [d.to_json() for d in report.diagnoses]
         errors = [d for d in report.diagnoses if d.severity == "error"]
-        if errors and not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
-            data["flags"].append({"kind": "crashed", "line": "", "message": errors[0].message})
+    alive, found_gone_at = None, None
     if target.pid and transport is not None:
-        from cockpit.hosts.procs import process_alive
-        from cockpit.hosts.transport import TransportError
-
-        try:
-            alive = await process_alive(transport, target.pid)
-        except TransportError:
-            alive = None
+        alive, found_gone_at = await _alive_in_two_looks(transport, target.pid)
+    if manager is not None and target.placement is not None:
+        if manager.phase in ("failed", "finished", "gone"):
+            alive = False
+        elif manager.phase == "running":
+            alive = True
+    stop = target.stopped() if target.stopped is not None else None
+    if alive is False:
+        # its end, from the evidence read now: the cockpit's own stop, its manager's word, its log's crash, or died
+        figures.ended = server_end(stop, target.pid, target.host, manager, errors, found_gone_at)
+    data = figures.to_json()
+    if live.lines:
+        data["diagnoses"] = [d.to_json() for d in report.diagnoses]
+        if errors and not any(f["kind"] in ("crashed", "oom") for f in data["flags"]) and not (figures.ended and figures.ended["state"] == "stopped"):
+            data["flags"].append({"kind": "crashed", "line": "", "message": errors[0].message})
+    if alive is not None:
         data["alive"] = alive
-        if alive is False and not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
-            data["flags"].append({"kind": "crashed", "line": "", "message": f"its process (pid {target.pid} on {target.host}) is gone, "
-                                  "with no crash in its log (killed: the OOM killer, a scheduler, kill -9?)"})
+    ended = figures.ended
+    if ended is not None and ended["state"] != "stopped" and not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
+        data["flags"].append({"kind": {"oom": "oom", "ended": "ended"}.get(ended["state"], "crashed"), "line": "",
+                              "message": ("not serving: " if manager is not None else "") + ended["why"]})
     if manager is not None and target.placement is not None:
         data["where"] = {**target.placement.to_json(), "manager": manager.to_json()}
-        if manager.phase in ("failed", "finished", "gone"):
-            data["alive"] = False
-            if not any(f["kind"] in ("crashed", "oom") for f in data["flags"]):
-                kind = "oom" if "OOM" in manager.state + manager.reason else "crashed"
-                data["flags"].append({"kind": kind, "line": "", "message": f"not serving: {manager.describe()}"})
-        elif manager.phase == "running":
-            data["alive"] = True
     group = target.group_watcher(get_transport)
     if group is not None:
         state = await group.poll()
@@ -146,6 +152,25 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
         if state.state == "failed":
             data["flags"].append({"kind": "group_failed", "line": "", "message": state.cause})
     return live, data
+
+
+async def _alive_in_two_looks(transport, pid: int) -> tuple[bool | None, float | None]:
+    """Whether a server's process lives, as a terminal answer needs it: a look that finds it gone is confirmed by a
+    second one (CONFIRM_AFTER_S later).  (alive, when it was first found gone); None: it could not be asked."""
+    import asyncio
+
+    from cockpit.hosts.procs import process_alive
+    from cockpit.hosts.transport import TransportError
+    from cockpit.serving.server import CONFIRM_AFTER_S
+
+    try:
+        if await process_alive(transport, pid):
+            return True, None
+        found = time.time()
+        await asyncio.sleep(CONFIRM_AFTER_S)
+        return (True, None) if await process_alive(transport, pid) else (False, found)
+    except TransportError:
+        return None, None
 
 
 async def manager_look(transport, placement: Placement, read_log: bool, wait_s: float = 5.0):

@@ -14,7 +14,7 @@ from cockpit.hosts.transport import Transport, TransportError
 from cockpit.where.placement import Placement
 from cockpit.where.state import FAILED, FINISHED, GONE, PENDING, RUNNING, ManagerState, command_problem, parse_time, unknown
 
-SIGNALS = {137: "killed (SIGKILL: `docker kill`, a stop that timed out, or the OOM killer)", 143: "stopped (SIGTERM)",
+SIGNALS = {137: "killed (SIGKILL: `{engine} kill`, a stop that timed out, or the OOM killer)", 143: "stopped (SIGTERM)",
            139: "crashed (SIGSEGV)", 134: "aborted (SIGABRT)"}
 
 
@@ -58,7 +58,7 @@ def state_of(engine: str, label: str, info: dict, host: str) -> ManagerState:
             phase = FINISHED
         else:
             phase = FAILED
-            reason = SIGNALS.get(code or -1, f"exited with code {code}")
+            reason = SIGNALS.get(code or -1, f"exited with code {code}").replace("{engine}", engine)  # Podman's words are Podman's
             if engine == "podman" and code == 137 and limit:
                 reason = (f"killed (SIGKILL) under a memory limit of {limit // (1 << 20)} MiB: probably OOM "
                           "(Podman 4 does not report OOMKilled reliably)")

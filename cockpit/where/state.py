@@ -26,6 +26,12 @@ class ManagerState:
     at: float = 0.0
 
     @property
+    def oom(self) -> bool:
+        """Out of memory, as the manager says it (Docker's OOMKilled, Slurm's OUT_OF_MEMORY, a pod's OOMKilled): a SIGKILL
+        alone, or a "probably", is not."""
+        return self.state.upper() in ("OUT_OF_MEMORY", "OOMKILLED") or self.reason.startswith("OOMKilled")
+
+    @property
     def terminal(self) -> bool:
         return self.phase in (FINISHED, FAILED)
 

@@ -32,8 +32,12 @@ def status_line(status: ServerStatus | None, target: str) -> Text:
             return text
         ready = sum(1 for n in nodes if n.get("state") == "ready")
         text.append(f"group: {group.get('state')} ({ready}/{len(nodes)} nodes ready)  ", style="bold green" if ready == len(nodes) else "cyan")
-    if not status.alive and status.health != "not started":
-        text.append("PROCESS DEAD", style="bold white on red")
+    ended = status.ended
+    if ended is not None and ended.get("state") == "stopped":
+        text.append(f"STOPPED BY {str(ended.get('by') or 'you').upper()}", style="bold")  # the cockpit's own stop: no alarm
+        text.append("  ")
+    elif not status.alive and status.health != "not started":
+        text.append(str((ended or {}).get("state") or "process dead").upper(), style="bold white on red")
         text.append("  ")
     seen = {m for m, _ in status.report.milestones}
     engine = status.report.engine
@@ -103,8 +107,10 @@ def live_text(figures: dict) -> Text:
         if accept.get("lifetime") is not None:
             text.append(f" · accept (lifetime) {accept['lifetime']:.2f}")
         return text
-    if state in ("quiet", "idle") and age is not None and age >= 2:
-        text.append(f"(figures of {age:.0f} s ago) ", style="dim")
+    if state != "serving" and figures.get("ended"):
+        text.append(f"{figures['ended']['why']} · ", style="dim")
+    if figures.get("figures_are_last"):  # not serving now: the last figures read, said as the last, with their age
+        text.append(f"(its last figures{f', {age:.0f} s old' if age is not None else ''}) ", style="dim")
     text.append(f"{fmt(figures['throughput_tok_s'], '{:.0f}')} tok/s · {fmt(figures['running'], '{}')} running · "
                 f"{fmt(figures['queued'], '{}')} queued · KV {fmt(figures['token_usage'], '{:.0%}')} · ")
     if accept.get("window") is None and accept.get("last") is not None:
