@@ -193,9 +193,13 @@ def cmd_config(args) -> int:
     from cockpit.serving import engines
 
     refused = engines.load_problems()  # installed engine packages that could not be taken: said, not silent
-    text = f"{args.file}: OK, {checked.render()}" + "".join(f"\nnote: engine '{name}' refused: {why}" for name, why in refused.items())
-    emit(args, {"ok": True, "file": args.file, **checked.to_json(), "engines": list(engines.names()), "engines_refused": refused}, text)
-    return EXIT_OK
+    launch = checked.launch_problems()  # a known-bad flag left in a launch step: the file is valid, its launch would fail
+    text = (f"{args.file}: {'OK' if not launch else 'valid, but a launch would fail'}, {checked.render()}"
+            + "".join(f"\nnote: engine '{name}' refused: {why}" for name, why in refused.items())
+            + "".join(f"\nwould fail: {problem}" for problem in launch))
+    emit(args, {"ok": not launch, "file": args.file, **checked.to_json(), "engines": list(engines.names()), "engines_refused": refused,
+                "launch_problems": launch}, text)
+    return EXIT_PROBLEM if launch else EXIT_OK
 
 
 def cmd_trust(args) -> int:
@@ -244,10 +248,11 @@ def cmd_verify(args) -> int:
 # --- the runbook ------------------------------------------------------------------------------------
 
 
-def plan_fix(runbook, step: str, yes: bool) -> int:
-    """The CLI's `f`: the first error of the step's diagnosis that has a fix becomes its command line."""
+def plan_fix(runbook, step: str, yes: bool, config_path=None) -> int:
+    """The CLI's `f`: the first error of the step's diagnosis that has a fix becomes its command line, and the config
+    file's step says it."""
     from cockpit.diagnosis import Diagnosis
-    from cockpit.serving.steps import apply_diagnosis_fix
+    from cockpit.serving.steps import apply_diagnosis_fix, fix_note, write_fix_to_config
 
     spec = runbook.spec.step(step)
     if not runbook.kind(spec).launch:
@@ -267,7 +272,8 @@ def plan_fix(runbook, step: str, yes: bool) -> int:
             print("nothing changed")
             return EXIT_PROBLEM
     fixed = apply_diagnosis_fix(runbook, step, fix)
-    print(f"{step} will run: {shell_words(fixed)}\nrun it: cockpit plan run {step}   (cockpit plan reset {step} forgets the fix)")
+    written = write_fix_to_config(runbook, step, fixed, config_path, fix_note(fix))
+    print(f"{step} will run: {shell_words(fixed)}\n{written}\nrun it: cockpit plan run {step}   (cockpit plan reset {step} forgets the fix)")
     return EXIT_OK
 
 
@@ -311,7 +317,7 @@ def cmd_plan(args) -> int:
         print(with_context(ctx, lambda c: runbook.stop_server(args.step, confirm)))
         return EXIT_OK
     if args.plan_command == "fix":
-        return plan_fix(runbook, args.step, args.yes)
+        return plan_fix(runbook, args.step, args.yes, ctx.config.path)
     if args.plan_command == "show":
         with_context(ctx, lambda c: runbook.recheck_gates(timeout=15))  # a pass later telemetry contradicts shows stale
         emit(args, {"runbook": runbook.spec.name, "state_file": str(runbook.store.path),

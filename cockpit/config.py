@@ -480,3 +480,64 @@ def local_username() -> str:
         return getpass.getuser()
     except Exception:  # noqa: BLE001 - no passwd entry in some containers
         return "root"
+
+
+def rewrite_step_list(path: Path, step: str, key: str, values: list[str], why: str) -> str | None:
+    """Set one list of strings of a runbook step in the config file the user keeps (`extra_args` after a fix): the one
+    line that holds it is replaced (the old one kept above it as a comment, with why), or the key added under the step's
+    name.  The file is written whole only once the new text parses and says exactly that; the file's mode is kept.
+    Returns None when written, else why it was not (the file is left as it was)."""
+    import json
+    import os
+    import tomllib
+
+    from cockpit.paths import atomic_write
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+        old = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return f"{path} could not be read again ({exc})"
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.strip() == "[[runbook.steps]]"]
+    block = None
+    for n, start in enumerate(starts):
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+        if n + 1 < len(starts):
+            end = min(end, starts[n + 1])
+        for i in range(start + 1, end):
+            try:
+                if tomllib.loads(lines[i]).get("name") == step:
+                    block = (start, end, i)
+            except tomllib.TOMLDecodeError:
+                continue
+    if block is None:
+        return f"{path} has no [[runbook.steps]] table named {step!r} written on one line: add {key} by hand"
+    start, end, name_line = block
+    new_line = f"{key} = {json.dumps(values)}\n"
+    note = f"# {why}\n"
+    at = next((i for i in range(start + 1, end) if lines[i].split("=", 1)[0].strip() == key), None)
+    if at is None:
+        lines[name_line + 1:name_line + 1] = [note, new_line]
+    else:
+        try:
+            tomllib.loads(lines[at])
+        except tomllib.TOMLDecodeError:
+            return f"{path}: {step}'s {key} spans several lines: set it by hand to {json.dumps(values)}"
+        lines[at:at + 1] = [note, "# was: " + lines[at].lstrip(), new_line]
+    new_text = "".join(lines)
+    try:
+        parsed = tomllib.loads(new_text)
+        steps = parsed["runbook"]["steps"]
+        mine = next(s for s in steps if s.get("name") == step)
+        others_same = [s for s in steps if s.get("name") != step] == [s for s in old["runbook"]["steps"] if s.get("name") != step]
+    except (tomllib.TOMLDecodeError, KeyError, StopIteration, TypeError) as exc:
+        return f"{path} would not read back after the change ({exc}): left as it was"
+    if mine.get(key) != values or not others_same:
+        return f"{path} would not read back as intended: left as it was"
+    try:
+        mode = os.stat(path).st_mode & 0o777
+        atomic_write(path, new_text, mode=mode)
+    except OSError as exc:
+        return f"{path} could not be written ({exc.strerror or exc}): left as it was"
+    return None

@@ -16,6 +16,7 @@ from cockpit.alerts import AlertSettings, parse_alerts
 from cockpit.bench.steps import BENCH_KINDS
 from cockpit.bench.sweep import SweepSpec, parse_sweep
 from cockpit.config import Config, load_config
+from cockpit.errors import CockpitError
 from cockpit.drafter.steps import DRAFTER_KINDS
 from cockpit.runbook import spec as runbook_spec
 from cockpit.runbook.builtin import BUILTIN_KINDS
@@ -27,7 +28,7 @@ from cockpit.runs.spec import RunSpec, parse_runs
 from cockpit.runs.steps import RUNS_KINDS
 from cockpit.serving.steps import SERVING_KINDS
 from cockpit.telemetry.hub import TelemetryHub
-from cockpit.format import plural
+from cockpit.format import plural, shell_words
 
 
 def default_kinds() -> Kinds:
@@ -59,6 +60,29 @@ class CheckedConfig:
                 "runs": [r.to_json() for r in self.runs.values()],
                 "sweep": None if sweep is None else {"launch_step": sweep.launch_step, "configs": [c.label for c in sweep.configs()],
                                                      "concurrency": list(sweep.concurrency)}}
+
+    def launch_problems(self) -> list[str]:
+        """What each launch step's engine would refuse in the line the step builds, judged offline by the engine's own
+        recorded facts for the step's version (a flag it does not have, left in extra_args): the launch would fail."""
+        from cockpit.serving.helpschema import load_schema
+        from cockpit.serving.steps import ServeLaunch
+
+        problems = []
+        for spec in self.runbook.steps:
+            kind = self.runbook.kind(spec)
+            if not isinstance(kind, ServeLaunch):
+                continue
+            try:
+                schema = load_schema(spec.params["help_text"]) if spec.params.get("help_text") else None
+                report = kind.lint(kind.base_argv(None, spec), spec, schema)
+            except (CockpitError, OSError, ValueError) as exc:
+                problems.append(f"step '{spec.name}': its command line could not be checked offline ({exc})")
+                continue
+            for d in report.diagnoses:
+                if d.severity == "error":
+                    fix = f" (fix: {shell_words(d.replacement)})" if d.replacement else ""
+                    problems.append(f"step '{spec.name}': {d.message}{fix}")
+        return problems
 
     def render(self) -> str:
         lines = [f"{plural(len(self.config.hosts), 'host')}, {plural(len(self.runbook.steps), 'runbook step')}"]

@@ -74,8 +74,19 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             assert "--num-speculative-tokens 16 is not an SGLang flag" in app.runbook.result("launch").message
             pane = app.query_one(ServerLogPane)
             assert pane.top_fix is not None
+            from cockpit.context import load_checked
+
+            assert any("--num-speculative-tokens" in p for p in load_checked(str(world.root / "demo.toml")).launch_problems())
             await pilot.press("f")
             await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="relaunch asks")
+            # issue 46 item 8: the fix pressed is written to the config the user keeps, the old line kept as a comment
+            import tomllib
+
+            kept = (world.root / "demo.toml").read_text()
+            [launch_table] = [t for t in tomllib.loads(kept)["runbook"]["steps"] if t["name"] == "launch"]
+            assert "--num-speculative-tokens" not in launch_table["extra_args"] and "--speculative-num-steps" in launch_table["extra_args"]
+            assert "\n# was: extra_args = [" in kept and "--num-speculative-tokens" in kept.split("# was: ")[1].split("\n")[0]
+            assert load_checked(str(world.root / "demo.toml")).launch_problems() == []
             await pilot.press("y")
             await eventually(lambda: app.runbook.result("launch").state is StepState.PASSED, timeout=20, what="relaunched")
             await run_next(app, pilot, "ready", timeout=30)

@@ -178,3 +178,66 @@ def test_the_time_of_a_death_is_between_its_last_sign_of_life_and_the_first_look
     assert last_sign <= killed <= found_gone <= killed + 5
     assert later.state == "died" and later.ended_between == second.ended_between
     assert time.strftime("%H:%M:%S", time.localtime(found_gone)) in later.evidence
+
+
+# --- no stale words ---------------------------------------------------------------------------------------------
+
+async def test_a_relaunch_resets_the_server_logs_search_and_follows_its_start_up(tmp_path):
+    """Issue 46 item 8: after `f` relaunched, the server log kept the old search and stayed paused, so the new
+    start-up was not followed."""
+    from cockpit.config import parse_config
+    from cockpit.serving.logread import LogReport
+    from cockpit.serving.server import ServerStatus
+    from cockpit.ui.app import CockpitApp
+    from cockpit.ui.widgets.bounded_log import BoundedRichLog
+    from cockpit.ui.widgets.server_log import ServerLogPane
+
+    config = parse_config(f"""[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n
+[runbook]\nname = "relaunch-{os.getpid()}"\n\n[[runbook.steps]]\nname = "launch"\nkind = "serve_launch"\nhost = "here"
+model_path = "/m"\ndraft_path = "/d"\nlog = "{tmp_path}/server.log"\n""")
+    app = CockpitApp(config)
+    app.runbook.store.root = tmp_path / "state"
+    app.runbook.store.path = tmp_path / "state" / "r.json"
+    app.runbook.store.audit_path = tmp_path / "state" / "r.audit.jsonl"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        pane = app.query_one(ServerLogPane)
+        pane.follow("launch @here")
+        pane.show(ServerStatus("loading", True, LogReport(), [f"line {n} of the first server" for n in range(200)]))
+        lines = pane.query_one(BoundedRichLog)
+        lines.set_search("line 1\\d of")
+        await pilot.pause(0.2)
+        assert lines.search is not None and not lines.following
+        pane.follow("launch @here")  # the relaunch: a new server, followed from its start
+        pane.show(ServerStatus("loading", True, LogReport(), ["the new server starts"]))
+        await pilot.pause(0.2)
+        assert lines.search is None and lines.following and "following" in lines.state_line
+
+
+@pytest.mark.parametrize("layout", ["one-line", "absent", "multi-line", "no-step"])
+def test_a_fix_is_written_to_the_config_file_whole_or_not_at_all(tmp_path, layout):
+    """The fix pressed with f (or `plan fix`) is written to the step's extra_args in the file the user keeps: the old
+    line kept as a comment, every other table as it was; a layout it cannot rewrite safely is left untouched, said why."""
+    import tomllib
+
+    from cockpit.config import rewrite_step_list
+
+    extra = {"one-line": 'extra_args = ["--num-speculative-tokens", "16"]  # the habit\n', "absent": "",
+             "multi-line": 'extra_args = [\n  "--num-speculative-tokens",\n  "16",\n]\n', "no-step": ""}[layout]
+    name = "other" if layout == "no-step" else "launch"
+    text = (f'[hosts.here]\nlocal = true\n\n[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "here"\n\n'
+            f'[[runbook.steps]]\nname = "{name}"\nkind = "serve_launch"\nhost = "here"\nmodel_path = "/m"\n{extra}tp = 8\n')
+    path = tmp_path / "deploy.toml"
+    path.write_text(text)
+    path.chmod(0o640)
+    problem = rewrite_step_list(path, "launch", "extra_args", ["--speculative-num-steps", "16"], "cockpit: fixed it")
+    after = path.read_text()
+    if layout in ("multi-line", "no-step"):
+        assert problem is not None and after == text  # untouched, and said why
+        return
+    assert problem is None and (path.stat().st_mode & 0o777) == 0o640
+    steps = tomllib.loads(after)["runbook"]["steps"]
+    assert steps[0] == tomllib.loads(text)["runbook"]["steps"][0]
+    assert steps[1]["extra_args"] == ["--speculative-num-steps", "16"] and steps[1]["tp"] == 8
+    assert "# cockpit: fixed it" in after and ("# was: extra_args" in after) == (layout == "one-line")

@@ -160,12 +160,18 @@ log = "{log}"
         await pilot.press("j", "enter")
         await pilot.pause()
         assert app.runbook.result("launch") is None
+        from cockpit.ui.layout import MessageBar
+
+        bar = app.query_one(MessageBar)
+        assert any(t == "launch: blocked" and "'clean' is failed" in m for _, _, t, m in bar.messages), bar.messages
         # clean the GPU: the gate opens, the launch asks first
         sshd.scenario({"gpus": 8})
         await pilot.press("n")
         await eventually(lambda: app.runbook.result("clean").state is StepState.PASSED, what="clean passed")
         await pilot.pause()
         assert not checklist.views[1].locked
+        # issue 46 item 8: the message derived from the gate follows it: 'clean' passed, so "blocked" is gone
+        assert not any(t == "launch: blocked" for _, _, t, _ in bar.messages), bar.messages
         await pilot.press("j", "enter")  # the selection is on clean, which just ran: move to launch
         await eventually(lambda: isinstance(app.screen, ConfirmScreen), what="confirmation")
         assert "sleep 30" in app.screen.plan

@@ -226,7 +226,11 @@ class RunWatcher:
                 self.log.reset()
                 self.log.notes.append(f"the log was {update.event} at {time.strftime('%H:%M:%S', time.localtime(now))}: read from its start")
             if update.event == "missing":
-                self._missing_note = f"{self.spec.log} is not there" + (" (any more)" if self.log.lines_seen else "")
+                mgr = self.manager_state
+                if mgr is not None and mgr.phase == "pending" and not self.log.lines_seen:
+                    self._missing_note = None  # a job waiting in the queue has written nothing yet: that is no read error
+                    return
+                self._missing_note = f"{self.follower.path} is not there" + (" (any more)" if self.log.lines_seen else "")
                 return
             self._missing_note = None
             if update.mtime:

@@ -415,6 +415,52 @@ def launch_depth(runbook, spec: StepSpec) -> DepthConfig | None:
     return kind.engine_of(spec).depth_of_argv(kind.base_argv(runbook, spec))
 
 
+def fixed_extra_args(kind: "ServeLaunch", spec: StepSpec, fixed: list[str]) -> list[str] | None:
+    """The step's extra_args that make its own command line the fixed one, when the fix changed only those (None: it
+    changed what the step builds from its other keys, or the step runs in an image)."""
+    from dataclasses import replace
+
+    if kind.container(spec) is not None or not fixed:
+        return None
+    bare = replace(spec, params={**spec.params, "extra_args": []})
+    base = kind.server_argv_of(bare, fixed[0])
+    if fixed[:len(base)] != base:
+        return None
+    extra = list(fixed[len(base):])
+    if kind.server_argv_of(replace(spec, params={**spec.params, "extra_args": extra}), fixed[0]) != fixed:
+        return None
+    return extra
+
+
+def write_fix_to_config(runbook, step: str, fixed: list[str], config_path, why: str) -> str:
+    """The fix, written to the config file the user keeps (its step's extra_args), so that the file says what runs:
+    returns what was done, in words."""
+    from cockpit.config import rewrite_step_list
+
+    spec = runbook.spec.step(step)
+    kind = runbook.kind(spec)
+    if config_path is None:
+        return "no config file to write it to: kept in the runbook's state until `plan reset`"
+    extra = fixed_extra_args(kind, spec, fixed) if isinstance(kind, ServeLaunch) else None
+    if extra is None:
+        return (f"{config_path} not changed: the fix changes more than '{step}'s extra_args; kept in the runbook's state until "
+                "`plan reset`")
+    if extra == list(spec.params.get("extra_args") or []):
+        return f"{config_path} already says it"
+    problem = rewrite_step_list(config_path, step, "extra_args", extra, why)
+    if problem is not None:
+        return problem + "; the fix is kept in the runbook's state until `plan reset`"
+    return f"written to {config_path}: '{step}' extra_args = {shell_words(extra) or '(none)'}"
+
+
+def fix_note(diagnosis) -> str:
+    """The comment the config file keeps beside a fix written into it."""
+    import time
+
+    return (f"cockpit {time.strftime('%Y-%m-%d %H:%M')}: fixed {diagnosis.kind}"
+            + (f" {diagnosis.flag}" if diagnosis.flag else "") + f": {diagnosis.message[:160]}")
+
+
 def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:
     """Make a diagnosis's fix the launch step's command line (kept until `plan reset`); returns it.
     Raises CockpitError when there is nothing to apply it to."""

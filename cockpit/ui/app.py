@@ -293,6 +293,34 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
             self._show_views()
             self._follow_latest_server()
             self._alert_sweeps()
+        self._revise_blocked_messages()
+
+    def _revise_blocked_messages(self) -> None:
+        """A step's 'blocked' message names steps that had not passed: each that has passed since is dropped from it,
+        and a message with nothing left goes (`sweep: blocked: 'ready' has not run` must not outlive 'ready' passing)."""
+        import re
+        import time
+
+        from cockpit.runbook.model import StepState
+
+        runbook = self.runbook
+        if runbook is None:
+            return
+
+        def revised(title: str, text: str) -> str | None:
+            if not title.endswith(": blocked"):
+                return text
+            left = []
+            for reason in text.split("; "):
+                named = re.match(r"^'([^']+)' (?:has not run|is \w+)", reason)
+                result = runbook.result(named.group(1)) if named else None
+                if not (result is not None and result.state is StepState.PASSED):
+                    left.append(reason)
+            return "; ".join(left) or None
+
+        for bar in self.query(MessageBar):
+            if bar.revise(revised, time.time()) and self._laid_out:
+                self.apply_layout()
 
     def on_gate_invalidated(self, message: GateInvalidated) -> None:
         result = self.runbook.result(message.step) if self.runbook else None

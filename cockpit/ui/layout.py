@@ -222,6 +222,20 @@ class MessageBar(Static):
         self.update(text)
         self.display = bool(self.messages)
 
+    def revise(self, revised, now: float) -> bool:
+        """Say each shown message again as `revised(title, message)` says it now (None: it no longer holds): a line
+        derived from a state follows the state.  True when any changed."""
+        kept = []
+        for until, severity, title, message in self.messages:
+            again = revised(title, message)
+            if again is not None:
+                kept.append((until, severity, title, again))
+        changed = kept != self.messages
+        if changed:
+            self.messages = kept
+            self.show_now(now)
+        return changed
+
     @property
     def rows(self) -> int:
         """The rows the bar takes now (the layout gives the panes the rest)."""

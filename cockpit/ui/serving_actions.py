@@ -140,7 +140,7 @@ class ServingActions(ServingApp):
 
     def action_apply_fix(self, _shown: str = "") -> None:
         from cockpit.errors import CockpitError
-        from cockpit.serving.steps import apply_diagnosis_fix
+        from cockpit.serving.steps import apply_diagnosis_fix, fix_note, write_fix_to_config
 
         if self.read_only:
             self.notify("Read-only mode: nothing can be changed", severity="warning")
@@ -156,7 +156,8 @@ class ServingActions(ServingApp):
         except CockpitError as exc:
             self.notify(str(exc), severity="warning")
             return
-        self.notify(f"{spec.name} will run: {shell_words(fixed[-8:])}", title="fix applied")
+        written = write_fix_to_config(self.runbook, spec.name, fixed, self.config.path, fix_note(fix))  # the file says what runs
+        self.notify(f"{spec.name} will run: {shell_words(fixed[-8:])}; {written}", title="fix applied")
         self.action_run_step(spec.name)
 
     def action_toggle_bench(self, _terminal: str = "") -> None:

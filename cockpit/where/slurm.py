@@ -7,6 +7,7 @@ StdOut file is remembered while scontrol still shows it."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 import time
 
@@ -127,12 +128,16 @@ class SlurmJob:
             # purged from slurmctld (MinJobAge), or slurmctld down: accounting still knows
             said = result.output.strip().splitlines()[-1][:200] if result.output.strip() else f"exit {result.exit_status}"
             acct = await transport.run(["sacct", "-n", "-P", "-X", "-j", self.job_id, "-o",
-                                        "JobID,JobName,State,ExitCode,NodeList,Start,End,Reason"], timeout=30)
+                                        "JobID,JobName,State,ExitCode,NodeList,Start,End,Reason,WorkDir"], timeout=30)
             rows = [r.split("|") for r in acct.stdout.splitlines() if r.strip()] if acct.exit_status == 0 else []
-            rows = [r for r in rows if len(r) >= 8 and r[0] == self.job_id] or [r for r in rows if len(r) >= 8]
+            rows = [r for r in rows if len(r) >= 9 and r[0] == self.job_id] or [r for r in rows if len(r) >= 9]
             if rows:
                 row = rows[-1]
                 self.seen = True
+                if self.stdout is None and row[8].startswith("/"):
+                    # dropped by slurmctld before this cockpit saw it (MinJobAge): sacct 22.05 has no StdOut, but its
+                    # WorkDir is where sbatch's default output, slurm-%j.out, was written
+                    self.stdout = posixpath.join(row[8], f"slurm-{self.job_id}.out")
                 return state_of(self.job_id, label, row[2], row[3], row[4], row[7], self.stdout, row[5], row[6])
             why = f"scontrol: {said}"
             if acct.output.strip():

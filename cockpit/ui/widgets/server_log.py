@@ -177,7 +177,11 @@ class ServerLogPane(Vertical):
         self.target = target
         self.status = None
         self.border_title = f"server log · {target}"
-        self.query_one(BoundedRichLog).clear()
+        lines = self.query_one(BoundedRichLog)
+        lines.clear()
+        # a new server (a relaunch by f, the sweep's): the old log's search and pause are not its; follow its start-up
+        lines.set_search(None)
+        lines.action_follow()
         self._shown.clear()
         self.query_one("#server-status", Static).update(status_line(None, target))
         self.query_one("#server-diagnoses", Static).update("")
