@@ -26,7 +26,8 @@ from cockpit.config import Config, Checker
 from cockpit.paths import state_dir
 
 ALERT_KEYS = {"bell", "desktop", "command", "urls", "min_interval_s", "max_per_hour"}
-KINDS = ("run_finished", "run_crashed", "run_stalled", "run_died", "checkpoint", "server_crashed", "server_hung", "draft_not_used",
+KINDS = ("run_finished", "run_crashed", "run_oom", "run_stalled", "run_died", "run_cancelled", "run_ended", "checkpoint",
+         "server_crashed", "server_hung", "draft_not_used",
          "server_oom", "sweep_done", "test")
 
 

@@ -79,7 +79,7 @@ class WaitRun(StepKind):
             checkpoint = status.latest_checkpoint
             if status.state == "finished" and checkpoint and checkpoint.get("complete"):
                 return StepResult(StepState.PASSED, started, _now(), f"run {run.name} finished; checkpoint {checkpoint['path']}", evidence)
-            if status.state in ("crashed", "stalled", "died", "ended"):
+            if status.state in ("crashed", "oom", "stalled", "died", "cancelled", "ended"):
                 flag = status.flags[0] if status.flags else None
                 why = flag.message + (f" ({flag.line[:120]})" if flag and flag.line else "") if flag else status.state
                 return StepResult(StepState.FAILED, started, _now(), f"run {run.name} {status.state}: {why}", evidence)

@@ -25,8 +25,8 @@ from cockpit.where.adapters import adapter_for
 from cockpit.where.follow import StreamFollower
 from cockpit.where.state import ManagerState
 
-STATES = ("pending", "starting", "running", "stalled", "finished", "crashed", "died", "ended", "unknown")
-ENDED_STATES = ("finished", "crashed", "died", "ended")
+STATES = ("pending", "starting", "running", "stalled", "finished", "crashed", "oom", "died", "cancelled", "ended", "unknown")
+ENDED_STATES = ("finished", "crashed", "oom", "died", "cancelled", "ended")
 DEFAULT_CADENCE_S = 10.0  # how long a log may be silent while its run moves, when neither the log nor watching says
 CONFIRM_AFTER_S = 0.25  # a look that found the trainer gone is followed this soon by the look that confirms it
 ONE_SHOT_WAIT_S = 3.0  # the one-shot command's second look waits at most this long
@@ -94,7 +94,7 @@ class RunStatus:
 
     @property
     def flagged(self) -> bool:
-        return bool(self.flags) or self.state in ("crashed", "stalled", "died")
+        return bool(self.flags) or self.state in ("crashed", "oom", "stalled", "died")
 
 
 def _iso(t: float | None) -> str | None:
@@ -354,6 +354,10 @@ class RunWatcher:
             return "crashed", (f"the log: {crash.line[:200]}" if crash else "the log shows a crash") + tail + self._manager_words()
         alive_by = None  # what shows it alive, when something does
         if mgr is not None:
+            if mgr.phase == "failed" and mgr.oom:
+                return "oom", mgr.describe() + said  # out of memory as the manager says it (a SIGKILL alone is not)
+            if mgr.phase == "failed" and mgr.state.upper() == "CANCELLED":
+                return "cancelled", mgr.describe() + said
             if mgr.phase == "failed":
                 return "died", mgr.describe() + said
             if mgr.phase == "finished":
@@ -589,6 +593,10 @@ class RunWatcher:
                 events.append(RunEvent("stalled", name, f"training run {name} stalled: {status.evidence}"))
             elif status.state == "died":
                 events.append(RunEvent("died", name, f"training run {name} died: {status.evidence}"))
+            elif status.state == "oom":
+                events.append(RunEvent("oom", name, f"training run {name} ran out of memory: {status.evidence}"))
+            elif status.state == "cancelled":
+                events.append(RunEvent("cancelled", name, f"training run {name} was cancelled: {status.evidence}"))
             elif status.state == "ended":
                 events.append(RunEvent("ended", name, f"training run {name} ended: {status.evidence}"))
             if self._last_state == "stalled" and status.state in ("running", "starting"):
@@ -675,11 +683,12 @@ def run_alert(event: RunEvent):
     if event.kind == "resolved":
         return Alert("run_stalled", f"run_stalled:{event.run}", f"{event.run}: training moves again", event.text, "info",
                      resolves=True)
-    level = {"crashed": "error", "died": "error", "stalled": "warning", "ended": "warning"}.get(event.kind, "info")
-    kind = {"finished": "run_finished", "crashed": "run_crashed", "stalled": "run_stalled", "died": "run_died",
-            "ended": "run_ended", "checkpoint": "checkpoint"}[event.kind]
+    level = {"crashed": "error", "oom": "error", "died": "error", "stalled": "warning", "ended": "warning",
+             "cancelled": "warning"}.get(event.kind, "info")
+    kind = {"finished": "run_finished", "crashed": "run_crashed", "oom": "run_oom", "stalled": "run_stalled", "died": "run_died",
+            "cancelled": "run_cancelled", "ended": "run_ended", "checkpoint": "checkpoint"}[event.kind]
     key = f"{kind}:{event.run}" + (f":{event.text}" if event.kind == "checkpoint" else "")
-    title = {"finished": "training finished", "crashed": "training crashed", "stalled": "training stalled",
-             "died": "the trainer died", "ended": "the trainer exited (finished or not cannot be told)",
-             "checkpoint": "checkpoint ready"}[event.kind]
+    title = {"finished": "training finished", "crashed": "training crashed", "oom": "training ran out of memory",
+             "stalled": "training stalled", "died": "the trainer died", "cancelled": "training cancelled",
+             "ended": "the trainer exited (finished or not cannot be told)", "checkpoint": "checkpoint ready"}[event.kind]
     return Alert(kind, key, f"{event.run}: {title}", event.text, level)
