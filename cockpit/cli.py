@@ -542,7 +542,9 @@ def cmd_runs(args) -> int:
     specs = [ctx.runs[args.name]] if args.name else list(ctx.runs.values())
 
     async def go(c):
-        return await asyncio.gather(*(look_once(RunWatcher(spec, c.pool.get(spec.host)), args.no_wait) for spec in specs))
+        kills = ctx.actions.store.kills  # the cockpit's own kills (a kill step, the process table's, plan stop) are evidence
+        return await asyncio.gather(*(look_once(RunWatcher(spec, c.pool.get(spec.host), own_kills=kills), args.no_wait)
+                                      for spec in specs))
 
     statuses = with_context(ctx, go)
     emit(args, {"runs": [s.to_json() for s in statuses]}, "\n".join(render_run(s) for s in statuses))

@@ -241,3 +241,50 @@ def test_a_fix_is_written_to_the_config_file_whole_or_not_at_all(tmp_path, layou
     assert steps[0] == tomllib.loads(text)["runbook"]["steps"][0]
     assert steps[1]["extra_args"] == ["--speculative-num-steps", "16"] and steps[1]["tp"] == 8
     assert "# cockpit: fixed it" in after and ("# was: extra_args" in after) == (layout == "one-line")
+
+
+# --- the cockpit's own actions are evidence -------------------------------------------------------------------
+
+def test_a_trainer_killed_from_the_process_table_reads_stopped_by_you(tmp_path):
+    """Issue 46: a kill from the process table is the cockpit's own action: the run it ended reads "stopped by you"
+    (no alarm, no alert, exit 0), in the watching TUI's core and in the one-shot CLI alike, never died."""
+    from cockpit.config import parse_config
+    from cockpit.context import Context
+    from cockpit.runs.report import exit_code
+    from cockpit.runs.watch import RunWatcher
+    from helpers import LogWriter
+
+    log = tmp_path / "train.log"
+    log.write_text("step 10: {'loss': 3.0, 'acc': 0.1}\n")
+    config = parse_config(f'[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n\n[storage]\ndir = "{tmp_path}/state"\n\n'
+                          f'[runs.r]\nhost = "here"\nlog = "{log}"\ntotal_steps = 100\n', str(tmp_path / "c.toml"))
+    trainer = LogWriter(log)
+
+    async def go():
+        ctx = Context.of(config)
+        try:
+            actions = ctx.actions
+            watcher = RunWatcher(ctx.runs["r"], ctx.pool.get("here"), own_kills=actions.store.kills)
+            status, _ = await watcher.poll()
+            assert status.state == "running"
+
+            async def yes(_text: str) -> bool:
+                return True
+
+            killed = await actions.kill_processes("here", [trainer.pid], yes)
+            assert killed.state.value == "passed", killed.message
+            states, events = [], []
+            for _ in range(3):
+                status, new = await watcher.poll()
+                states.append(status.state)
+                events += new
+            return status, states, events
+        finally:
+            await ctx.close()
+
+    try:
+        status, states, events = asyncio.run(go())
+    finally:
+        trainer.kill()
+    assert "died" not in states and status.state == "stopped" and "stopped by you at" in status.evidence, states
+    assert "the process table's kill" in status.evidence and events == [] and exit_code([status]) == 0

@@ -644,8 +644,8 @@ def test_the_runs_worker_survives_a_parser_error_in_one_run_and_says_where_it_is
         real = watch_module.RunWatcher
 
         class Spy(real):
-            def __init__(self, spec, transport):
-                super().__init__(spec, transport)
+            def __init__(self, spec, transport, **kw):
+                super().__init__(spec, transport, **kw)
                 if spec.name == "bad":
                     watchers_bad.append(self.log)
 

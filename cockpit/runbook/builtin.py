@@ -303,8 +303,9 @@ class KillStale(StepKind):
         for signal_name in ("TERM", "KILL"):
             if not pids:
                 break
-            await transport.run(["kill", f"-{signal_name}", *map(str, pids)], timeout=30)
+            # recorded before the signal goes: a watcher that finds these processes gone finds the cockpit's own kill
             ctx.audit("kill", host=spec.host, step=spec.name, signal=signal_name, pids=pids)
+            await transport.run(["kill", f"-{signal_name}", *map(str, pids)], timeout=30)
             evidence["signals"].append({"signal": signal_name, "pids": pids, "time": _now()})
             deadline = time.monotonic() + (grace if signal_name == "TERM" else 5.0)
             while pids and time.monotonic() < deadline:

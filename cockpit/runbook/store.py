@@ -16,6 +16,7 @@ from cockpit.paths import atomic_write, state_dir
 from cockpit.runbook.model import StepResult
 
 FORMAT = 1
+KEPT_KILLS = 256  # the cockpit's own kills remembered for the watchers (the newest)
 
 
 def safe_id(name: str) -> str:
@@ -108,6 +109,34 @@ class StateStore:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def kills(self, host: str) -> list[dict[str, Any]]:
+        """The cockpit's own kills on `host` (the audit log's 'kill' records: a kill step, the process table's kill, a
+        plan stop), the newest last: read incrementally from where the last call stopped, the last KEPT_KILLS kept."""
+        cache = self.__dict__.setdefault("_kills", {"offset": 0, "inode": None, "records": []})
+        try:
+            stat = self.audit_path.stat()
+        except OSError:
+            return []
+        if stat.st_ino != cache["inode"] or stat.st_size < cache["offset"]:
+            cache.update(offset=0, inode=stat.st_ino, records=[])
+        if stat.st_size > cache["offset"]:
+            with open(self.audit_path, "rb") as handle:
+                handle.seek(cache["offset"])
+                data = handle.read(stat.st_size - cache["offset"])
+            complete = data.rpartition(b"\n")[0]
+            cache["offset"] += len(complete) + (1 if complete else 0)
+            for line in complete.splitlines():
+                if b'"kill"' not in line:
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and record.get("event") == "kill":
+                    cache["records"].append(record)
+            del cache["records"][:-KEPT_KILLS]
+        return [r for r in cache["records"] if r.get("host") == host]
 
     def audit_records(self) -> list[dict[str, Any]]:
         try:

@@ -25,8 +25,9 @@ from cockpit.where.adapters import adapter_for
 from cockpit.where.follow import StreamFollower
 from cockpit.where.state import ManagerState
 
-STATES = ("pending", "starting", "running", "stalled", "finished", "crashed", "oom", "died", "cancelled", "ended", "unknown")
-ENDED_STATES = ("finished", "crashed", "oom", "died", "cancelled", "ended")
+STATES = ("pending", "starting", "running", "stalled", "finished", "stopped", "crashed", "oom", "died", "cancelled", "ended",
+          "unknown")
+ENDED_STATES = ("finished", "stopped", "crashed", "oom", "died", "cancelled", "ended")
 DEFAULT_CADENCE_S = 10.0  # how long a log may be silent while its run moves, when neither the log nor watching says
 CONFIRM_AFTER_S = 0.25  # a look that found the trainer gone is followed this soon by the look that confirms it
 ONE_SHOT_WAIT_S = 3.0  # the one-shot command's second look waits at most this long
@@ -106,8 +107,10 @@ def _clock(t: float) -> str:
 
 
 class RunWatcher:
-    def __init__(self, spec: RunSpec, transport: Transport, clock=time.time):
+    def __init__(self, spec: RunSpec, transport: Transport, clock=time.time, own_kills=None):
         self.spec = spec
+        self.own_kills = own_kills  # (host) -> the cockpit's own kills there (the audit log's): its stop is "stopped by you"
+        self._seen_pids: set[int] = set()  # every pid seen as this run's (writers, the pid file's, the pattern's)
         self.transport = transport
         self.clock = clock
         self.log = TrainingLog(clock=clock, stall_after_s=spec.stall_after_s, total_hint=spec.total_steps)
@@ -270,6 +273,8 @@ class RunWatcher:
     def _saw(self, live: Liveness, now: float) -> None:
         if live.state == "alive":
             self._seen_alive_at, self._gone_at = now, None
+            if len(self._seen_pids) < 256:
+                self._seen_pids.update(live.pids)
             if live.how.startswith("processes writing") and live.pids:
                 self._known_pids, self._writer_seen = tuple(dict.fromkeys((*live.pids, *self._known_pids)))[:16], True
             cpu = live.cpu_s
@@ -434,6 +439,9 @@ class RunWatcher:
                                    "ended; a look after its cadence decides")
             return "unknown", f"its process was not found at {first} ({gone_by}): one look; the next decides"
         self._confirming = False
+        stop = self._stopped_by_cockpit()
+        if stop is not None and word != "finished" and not log.bar_complete:
+            return "stopped", stop
         if word == "finished":
             return self._ended(now, f"the log: {log.finished}")
         if log.bar_complete:
@@ -446,6 +454,23 @@ class RunWatcher:
                              "against the run's end (no total in its args, command line or config, no final bar): ended, "
                              "finished or not cannot be told; set total_steps or output_dir" + said)
         return "died", self._died_words(now, gone_by) + f"; {mid}" + said
+
+    def _stopped_by_cockpit(self) -> str | None:
+        """The cockpit's own kill of a process seen as this run's, since it was last seen (its audit log): the words of
+        "stopped by you", else None."""
+        if self.own_kills is None or not self._seen_pids:
+            return None
+        since = (self._seen_alive_at or 0.0) - 600.0
+        for record in reversed(self.own_kills(self.spec.host)):
+            pids = {p for p in record.get("pids") or [] if isinstance(p, int)}
+            if pids & self._seen_pids and float(record.get("time") or 0) >= since:
+                by = {"stop": "plan stop", "sweep": "the sweep's relaunch", "relaunch": "a relaunch"}.get(
+                    str(record.get("why")), f"step '{record.get('step')}'" if record.get("step") else "the cockpit")
+                if str(record.get("step", "")).startswith("kill-"):
+                    by = "the process table's kill"
+                return (f"stopped by you at {_clock(float(record.get('time') or 0))} ({by}: SIG{record.get('signal') or 'TERM'} "
+                        f"pid {', '.join(map(str, sorted(pids & self._seen_pids)))})")
+        return None
 
     def cadence_s(self) -> float:
         """How long the log may be silent while the run moves: the longest gap between its growths seen while watched
@@ -520,7 +545,7 @@ class RunWatcher:
                            watches_checkpoints=bool(self.spec.output_dir))
         status.state, status.evidence = self._decide(now, error)
         status.cadence_s = self.cadence_s()
-        if status.state in ("died", "ended", "finished") and self._first_gone_look is not None:
+        if status.state in ("died", "ended", "finished", "stopped") and self._first_gone_look is not None:
             last = self._last_sign()
             status.ended_between = (last[0] if last else None, self._first_gone_look)
             status.looks = self._gone_looks
@@ -632,10 +657,10 @@ async def look_once(watcher: RunWatcher, no_wait: bool = False, max_wait: float 
         await watcher.close()
 
 
-async def watch_runs(specs, get_transport, publish) -> None:
+async def watch_runs(specs, get_transport, publish, own_kills=None) -> None:
     """Poll every run (each over its host's own connection) for ever, at the shortest poll_s among
     them, publishing (statuses, new events) after each round."""
-    watchers = [RunWatcher(spec, get_transport(spec.host)) for spec in specs]
+    watchers = [RunWatcher(spec, get_transport(spec.host), own_kills=own_kills) for spec in specs]
     interval = min(spec.poll_s for spec in specs)
     try:
         await _watch(watchers, publish, interval)

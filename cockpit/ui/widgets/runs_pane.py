@@ -15,7 +15,7 @@ from cockpit.ui import actions
 
 BARS = "▁▂▃▄▅▆▇█"
 STATE_STYLE = {"running": "bold green", "starting": "green", "finished": "bold cyan", "crashed": "bold white on red",
-               "died": "bold white on red", "oom": "bold white on red", "cancelled": "bold yellow", "stalled": "bold black on yellow", "unknown": "dim", "ended": "bold yellow",
+               "died": "bold white on red", "oom": "bold white on red", "cancelled": "bold yellow", "stopped": "bold", "stalled": "bold black on yellow", "unknown": "dim", "ended": "bold yellow",
                "pending": "cyan"}
 
 
