@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -111,6 +112,7 @@ class RunWatcher:
         self.spec = spec
         self.own_kills = own_kills  # (host) -> the cockpit's own kills there (the audit log's): its stop is "stopped by you"
         self._seen_pids: set[int] = set()  # every pid seen as this run's (writers, the pid file's, the pattern's)
+        self._pid_file_pid: int | None = None  # the pid its pid file named when its process was found gone
         self.transport = transport
         self.clock = clock
         self.log = TrainingLog(clock=clock, stall_after_s=spec.stall_after_s, total_hint=spec.total_steps)
@@ -208,6 +210,9 @@ class RunWatcher:
         mgr = self.manager_state
         gone_now = (mgr is not None and mgr.phase == "gone") or (
             mgr is None and self._live is not None and self._live.state == "gone" and self._live.complete)
+        if gone_now and self.spec.pid_file and self._pid_file_pid is None:
+            with contextlib.suppress(TransportError, OSError, ValueError):
+                self._pid_file_pid = int((await self.transport.read_range(self.spec.pid_file, 0, 64)).decode("ascii", "replace").strip())
         if gone_now and not self._grew:
             self._gone_looks += 1
             self._first_gone_look = self._first_gone_look or now
@@ -456,20 +461,30 @@ class RunWatcher:
         return "died", self._died_words(now, gone_by) + f"; {mid}" + said
 
     def _stopped_by_cockpit(self) -> str | None:
-        """The cockpit's own kill of a process seen as this run's, since it was last seen (its audit log): the words of
-        "stopped by you", else None."""
-        if self.own_kills is None or not self._seen_pids:
+        """The cockpit's own kill of this run's process since it was last seen (its audit log): the words of "stopped by
+        you", else None.  A kill is this run's when it hit a pid seen as this run's, the pid its pid file names, a
+        process that held its log open or whose command line names its log, or one its command pattern matches."""
+        if self.own_kills is None:
             return None
-        since = (self._seen_alive_at or 0.0) - 600.0
+        since = (self._seen_alive_at or self._log_mtime or 0.0) - 600.0
+        pattern = re.compile(self.spec.process) if self.spec.process else None
         for record in reversed(self.own_kills(self.spec.host)):
-            pids = {p for p in record.get("pids") or [] if isinstance(p, int)}
-            if pids & self._seen_pids and float(record.get("time") or 0) >= since:
-                by = {"stop": "plan stop", "sweep": "the sweep's relaunch", "relaunch": "a relaunch"}.get(
-                    str(record.get("why")), f"step '{record.get('step')}'" if record.get("step") else "the cockpit")
-                if str(record.get("step", "")).startswith("kill-"):
-                    by = "the process table's kill"
-                return (f"stopped by you at {_clock(float(record.get('time') or 0))} ({by}: SIG{record.get('signal') or 'TERM'} "
-                        f"pid {', '.join(map(str, sorted(pids & self._seen_pids)))})")
+            if float(record.get("time") or 0) < since:
+                continue
+            pids = [p for p in record.get("pids") or [] if isinstance(p, int)]
+            files = record.get("files") if isinstance(record.get("files"), dict) else {}
+            commands = record.get("commands") if isinstance(record.get("commands"), dict) else {}
+            ours = [p for p in pids if p in self._seen_pids or p == self._pid_file_pid
+                    or (self.spec.log and (self.spec.log in (files.get(str(p)) or []) or self.spec.log in str(commands.get(str(p), ""))))
+                    or (pattern is not None and pattern.search(str(commands.get(str(p), ""))))]
+            if not ours:
+                continue
+            by = {"stop": "plan stop", "sweep": "the sweep's relaunch", "relaunch": "a relaunch"}.get(
+                str(record.get("why")), f"step '{record.get('step')}'" if record.get("step") else "the cockpit")
+            if str(record.get("step", "")).startswith("kill-"):
+                by = "the process table's kill"
+            return (f"stopped by you at {_clock(float(record.get('time') or 0))} ({by}: SIG{record.get('signal') or 'TERM'} "
+                    f"pid {', '.join(map(str, ours))})")
         return None
 
     def cadence_s(self) -> float:

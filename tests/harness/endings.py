@@ -1,0 +1,266 @@
+"""Every ending x every source x a viewer, with real processes: the matrix of issue 46, shared by its test
+(tests/test_endings_matrix.py: the states and their order) and its benchmark (tests/perf/bench_endings.py: the time
+each took to be told true).
+
+A STAND-IN trainer (it writes SpecForge's E4 records, `step N: {...}`, of a 1,000-step run: no GPU here) is started
+for every case, root's, and ended the case's way all at once; the cockpit's own watching loop (the one the TUI runs,
+`runs.watch.watch_runs`, with the cockpit's own kills as evidence, as the TUI has them) runs as the viewer in a process
+of its own and prints every look; the one-shot CLI (`cockpit runs --json`) is asked as the viewer right after the
+endings and once every truth is due.  Lists, not examples: a new ending or source added here is in every cell."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENDINGS = ("sigkill", "exit0", "exit1", "stop")  # killed; finished (its completion line); crashed (a traceback); the cockpit's kill
+SOURCES = ("writer", "pid_file", "pattern", "log_only")  # how the run's process is found (log_only: it opens its log per record)
+VIEWERS = ("root", "user")  # the cockpit run as root, or as an ordinary user (the trainer is root's: another user's)
+POLL_S = 0.5
+
+TRAINER = r'''
+import os, signal, sys, time
+log, mode, pid_file = sys.argv[1], sys.argv[2], sys.argv[3]
+if pid_file != "-":
+    with open(pid_file, "w") as handle:
+        handle.write(f"{os.getpid()}\n")
+held = open(log, "a") if mode == "held" else None
+
+def write(text):
+    if held is not None:
+        held.write(text); held.flush()
+    else:
+        with open(log, "a") as handle:
+            handle.write(text)
+
+def finish(*_):
+    write("step 1000: {'loss': 1.2, 'acc': 0.7}\nTraining completed at step 1000, saving final checkpoint...\n")
+    os._exit(0)
+
+def crash(*_):
+    write('Traceback (most recent call last):\n  File "/opt/specforge/scripts/train_eagle3.py", line 812, in <module>\n'
+          '    main()\nRuntimeError: CUDA error: an illegal memory access was encountered\n')
+    os._exit(1)
+
+signal.signal(signal.SIGUSR1, finish)
+signal.signal(signal.SIGUSR2, crash)
+step = 0
+while True:
+    step += 10
+    write("step %d: {'loss': %.3f, 'acc': 0.5}\n" % (step, 3.0 - step / 1000))
+    time.sleep(0.3)
+'''
+
+WATCH = r'''
+import asyncio, json, sys, time
+from cockpit.config import load_config
+from cockpit.context import Context
+from cockpit.runs.watch import watch_runs
+
+config, seconds = sys.argv[1], float(sys.argv[2])
+
+async def main():
+    ctx = Context.of(load_config(config))
+    def publish(statuses, events):
+        now = time.time()
+        for s in statuses:
+            print(json.dumps({"t": now, "name": s.name, "state": s.state, "eta": s.eta_s, "why": s.evidence[:300]}), flush=True)
+    try:
+        await asyncio.wait_for(watch_runs(list(ctx.runs.values()), ctx.pool.get, publish, own_kills=ctx.actions.store.kills), seconds)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        await ctx.close()
+
+asyncio.run(main())
+'''
+
+# what each cell is told at last: (ending, source, viewer) -> state; the root rows by the evidence root sees, the user rows
+# by what an ordinary user can see of root's trainer (its descriptors are hidden; `ps` shows every user's pids)
+def expected(ending: str, source: str, viewer: str) -> str:
+    if ending == "exit0":
+        return "finished"  # its own completion line, whoever looks
+    if ending == "exit1":
+        return "crashed"  # its traceback, whoever looks
+    if viewer == "user" and source in ("writer", "log_only"):
+        return "unknown"  # root's descriptors cannot be read: gone or alive cannot be seen, and it says so
+    if ending == "stop":
+        # the cockpit's own kill, tied to the run by what it recorded of the process it killed: its pid, the files it held,
+        # its command line (this trainer's names its log, as a `--log-file` does)
+        return "stopped"
+    return "died"  # killed mid-run, its end seen: a pid gone, or a log silent past its cadence mid-run
+
+
+def cells(viewer: str) -> list[tuple[str, str]]:
+    """The cases a viewer is asked about: an ordinary user cannot stop root's trainer (it may touch its own only)."""
+    return [(e, s) for e, s in itertools.product(ENDINGS, SOURCES) if not (viewer == "user" and e == "stop")]
+
+
+@dataclass
+class Cell:
+    ending: str
+    source: str
+    proc: subprocess.Popen
+    event_at: float = 0.0
+    looks: list = field(default_factory=list)  # (time, state, eta, why) of every look the watching loop took
+
+    @property
+    def name(self) -> str:
+        return f"{self.ending}-{self.source}"
+
+
+@dataclass
+class Matrix:
+    viewer: str
+    cells: dict
+    early: dict  # name -> the one-shot CLI's run, asked right after the endings
+    final: dict  # name -> the one-shot CLI's run, asked once every truth is due
+    cli_early_rc: int = 0
+    cli_final_rc: int = 0
+
+
+def _config(folder: Path, cases: list[tuple[str, str]], marker: str) -> str:
+    text = f'[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n\n[storage]\ndir = "{folder}/state"\n'
+    for ending, source in cases:
+        name = f"{ending}-{source}"
+        text += f'\n[runs.{name}]\nhost = "here"\nlog = "{folder}/{name}.log"\ntotal_steps = 1000\npoll_s = {POLL_S}\n'
+        if source == "pid_file":
+            text += f'pid_file = "{folder}/{name}.pid"\n'
+        elif source == "pattern":
+            text += f'process = "{marker}-{name}( |$)"\n'
+    return text
+
+
+def _cli(argv: list[str], env: dict, config: Path) -> tuple[int, dict]:
+    done = subprocess.run([*argv, "-m", "cockpit", "runs", "--json", "-c", str(config)], capture_output=True, text=True,
+                          timeout=120, cwd="/", env=env)
+    if not done.stdout:
+        raise AssertionError(f"cockpit runs said nothing: {done.stderr[-2000:]}")
+    return done.returncode, {r["name"]: r for r in json.loads(done.stdout)["runs"]}
+
+
+def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], settle_s: float = 2.5, truth_s: float = 13.0) -> Matrix:
+    """The matrix for one viewer.  `as_viewer(argv)`: argv as the viewer; `python`: (interpreter argv, env) the viewer
+    runs the cockpit with.  `folder` must be readable by the viewer."""
+    import asyncio
+
+    marker = f"cockpit-matrix-{os.getpid()}"
+    cases = cells(viewer)
+    (folder / "state").mkdir(exist_ok=True)
+    os.chmod(folder / "state", 0o755)
+    config = folder / "c.toml"
+    config.write_text(_config(folder, cases, marker))
+    os.chmod(config, 0o644)
+    script = folder / "trainer.py"
+    script.write_text(TRAINER)
+    watch = folder / "watch.py"
+    watch.write_text(WATCH)
+    for path in (script, watch):
+        os.chmod(path, 0o644)
+    running: dict[str, Cell] = {}
+    watcher = None
+    try:
+        for ending, source in cases:
+            name = f"{ending}-{source}"
+            log = folder / f"{name}.log"
+            log.touch()
+            os.chmod(log, 0o644)
+            mode = "per-record" if source == "log_only" else "held"
+            pid_file = str(folder / f"{name}.pid") if source == "pid_file" else "-"
+            out = open(log, "a") if source != "log_only" else subprocess.DEVNULL  # noqa: SIM115 - the trainer's stdout
+            proc = subprocess.Popen([sys.executable, str(script), str(log), mode, pid_file, f"{marker}-{name}"],
+                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            if out is not subprocess.DEVNULL:
+                out.close()
+            running[name] = Cell(ending, source, proc)
+        watcher = subprocess.Popen(as_viewer([*python[0], str(watch), str(config), str(settle_s + truth_s + 2)]),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/", env=python[1])
+        time.sleep(settle_s)  # the watching loop has seen each run running (and each writer)
+        stops = [c for c in running.values() if c.ending == "stop"]
+        if stops:
+            from cockpit.config import load_config
+            from cockpit.context import Context
+
+            async def kill_them() -> None:
+                ctx = Context.of(load_config(str(config)))
+
+                async def yes(_text: str) -> bool:
+                    return True
+
+                try:
+                    for cell in stops:
+                        cell.event_at = time.time()
+                        result = await ctx.actions.kill_processes("here", [cell.proc.pid], yes)
+                        assert result.state.value == "passed", result.message
+                finally:
+                    await ctx.close()
+
+        for cell in running.values():
+            if cell.ending == "stop":
+                continue
+            cell.event_at = time.time()
+            os.kill(cell.proc.pid, {"sigkill": signal.SIGKILL, "exit0": signal.SIGUSR1, "exit1": signal.SIGUSR2}[cell.ending])
+        if stops:
+            asyncio.run(kill_them())
+        for cell in running.values():
+            cell.proc.wait(15)
+        early_rc, early = _cli(as_viewer(python[0]), python[1], config)
+        first = min(c.event_at for c in running.values())
+        time.sleep(max(0.0, first + truth_s - time.time()))
+        final_rc, final = _cli(as_viewer(python[0]), python[1], config)
+        out, err = watcher.communicate(timeout=60)
+        if watcher.returncode != 0:
+            raise AssertionError(f"the watching loop failed: {err[-3000:]}")
+        for line in out.splitlines():
+            look = json.loads(line)
+            if look["name"] in running:
+                running[look["name"]].looks.append((look["t"], look["state"], look["eta"], look["why"]))
+        return Matrix(viewer, running, early, final, early_rc, final_rc)
+    finally:
+        for cell in running.values():
+            if cell.proc.poll() is None:
+                cell.proc.kill()
+                cell.proc.wait()
+        if watcher is not None and watcher.poll() is None:
+            watcher.kill()
+            watcher.communicate()
+
+
+TERMINAL = ("finished", "stopped", "crashed", "oom", "died", "cancelled", "ended")
+
+
+def false_looks(cell: Cell, viewer: str) -> list[tuple]:
+    """The looks between the event and the truth that said something not so: a terminal state other than the truth, or
+    an ETA promised once the trainer is gone.  A look that began before the event (within one poll of it) may say what
+    was so when it began."""
+    truth = expected(cell.ending, cell.source, viewer)
+    wrong = []
+    for when, state, eta, why in cell.looks:
+        if when < cell.event_at + POLL_S + 0.3:
+            continue  # in flight at the event
+        if state in TERMINAL and state != truth:
+            wrong.append((round(when - cell.event_at, 2), state, why))
+        elif eta is not None and truth != "finished" and when > cell.event_at + 12.0:
+            wrong.append((round(when - cell.event_at, 2), f"{state} with an ETA", why))
+    return wrong
+
+
+def time_to_truth(cell: Cell, viewer: str) -> float | None:
+    """Seconds from the event to the first look that told the truth and held it to the end (None: never)."""
+    truth = expected(cell.ending, cell.source, viewer)
+    told = None
+    for when, state, _eta, _why in cell.looks:
+        if when < cell.event_at:
+            continue
+        if state == truth:
+            told = told if told is not None else when
+        else:
+            told = None
+    return None if told is None else told - cell.event_at

@@ -1,0 +1,89 @@
+"""Issue 46's matrix: every ending x every source x viewer x shell, with real processes (tests/harness/endings.py says
+how).  For every cell: the state told at last (by the watching loop the TUI runs, and by the one-shot CLI), never a
+terminal state that is not so at any look between the event and the truth, and the one-shot asked right after the
+event saying the truth or that it cannot tell yet.  The cells come from the lists, so a new ending or source is in
+every one of them.  Times to truth are the benchmark's (tests/perf/bench_endings.py), never asserted here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harness import endings
+from harness.managers import python_for, runs_as, unprivileged
+
+
+@pytest.fixture
+def readable_dir():
+    folder = Path(tempfile.mkdtemp(prefix="cockpit-matrix-"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _viewer(viewer: str):
+    if viewer == "root":
+        if os.geteuid() != 0:
+            pytest.skip("the root viewer needs root")
+        return (lambda argv: argv), ([sys.executable], dict(os.environ))
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the trainer is root's, the cockpit an ordinary user's")
+    user = unprivileged()
+    python = python_for(user)
+    if python is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{user} cannot run the cockpit of this test run (.ci/run makes its venv readable)")
+        pytest.skip(f"{user} cannot run the cockpit of this test run (its folders are not readable by other users)")
+    return (lambda argv: runs_as(user, argv)), python
+
+
+def test_the_matrix_covers_every_ending_source_and_viewer():
+    """The cells are the lists' product (less what a viewer cannot do), and each has a truth."""
+    for viewer in endings.VIEWERS:
+        cells = endings.cells(viewer)
+        assert len(cells) == len(endings.ENDINGS) * len(endings.SOURCES) - (len(endings.SOURCES) if viewer == "user" else 0)
+        assert all(endings.expected(e, s, viewer) in endings.TERMINAL + ("unknown",) for e, s in cells)
+
+
+@pytest.mark.parametrize("viewer", endings.VIEWERS)
+def test_every_ending_is_told_true_from_every_source(readable_dir, viewer):
+    as_viewer, python = _viewer(viewer)
+    matrix = endings.run(readable_dir, viewer, as_viewer, python)
+    problems = []
+    for name, cell in matrix.cells.items():
+        truth = endings.expected(cell.ending, cell.source, viewer)
+        last = cell.looks[-1][1] if cell.looks else None
+        if last != truth:
+            problems.append(f"{name}: the watching loop's last look said {last}, not {truth}: {cell.looks[-1][3] if cell.looks else ''}")
+        wrong = endings.false_looks(cell, viewer)
+        if wrong:
+            problems.append(f"{name}: false looks between the event and the truth: {wrong[:3]}")
+        final = matrix.final[name]
+        if final["state"] != truth:
+            problems.append(f"{name}: the one-shot CLI said {final['state']}, not {truth}: {final['evidence'][:300]}")
+        early = matrix.early[name]
+        if early["state"] in endings.TERMINAL and early["state"] != truth:
+            problems.append(f"{name}: the one-shot CLI right after the event said {early['state']}, not {truth}: "
+                            f"{early['evidence'][:300]}")
+        if truth == "stopped" and "stopped by you" not in final["evidence"]:
+            problems.append(f"{name}: stopped, but not said to be by you: {final['evidence'][:200]}")
+    assert problems == [], "\n".join(problems)
+    # the one-shot's exit code says the same: 2 while a cell is unknown, else 1 for the alarms and ends it cannot confirm
+    states = {r["state"] for r in matrix.final.values()}
+    assert matrix.cli_final_rc == (2 if "unknown" in states else 1 if states & {"died", "crashed", "ended"} else 0)
+
+
+def test_a_look_in_flight_is_not_counted_and_a_false_state_is(readable_dir):
+    """The rule the matrix asserts can fail: a died told for a run that finished is a false look; a look that began
+    before the event is not held against it."""
+    cell = endings.Cell("exit0", "writer", subprocess.Popen(["true"]), event_at=100.0)
+    cell.proc.wait()
+    cell.looks = [(100.2, "running", 30.0, "in flight"), (101.5, "died", None, "wrong"), (102.0, "finished", None, "right")]
+    assert endings.false_looks(cell, "root") == [(1.5, "died", "wrong")]
+    assert endings.time_to_truth(cell, "root") == pytest.approx(2.0)
