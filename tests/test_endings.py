@@ -288,3 +288,22 @@ def test_a_trainer_killed_from_the_process_table_reads_stopped_by_you(tmp_path):
         trainer.kill()
     assert "died" not in states and status.state == "stopped" and "stopped by you at" in status.evidence, states
     assert "the process table's kill" in status.evidence and events == [] and exit_code([status]) == 0
+
+
+async def test_many_runs_read_at_once_over_one_ssh_connection_share_its_sftp_session(sshd, tmp_path):
+    """Found by the endings matrix over SSH: 16 runs read at once each started an SFTP session of their own on the one
+    connection, past sshd's MaxSessions ('open failed', a traceback out of `cockpit runs`).  One session is shared."""
+    from cockpit.config import parse_config
+    from cockpit.hosts.pool import TransportPool
+
+    logs = []
+    for n in range(24):
+        logs.append(tmp_path / f"run{n}.log")
+        logs[-1].write_text("step 10: {'loss': 3.0}\n")
+    pool = TransportPool(parse_config(sshd.config_toml(sshd.host_toml("box"))))
+    try:
+        transport = pool.get("box")
+        stats = await asyncio.gather(*(transport.stat(str(log)) for log in logs))
+        assert all(s is not None and s.size > 0 for s in stats)
+    finally:
+        await pool.close()

@@ -340,12 +340,19 @@ class SshTransport(Transport):
             raise ConnectionRefusedError(f"{self.name}: {host}:{port}: {exc.reason}") from None
 
     async def _sftp_client(self) -> asyncssh.SFTPClient:
+        """The connection's one SFTP session, started once: callers that come together wait for the first one's (each
+        starting its own opened a channel apiece, past sshd's MaxSessions: 'open failed' with 16 runs read at once)."""
         await self.connect()
-        conn = self.connection
-        if self._sftp is None or self._sftp_conn is not conn:
-            self._sftp = await conn.start_sftp_client()
-            self._sftp_conn = conn
-        return self._sftp
+        lock = self.__dict__.setdefault("_sftp_lock", asyncio.Lock())
+        async with lock:
+            conn = self.connection
+            if self._sftp is None or self._sftp_conn is not conn:
+                try:
+                    self._sftp = await conn.start_sftp_client()
+                except (asyncssh.Error, OSError) as exc:
+                    raise Unreachable(f"{self.name}: cannot start SFTP: {exc}") from None
+                self._sftp_conn = conn
+            return self._sftp
 
     async def stat(self, path: str) -> FileStat | None:
         sftp = await self._sftp_client()

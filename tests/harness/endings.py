@@ -126,11 +126,12 @@ class Matrix:
     cli_final_rc: int = 0
 
 
-def _config(folder: Path, cases: list[tuple[str, str]], marker: str) -> str:
-    text = f'[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n\n[storage]\ndir = "{folder}/state"\n'
+def _config(folder: Path, cases: list[tuple[str, str]], marker: str, host: str = "here", hosts_toml: str | None = None) -> str:
+    hosts = hosts_toml or '[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n'
+    text = f'{hosts}\n[storage]\ndir = "{folder}/state"\n'
     for ending, source in cases:
         name = f"{ending}-{source}"
-        text += f'\n[runs.{name}]\nhost = "here"\nlog = "{folder}/{name}.log"\ntotal_steps = 1000\npoll_s = {POLL_S}\n'
+        text += f'\n[runs.{name}]\nhost = "{host}"\nlog = "{folder}/{name}.log"\ntotal_steps = 1000\npoll_s = {POLL_S}\n'
         if source == "pid_file":
             text += f'pid_file = "{folder}/{name}.pid"\n'
         elif source == "pattern":
@@ -146,9 +147,11 @@ def _cli(argv: list[str], env: dict, config: Path) -> tuple[int, dict]:
     return done.returncode, {r["name"]: r for r in json.loads(done.stdout)["runs"]}
 
 
-def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], settle_s: float = 2.5, truth_s: float = 13.0) -> Matrix:
+def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], settle_s: float = 2.5, truth_s: float = 13.0,
+        host: str = "here", hosts_toml: str | None = None) -> Matrix:
     """The matrix for one viewer.  `as_viewer(argv)`: argv as the viewer; `python`: (interpreter argv, env) the viewer
-    runs the cockpit with.  `folder` must be readable by the viewer."""
+    runs the cockpit with.  `folder` must be readable by the viewer.  `host`/`hosts_toml`: the runs read through
+    another host of the config (this machine over the loopback sshd) instead of locally."""
     import asyncio
 
     marker = f"cockpit-matrix-{os.getpid()}"
@@ -156,7 +159,7 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
     (folder / "state").mkdir(exist_ok=True)
     os.chmod(folder / "state", 0o755)
     config = folder / "c.toml"
-    config.write_text(_config(folder, cases, marker))
+    config.write_text(_config(folder, cases, marker, host, hosts_toml))
     os.chmod(config, 0o644)
     script = folder / "trainer.py"
     script.write_text(TRAINER)
@@ -197,7 +200,7 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
                 try:
                     for cell in stops:
                         cell.event_at = time.time()
-                        result = await ctx.actions.kill_processes("here", [cell.proc.pid], yes)
+                        result = await ctx.actions.kill_processes(host, [cell.proc.pid], yes)
                         assert result.state.value == "passed", result.message
                 finally:
                     await ctx.close()
