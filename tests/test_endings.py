@@ -307,3 +307,24 @@ async def test_many_runs_read_at_once_over_one_ssh_connection_share_its_sftp_ses
         assert all(s is not None and s.size > 0 for s in stats)
     finally:
         await pool.close()
+
+
+# --- one lifecycle ----------------------------------------------------------------------------------------------
+
+def test_one_lifecycle_says_every_state_and_readme_shows_it():
+    """Every state a run or a server can be told is the core's (cockpit/lifecycle.py), and README's table of states is
+    that table, word for word."""
+    from pathlib import Path
+
+    from cockpit import lifecycle
+    from cockpit.runs.watch import ENDED_STATES, STATES
+
+    assert set(STATES) <= set(lifecycle.BY_NAME) and set(ENDED_STATES) == set(lifecycle.TERMINAL)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert lifecycle.readme_table() in readme
+    # a server's end is said in the same words
+    from cockpit.serving.server import server_end
+
+    ends = [server_end({"at": 1.0, "by": "you", "pids": [1]}, 1, "h"), server_end(None, 1, "h"),
+            server_end(None, 1, "h", errors=[__import__("cockpit.diagnosis", fromlist=["Diagnosis"]).Diagnosis("x", "boom")])]
+    assert [e["state"] for e in ends] == ["stopped", "died", "crashed"] and all(lifecycle.known(e["state"]) for e in ends)

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent / "cockpit"
 
 # Lowest first.  A module may import its own layer's modules and any below it.
 LAYERS = [
-    {"errors", "paths", "aio", "resources", "events", "format", "config", "crashtexts", "runtime", "intake", "diagnosis", "__init__"},
+    {"errors", "paths", "aio", "resources", "events", "format", "config", "crashtexts", "runtime", "intake", "diagnosis", "lifecycle",
+     "__init__"},
     {"hosts", "alerts", "where"},
     {"telemetry"},
     {"runbook"},

@@ -82,4 +82,4 @@ def exit_code(statuses: list[RunStatus]) -> int:
     or whether its trainer lives could not be told."""
     if any(s.read_error for s in statuses) or any(s.state == "unknown" for s in statuses):
         return 2
-    return 1 if any(s.flagged or s.state in ("ended", "cancelled") for s in statuses) else 0
+    return 1 if any(s.flagged or s.state in ("ended", "cancelled") for s in statuses) else 0  # lifecycle.py says which

@@ -12,6 +12,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from cockpit import lifecycle
 from cockpit.drafter.acceptance import estimate
 from cockpit.format import duration
 from cockpit.hosts.follow import LogFollower
@@ -26,9 +27,9 @@ from cockpit.where.adapters import adapter_for
 from cockpit.where.follow import StreamFollower
 from cockpit.where.state import ManagerState
 
-STATES = ("pending", "starting", "running", "stalled", "finished", "stopped", "crashed", "oom", "died", "cancelled", "ended",
-          "unknown")
-ENDED_STATES = ("finished", "stopped", "crashed", "oom", "died", "cancelled", "ended")
+# a run's states: the core's lifecycle (cockpit/lifecycle.py), less what only a server is (idle, hung)
+STATES = tuple(s.name for s in lifecycle.STATES if s.name not in ("idle", "hung", "finishing"))  # finishing: running's phase
+ENDED_STATES = lifecycle.TERMINAL
 DEFAULT_CADENCE_S = 10.0  # how long a log may be silent while its run moves, when neither the log nor watching says
 CONFIRM_AFTER_S = 0.25  # a look that found the trainer gone is followed this soon by the look that confirms it
 ONE_SHOT_WAIT_S = 3.0  # the one-shot command's second look waits at most this long
@@ -96,7 +97,7 @@ class RunStatus:
 
     @property
     def flagged(self) -> bool:
-        return bool(self.flags) or self.state in ("crashed", "oom", "stalled", "died")
+        return bool(self.flags) or self.state in lifecycle.ALARMS
 
 
 def _iso(t: float | None) -> str | None:
@@ -561,8 +562,8 @@ class RunWatcher:
         status.state, status.evidence = self._decide(now, error)
         status.cadence_s = self.cadence_s()
         if status.state in ("died", "ended", "finished", "stopped") and self._first_gone_look is not None:
-            last = self._last_sign()
-            status.ended_between = (last[0] if last else None, self._first_gone_look)
+            sign = self._last_sign()
+            status.ended_between = (sign[0] if sign else None, self._first_gone_look)
             status.looks = self._gone_looks
         status.process = self._live.to_json() if self._live is not None else None
         if self.spec.placement is not None:
