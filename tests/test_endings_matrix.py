@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import endings
-from harness.managers import python_for, runs_as, unprivileged
+from harness.managers import ordinary_cockpit, runs_as
 
 
 @pytest.fixture
@@ -32,14 +32,7 @@ def _viewer(viewer: str):
         if os.geteuid() != 0:
             pytest.skip("the root viewer needs root")
         return (lambda argv: argv), ([sys.executable], dict(os.environ))
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the trainer is root's, the cockpit an ordinary user's")
-    user = unprivileged()
-    python = python_for(user)
-    if python is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{user} cannot run the cockpit of this test run (.ci/run makes its venv readable)")
-        pytest.skip(f"{user} cannot run the cockpit of this test run (its folders are not readable by other users)")
+    user, python = ordinary_cockpit()
     return (lambda argv: runs_as(user, argv)), python
 
 

@@ -22,7 +22,7 @@ from cockpit.hosts.local import LocalTransport
 from cockpit.runs.spec import RunSpec
 from cockpit.runs.watch import RunWatcher
 from cockpit.where.placement import Placement, parse_placement
-from harness.managers import docker, python_for, runs_as, slurm, unprivileged
+from harness.managers import docker, ordinary_cockpit, runs_as, slurm, unprivileged
 from harness.sshd import STANDIN_DIR
 
 E4_LINE = "step {n}: {{'loss': {loss}, 'acc': 0.{acc}, 'lr': 0.0001}}"
@@ -147,14 +147,7 @@ def test_another_users_trainer_is_never_died_while_its_log_grows(shared_dir):
     """Issue 37 item 1: the cockpit as an ordinary user, the trainer root's.  It cannot read root's descriptors:
     `no writer found` proves nothing.  While the log grows, the run runs; once the trainer is gone, whether it
     died cannot be seen from here: unknown, and why (never DIED)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the trainer is root's, the cockpit another user's")
-    user = unprivileged()
-    python = python_for(user)
-    if python is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{user} cannot run the cockpit of this test run (.ci/run makes its venv readable)")
-        pytest.skip(f"{user} cannot run the cockpit of this test run (its folders are not readable by other users)")
+    user, python = ordinary_cockpit()
     trainer = start_trainer(shared_dir)
     # the same run read locally and through a real sshd, as that user (`ssh cockpit-watcher@host`)
     from harness.sshd import SshdHarness

@@ -104,6 +104,12 @@ class DrafterCheck(StepKind):
         return None
 
     def why(self, spec: StepSpec) -> str:
+        # one version on screen: the one the step judges for; the range only where no version is known
+        version, engine = self.judge(spec)
+        if engine == "vllm":
+            return f"judged by vLLM {version}'s loader, from the headers" if version else "judged by vLLM's loader, from the headers"
+        if version:
+            return f"judged for SGLang {version} from the headers (layers.0.* keys: skipped silently by 0.4.9-0.5.11, accept len 1.00)"
         return "layers.0.* keys are skipped silently by SGLang 0.4.9-0.5.11 (accept len 1.00): checked from the headers"
 
     def explain(self, spec: StepSpec, result: StepResult) -> list[str]:

@@ -342,3 +342,19 @@ def python_for(user: str) -> tuple[list[str], dict[str, str]] | None:
         if _run(*runs_as(user, [system, *probe]), timeout=60, cwd="/", env=env).returncode == 0:
             return [system], env
     return None
+
+
+def ordinary_cockpit(name: str = "cockpit-watcher") -> tuple[str, tuple[list[str], dict[str, str]]]:
+    """An ordinary user who can run this checkout's cockpit, and how (python_for): the test is skipped where that cannot
+    be had (not root), and fails in CI, where .ci/run makes its venv readable."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the trainer is root's, the cockpit an ordinary user's")
+    user = unprivileged(name)
+    python = python_for(user)
+    if python is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{user} cannot run the cockpit of this test run (.ci/run makes its venv readable)")
+        pytest.skip(f"{user} cannot run the cockpit of this test run (its folders are not readable by other users)")
+    return user, python
