@@ -542,7 +542,7 @@ def cmd_runs(args) -> int:
     specs = [ctx.runs[args.name]] if args.name else list(ctx.runs.values())
 
     async def go(c):
-        kills = ctx.actions.store.kills  # the cockpit's own kills (a kill step, the process table's, plan stop) are evidence
+        kills = ctx.own_kills  # the cockpit's own kills (a kill step, the process table's, plan stop) are evidence
         return await asyncio.gather(*(look_once(RunWatcher(spec, c.pool.get(spec.host), own_kills=kills), args.no_wait)
                                       for spec in specs))
 

@@ -151,6 +151,14 @@ class Context:
         return self._runbook
 
     @property
+    def own_kills(self):
+        """(host) -> the cockpit's own kills there, from this config's audit log, read without loading the runbook's state
+        (a viewer that may not read it still watches its runs: the answer is then empty)."""
+        built = self._runbook or self._actions
+        store = built.store if built is not None else (self._store or StateStore(self.checked.runbook.id))
+        return store.kills
+
+    @property
     def actions(self) -> Runbook:
         """What runs a one-off action (the process table's kill) with the runbook's plan, confirmation and audit log:
         the runbook, or one with no steps for a config that has none."""

@@ -347,8 +347,8 @@ def test_docker_containers_end_as_docker_says_and_their_log_is_read_from_docker(
         status, _ = await watch_until(watcher, {"died"})
         assert "exit 137" in status.evidence and "SIGKILL" in status.evidence
         await watcher.close()
-        status, _ = await watch_until(container_run(names[3]), {"died"})
-        assert "OOMKilled" in status.evidence and "memory limit" in status.evidence, status.evidence
+        status, _ = await watch_until(container_run(names[3]), {"died", "oom"})
+        assert status.state == "oom" and "OOMKilled" in status.evidence and "memory limit" in status.evidence, status.evidence
 
     try:
         asyncio.run(go())
@@ -450,7 +450,7 @@ def test_pods_as_their_container_statuses_say(kubectl):
             status, _ = await w.poll(catch_up=True)
             said[name] = status
             await w.close()
-        assert said["oom"].state == "died" and "OOMKilled" in said["oom"].evidence and "gpu-node-7" in said["oom"].evidence
+        assert said["oom"].state == "oom" and "OOMKilled" in said["oom"].evidence and "gpu-node-7" in said["oom"].evidence
         assert said["restarted"].state == "running" and "restarted 1 time" in said["restarted"].evidence
         assert "the last run ended OOMKilled" in said["restarted"].evidence and said["restarted"].step == 40
         assert said["done"].state == "finished" and "Completed" in said["done"].evidence

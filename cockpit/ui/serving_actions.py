@@ -26,7 +26,7 @@ class ServingActions(ServingApp):
 
         await watch_runs(list(self.context.runs.values()), self.hub.pool.get,
                          lambda statuses, events: self.post_message(RunsPolled(statuses, events)),
-                         own_kills=self.context.actions.store.kills)  # the cockpit's own kills are evidence
+                         own_kills=self.context.own_kills)  # the cockpit's own kills are evidence
 
     def on_runs_polled(self, message: RunsPolled) -> None:
         from cockpit.runs.watch import run_alert

@@ -73,7 +73,7 @@ async def main():
         for s in statuses:
             print(json.dumps({"t": now, "name": s.name, "state": s.state, "eta": s.eta_s, "why": s.evidence[:300]}), flush=True)
     try:
-        await asyncio.wait_for(watch_runs(list(ctx.runs.values()), ctx.pool.get, publish, own_kills=ctx.actions.store.kills), seconds)
+        await asyncio.wait_for(watch_runs(list(ctx.runs.values()), ctx.pool.get, publish, own_kills=ctx.own_kills), seconds)
     except asyncio.TimeoutError:
         pass
     finally:
