@@ -129,6 +129,24 @@ def emit(args, data, text: str) -> None:
 SUMMARY_AT = 16  # beyond this many hosts `status` prints one line per host
 
 
+def stop_on_signals() -> tuple[asyncio.Event, list[int]]:
+    """An event set by SIGINT, SIGTERM or SIGHUP (a watching command's end), and the signals that came."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    stopped_by: list[int] = []
+
+    def stop_on(sig: int) -> None:
+        stopped_by.append(sig)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(sig, stop_on, sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+    return stop, stopped_by
+
+
 def cmd_status(args) -> int:
     from cockpit.telemetry.report import render_status_text, render_summary_text, status_exit_code, summarize
 
@@ -148,19 +166,7 @@ def cmd_status(args) -> int:
         return status_exit_code(snapshots)
 
     async def watch(c) -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        stopped_by: list[int] = []
-
-        def stop_on(sig: int) -> None:
-            stopped_by.append(sig)
-            stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            try:
-                loop.add_signal_handler(sig, stop_on, sig)
-            except (NotImplementedError, RuntimeError):
-                pass
+        stop, stopped_by = stop_on_signals()
         c.hub.start()
         settled = False
         async for snapshots in c.hub.ticks(stop):
@@ -541,6 +547,9 @@ def cmd_runs(args) -> int:
         raise CockpitError(f"no run named '{args.name}'; runs: {', '.join(sorted(ctx.runs))}")
     specs = [ctx.runs[args.name]] if args.name else list(ctx.runs.values())
 
+    if args.watch:
+        return with_context(ctx, lambda c: watch_runs_lines(args, c, specs))
+
     async def go(c):
         kills = ctx.own_kills  # the cockpit's own kills (a kill step, the process table's, plan stop) are evidence
         return await asyncio.gather(*(look_once(RunWatcher(spec, c.pool.get(spec.host), own_kills=kills), args.no_wait)
@@ -549,6 +558,44 @@ def cmd_runs(args) -> int:
     statuses = with_context(ctx, go)
     emit(args, {"runs": [s.to_json() for s in statuses]}, "\n".join(render_run(s) for s in statuses))
     return exit_code(statuses)
+
+
+async def watch_runs_lines(args, ctx, specs) -> int:
+    """`cockpit runs --watch`: the loop the TUI runs, a line each time a run's state changes (or its ETA comes or goes),
+    until a signal: text, or one JSON object a line with --json."""
+    from cockpit.runs.watch import watch_runs
+
+    stop, stopped_by = stop_on_signals()
+    said: dict[str, tuple] = {}
+
+    def publish(statuses, _events) -> None:
+        now = time.time()
+        try:
+            for status in statuses:
+                key = (status.state, status.eta_s is None)
+                if said.get(status.name) == key:
+                    continue
+                said[status.name] = key
+                if args.json:
+                    line = json.dumps({"time": now, **{k: v for k, v in status.to_json().items() if k in WATCHED_KEYS}})
+                else:
+                    line = (f"{time.strftime('%H:%M:%S', time.localtime(now))} {status.name}: {status.state.upper()}"
+                            + (f" ({status.phase})" if status.phase and status.state == "running" else "") + f"  {status.evidence}")
+                sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            stop.set()  # the reader went away: stop quietly
+
+    task = asyncio.ensure_future(watch_runs(specs, ctx.pool.get, publish, own_kills=ctx.own_kills))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    for pending in (task, stopping):
+        pending.cancel()
+    await asyncio.gather(task, stopping, return_exceptions=True)
+    return 128 + stopped_by[0] if stopped_by else EXIT_OK
+
+
+WATCHED_KEYS = ("name", "host", "state", "phase", "step", "total", "eta_s", "evidence", "ended_between", "looks", "flags")
 
 
 def cmd_server(args) -> int:

@@ -186,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("name", nargs="?", metavar="NAME", help="only this run")
     runs.add_argument("--no-wait", action="store_true",
                       help="one look only: no second look (at most 3 s) to confirm an ending; the state says it is from one look")
+    runs.add_argument("--watch", action="store_true",
+                      help="keep watching (the TUI's loop): a line each time a run's state changes, until Ctrl-C (--json: JSON lines)")
     server = _command(sub, "server", "live figures of a serving SGLang (throughput, requests, acceptance, flags): of the server "
                       "a launch STEP started, or of --log FILE / --url URL; exit 0 healthy, 1 flagged, 2 could not read",
                       config=True, json=True)

@@ -328,3 +328,31 @@ def test_one_lifecycle_says_every_state_and_readme_shows_it():
     ends = [server_end({"at": 1.0, "by": "you", "pids": [1]}, 1, "h"), server_end(None, 1, "h"),
             server_end(None, 1, "h", errors=[__import__("cockpit.diagnosis", fromlist=["Diagnosis"]).Diagnosis("x", "boom")])]
     assert [e["state"] for e in ends] == ["stopped", "died", "crashed"] and all(lifecycle.known(e["state"]) for e in ends)
+
+
+def test_the_watching_cli_prints_each_change_and_ends_on_ctrl_c(tmp_path):
+    """`cockpit runs --watch`: the loop the TUI runs, a line a change (running, then the end, confirmed), nothing on
+    stderr, and Ctrl-C's 130 at the end."""
+    import signal
+
+    from helpers import LogWriter
+
+    log = tmp_path / "train.log"
+    log.write_text("step 10: {'loss': 3.0, 'acc': 0.1}\n")
+    config = tmp_path / "c.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n\n'
+                      f'[runs.r]\nhost = "here"\nlog = "{log}"\ntotal_steps = 100\npoll_s = 0.5\n')
+    trainer = LogWriter(log)
+    watching = subprocess.Popen([sys.executable, "-m", "cockpit", "runs", "--watch", "-c", str(config)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        first = watching.stdout.readline()
+        assert " r: RUNNING" in first, first
+        trainer.kill(9)
+        lines = [watching.stdout.readline() for _ in range(2)]  # one look: unknown; the next: died
+    finally:
+        trainer.kill()
+        watching.send_signal(signal.SIGINT)
+        out, err = watching.communicate(timeout=30)
+    assert "UNKNOWN" in lines[0] and "one look" in lines[0] and " r: DIED" in lines[1], lines
+    assert watching.returncode == 130 and err == ""

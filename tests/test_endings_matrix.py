@@ -1,5 +1,6 @@
 """Issue 46's matrix: every ending x every source x viewer x shell, with real processes (tests/harness/endings.py says
-how).  For every cell: the state told at last (by the watching loop the TUI runs, and by the one-shot CLI), never a
+how).  For every cell: the state told at last (by the watching CLI, `cockpit runs --watch`, the loop the TUI runs, and by the
+one-shot CLI), never a
 terminal state that is not so at any look between the event and the truth, and the one-shot asked right after the
 event saying the truth or that it cannot tell yet.  The cells come from the lists, so a new ending or source is in
 every one of them.  Times to truth are the benchmark's (tests/perf/bench_endings.py), never asserted here."""
@@ -53,7 +54,7 @@ def test_every_ending_is_told_true_from_every_source(readable_dir, viewer):
         truth = endings.expected(cell.ending, cell.source, viewer)
         last = cell.looks[-1][1] if cell.looks else None
         if last != truth:
-            problems.append(f"{name}: the watching loop's last look said {last}, not {truth}: {cell.looks[-1][3] if cell.looks else ''}")
+            problems.append(f"{name}: the watching CLI's last line said {last}, not {truth}: {cell.looks[-1][3] if cell.looks else ''}")
         wrong = endings.false_looks(cell, viewer)
         if wrong:
             problems.append(f"{name}: false looks between the event and the truth: {wrong[:3]}")
