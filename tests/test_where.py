@@ -513,6 +513,10 @@ def test_a_server_in_a_container_is_watched_through_docker(tmp_path):
         data = json.loads(done.stdout)
         assert done.returncode == 1 and data["alive"] is False
         assert any("not serving" in f["message"] and "exit 137" in f["message"] for f in data["flags"]), data["flags"]
+        # issue 46 item 7: Docker says OOMKilled false: a SIGKILL is no OOM; a dead server's activity is its end, never serving
+        assert not any(f["kind"] == "oom" for f in data["flags"]) and data["ended"]["state"] == "died", data["ended"]
+        assert data["activity"]["state"] == "died"
+        assert data["where"]["manager"]["node"] == "here"  # named as the config names the host, as `runs` names it
         bad = subprocess.run([sys.executable, "-m", "cockpit", "server", "--container", "a b", "-c", str(config)], capture_output=True,
                              text=True, timeout=60)
         assert bad.returncode == 2 and "--container: 'a b' is not a container name" in bad.stderr, bad.stderr
