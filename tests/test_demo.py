@@ -120,6 +120,22 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             assert f"--speculative-num-steps {decisions[8]['best_depth']['steps']}" in " ".join(server.argv)
             assert not [n for n in app._notifications if "died" in (n.title or "")], "a planned relaunch raised an error toast"
             assert app.query_one(ServerLogPane).status.alive
+            # issue 46 item 1: the cockpit's own stop reads "stopped by you" (no PROCESS DEAD, no alert), and the step that
+            # rested on the server turns stale, saying why
+            async def yes(_text: str) -> bool:
+                return True
+
+            await app.runbook.stop_server("launch", yes)
+            pane = app.query_one(ServerLogPane)
+            await eventually(lambda: pane.status is not None and not pane.status.alive, what="the stop seen by the pane")
+            from cockpit.ui.widgets.server_log import status_line
+
+            line = status_line(pane.status, pane.target).plain
+            assert "STOPPED BY YOU" in line and "PROCESS DEAD" not in line and "DIED" not in line, line
+            assert app.runbook.result("ready").state is StepState.STALE and "stopped by you" in app.runbook.result("ready").message
+            await pilot.pause(0.5)
+            assert not [n for n in app._notifications if "died" in (n.title or "") or "crash" in (n.title or "")], \
+                [n.title for n in app._notifications]
     finally:
         world.close()
 
