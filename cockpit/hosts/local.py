@@ -40,11 +40,18 @@ class LocalLineStream(LineStream):
         assert self._proc.stdout is not None
         while True:
             data = await self._proc.stdout.read(CHUNK)
+            if not data:
+                self._eof = True
             text = self._decoder.decode(data, final=not data)
             if text or not data:
                 return text or None
 
     async def _stop(self) -> None:
+        if self._proc.returncode is None and getattr(self, "_eof", False):
+            # it closed its output: it is ending by itself.  A signal now would find it exited and not yet reaped, and
+            # Popen reaps it before signalling, under asyncio's child watcher ("Unknown child process pid N" on stderr)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._proc.wait(), 3)
         if self._proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self._proc.terminate()
@@ -93,6 +100,10 @@ class LocalTransport(Transport):
         except asyncio.CancelledError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
+            # reaped here, before the cancellation goes on: a child left to the loop's shutdown is reaped twice
+            # ("Unknown child process pid N" on stderr at a watching command's Ctrl-C)
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, ProcessLookupError):
+                await asyncio.wait_for(proc.wait(), 2)
             self.log.finish(record, None, "cancelled")
             raise
         result = CommandResult(tuple(argv), proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), time.monotonic() - start)

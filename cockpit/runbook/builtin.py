@@ -164,24 +164,32 @@ class Command(StepKind):
 
 # --- kill_stale --------------------------------------------------------------------------------------
 
-OPEN_FILES_SCRIPT = 'for p in "$@"; do for f in /proc/$p/fd/*; do t=$(readlink "$f" 2>/dev/null) && printf "%s %s\\n" "$p" "$t"; done; done'
+# $@ are pids: for each, the files it holds open ("PID /path") and its cgroups on one line ("PID cgroup ..."): what
+# ties a process to a container (docker's /docker/ID), a Slurm job (/job_N/) or a pod (its uid)
+PROCESS_FACTS_SCRIPT = ('for p in "$@"; do for f in /proc/$p/fd/*; do t=$(readlink "$f" 2>/dev/null) && printf "%s %s\\n" "$p" "$t"; '
+                        'done; printf "%s cgroup %s\\n" "$p" "$(tr "\\n" " " < /proc/$p/cgroup 2>/dev/null | head -c 1000)"; done')
 
 
-async def open_files(transport: Transport, pids: list[int], per_pid: int = 64) -> dict[str, list[str]]:
-    """The files each process holds open (its /proc descriptors, read on its host; the pids travel as arguments): {pid:
-    [path, ...]}, the first `per_pid` of each, files only.  Empty where /proc cannot tell."""
+async def process_facts(transport: Transport, pids: list[int], per_pid: int = 64) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """What each process is, read on its host from /proc (the pids travel as arguments): ({pid: [the files it holds open,
+    the first `per_pid`]}, {pid: its cgroups on one line}).  Empty where /proc cannot tell."""
     if not pids:
-        return {}
+        return {}, {}
     try:
-        result = await transport.run(["sh", "-c", OPEN_FILES_SCRIPT, "sh", *map(str, pids)], timeout=30)
+        result = await transport.run(["sh", "-c", PROCESS_FACTS_SCRIPT, "sh", *map(str, pids)], timeout=30)
     except (TransportError, OSError):
-        return {}
+        return {}, {}
     held: dict[str, list[str]] = {}
+    groups: dict[str, str] = {}
     for line in result.stdout.splitlines():
-        pid, _, target = line.partition(" ")
-        if pid.isdigit() and target.startswith("/") and len(held.setdefault(pid, [])) < per_pid and target not in held[pid]:
-            held[pid].append(target)
-    return held
+        pid, _, rest = line.partition(" ")
+        if not pid.isdigit():
+            continue
+        if rest.startswith("cgroup "):
+            groups[pid] = rest[len("cgroup "):].strip()[:1000]
+        elif rest.startswith("/") and len(held.setdefault(pid, [])) < per_pid and rest not in held[pid]:
+            held[pid].append(rest)
+    return held, groups
 
 
 class KillStale(StepKind):
@@ -320,15 +328,16 @@ class KillStale(StepKind):
         transport = ctx.transport(spec.host)
         pids = await self._alive(transport, [r.pid for r in found], found)
         grace = float(spec.params.get("grace_s", 10.0))
-        # what each process was, recorded with the kill: its command line and the files it held open, so that a watcher
+        # what each process was, recorded with the kill: its command line, the files it held open and its cgroups, so that a watcher
         # that never saw its pid (a one-shot look, a run found by its log) can still tie the run it ends to this kill
         commands = {str(r.pid): r.args[:500] for r in found if r.pid in pids}
-        files = await open_files(transport, pids)
+        files, cgroups = await process_facts(transport, pids)
         for signal_name in ("TERM", "KILL"):
             if not pids:
                 break
             # recorded before the signal goes: a watcher that finds these processes gone finds the cockpit's own kill
-            ctx.audit("kill", host=spec.host, step=spec.name, signal=signal_name, pids=pids, commands=commands, files=files)
+            ctx.audit("kill", host=spec.host, step=spec.name, signal=signal_name, pids=pids, commands=commands, files=files,
+                      cgroups=cgroups)
             await transport.run(["kill", f"-{signal_name}", *map(str, pids)], timeout=30)
             evidence["signals"].append({"signal": signal_name, "pids": pids, "time": _now()})
             deadline = time.monotonic() + (grace if signal_name == "TERM" else 5.0)

@@ -365,6 +365,8 @@ class RunWatcher:
             return "crashed", (f"the log: {crash.line[:200]}" if crash else "the log shows a crash") + tail + self._manager_words()
         alive_by = None  # what shows it alive, when something does
         if mgr is not None:
+            if mgr.phase in ("failed", "finished", "gone") and (stop := self._stopped_by_cockpit()) is not None:
+                return "stopped", stop + f"; {mgr.describe()}"  # the cockpit's own kill, whatever the exit it left
             if mgr.phase == "failed" and mgr.oom:
                 return "oom", mgr.describe() + said  # out of memory as the manager says it (a SIGKILL alone is not)
             if mgr.phase == "failed" and mgr.state.upper() == "CANCELLED":
@@ -464,20 +466,24 @@ class RunWatcher:
     def _stopped_by_cockpit(self) -> str | None:
         """The cockpit's own kill of this run's process since it was last seen (its audit log): the words of "stopped by
         you", else None.  A kill is this run's when it hit a pid seen as this run's, the pid its pid file names, a
-        process that held its log open or whose command line names its log, or one its command pattern matches."""
+        process that held its log open or whose command line names its log, one its command pattern matches, or one in
+        the cgroup of its container, Slurm job or pod."""
         if self.own_kills is None:
             return None
         since = (self._seen_alive_at or self._log_mtime or 0.0) - 600.0
         pattern = re.compile(self.spec.process) if self.spec.process else None
+        mark = self.manager_state.cgroup_mark if self.manager_state is not None else ""  # its container's, job's, pod's
         for record in reversed(self.own_kills(self.spec.host)):
             if float(record.get("time") or 0) < since:
                 continue
             pids = [p for p in record.get("pids") or [] if isinstance(p, int)]
             files = record.get("files") if isinstance(record.get("files"), dict) else {}
             commands = record.get("commands") if isinstance(record.get("commands"), dict) else {}
+            cgroups = record.get("cgroups") if isinstance(record.get("cgroups"), dict) else {}
             ours = [p for p in pids if p in self._seen_pids or p == self._pid_file_pid
                     or (self.spec.log and (self.spec.log in (files.get(str(p)) or []) or self.spec.log in str(commands.get(str(p), ""))))
-                    or (pattern is not None and pattern.search(str(commands.get(str(p), ""))))]
+                    or (pattern is not None and pattern.search(str(commands.get(str(p), ""))))
+                    or (mark and (mark in str(cgroups.get(str(p), "")) or mark.replace("-", "_") in str(cgroups.get(str(p), ""))))]
             if not ours:
                 continue
             by = {"stop": "plan stop", "sweep": "the sweep's relaunch", "relaunch": "a relaunch"}.get(

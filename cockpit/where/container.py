@@ -71,8 +71,9 @@ def state_of(engine: str, label: str, info: dict, host: str) -> ManagerState:
                             why=f"the container is being removed by {manager} before it ever started")
     else:
         phase, reason = RUNNING if state.get("Running") else FAILED, status
+    ident = info.get("Id")
     return ManagerState(manager, label, phase, status, None if code is None else str(code), reason, host, None, restarts,
-                        started, finished, at=time.time())
+                        started, finished, at=time.time(), cgroup_mark=ident if isinstance(ident, str) and len(ident) >= 12 else "")
 
 
 class Container:

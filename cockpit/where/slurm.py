@@ -71,7 +71,8 @@ def state_of(job: str, label: str, slurm_state: str, exit_code: str | None, node
     if base == "FAILED" and reason not in ("", "None", "NonZeroExitCode") and reason not in said:
         said = f"{said}; {reason}" if said else reason
     return ManagerState("Slurm", label, phase, base, exit_code, said, node if node not in ("", "None", "(null)") else None, log,
-                        restarts, parse_time(started), parse_time(ended), at=time.time())
+                        restarts, parse_time(started), parse_time(ended), at=time.time(),
+                        cgroup_mark=f"/job_{job}/" if job and job.isdigit() else "")  # slurmd's cgroup: .../job_N/step_...
 
 
 class SlurmJob:

@@ -24,6 +24,8 @@ class ManagerState:
     finished_at: float | None = None
     why: str = ""  # unknown or gone: why
     at: float = 0.0
+    cgroup_mark: str = ""  # what the cgroup path of its processes holds (a container's id, /job_N/, a pod's uid): ties a
+    #                        process the cockpit killed to this workload
 
     @property
     def oom(self) -> bool:
@@ -55,6 +57,7 @@ class ManagerState:
         return {"manager": self.manager, "what": self.what, "phase": self.phase, "state": self.state, "exit_code": self.exit_code,
                 "reason": self.reason or None, "node": self.node, "log": self.log, "restarts": self.restarts,
                 "started_at": self.started_at, "finished_at": self.finished_at, "why": self.why or None,
+                "cgroup_mark": self.cgroup_mark or None,
                 "text": self.describe()}
 
 

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ENDINGS = ("sigkill", "exit0", "exit1", "stop")  # killed; finished (its completion line); crashed (a traceback); the cockpit's kill
-SOURCES = ("writer", "pid_file", "pattern", "log_only")  # how the run's process is found (log_only: it opens its log per record)
+# how the run's process is found (log_only: it opens its log per record; container: it runs in a real Docker container, its
+# log `docker logs`, its end Docker's word)
+SOURCES = ("writer", "pid_file", "pattern", "log_only", "container")
 VIEWERS = ("root", "user")  # the cockpit run as root, or as an ordinary user (the trainer is root's: another user's)
 POLL_S = 0.5
 
@@ -60,6 +62,8 @@ while True:
 # what each cell is told at last: (ending, source, viewer) -> state; the root rows by the evidence root sees, the user rows
 # by what an ordinary user can see of root's trainer (its descriptors are hidden; `ps` shows every user's pids)
 def expected(ending: str, source: str, viewer: str) -> str:
+    if viewer == "user" and source == "container":
+        return "unknown"  # an ordinary user may not ask Docker (its socket is root's): nothing of it can be read, said so
     if ending == "exit0":
         return "finished"  # its own completion line, whoever looks
     if ending == "exit1":
@@ -68,7 +72,7 @@ def expected(ending: str, source: str, viewer: str) -> str:
         return "unknown"  # root's descriptors cannot be read: gone or alive cannot be seen, and it says so
     if ending == "stop":
         # the cockpit's own kill, tied to the run by what it recorded of the process it killed: its pid, the files it held,
-        # its command line (this trainer's names its log, as a `--log-file` does)
+        # its command line (this trainer's names its log, as a `--log-file` does), its cgroup (its container's id)
         return "stopped"
     return "died"  # killed mid-run, its end seen: a pid gone, or a log silent past its cadence mid-run
 
@@ -82,8 +86,10 @@ def cells(viewer: str) -> list[tuple[str, str]]:
 class Cell:
     ending: str
     source: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen  # the trainer (a container's: `docker wait`, which ends with it)
     event_at: float = 0.0
+    container: str | None = None  # the container it runs in
+    pid: int = 0  # the trainer's pid on this machine
     looks: list = field(default_factory=list)  # (time, state, eta, why) of every change the watching CLI printed
 
     @property
@@ -106,6 +112,9 @@ def _config(folder: Path, cases: list[tuple[str, str]], marker: str, host: str =
     text = f'{hosts}\n[storage]\ndir = "{folder}/state"\n'
     for ending, source in cases:
         name = f"{ending}-{source}"
+        if source == "container":
+            text += f'\n[runs.{name}]\nhost = "{host}"\ncontainer = "{marker}-{name}"\ntotal_steps = 1000\npoll_s = {POLL_S}\n'
+            continue
         text += f'\n[runs.{name}]\nhost = "{host}"\nlog = "{folder}/{name}.log"\ntotal_steps = 1000\npoll_s = {POLL_S}\n'
         if source == "pid_file":
             text += f'pid_file = "{folder}/{name}.pid"\n'
@@ -123,14 +132,15 @@ def _cli(argv: list[str], env: dict, config: Path) -> tuple[int, dict]:
 
 
 def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], settle_s: float = 2.5, truth_s: float = 13.0,
-        host: str = "here", hosts_toml: str | None = None) -> Matrix:
+        host: str = "here", hosts_toml: str | None = None, docker=None) -> Matrix:
     """The matrix for one viewer.  `as_viewer(argv)`: argv as the viewer; `python`: (interpreter argv, env) the viewer
     runs the cockpit with.  `folder` must be readable by the viewer.  `host`/`hosts_toml`: the runs read through
-    another host of the config (this machine over the loopback sshd) instead of locally."""
+    another host of the config (this machine over the loopback sshd) instead of locally.  `docker`: the tests' Docker
+    (harness/managers.py) for the container source; without it that source is left out."""
     import asyncio
 
     marker = f"cockpit-matrix-{os.getpid()}"
-    cases = cells(viewer)
+    cases = [c for c in cells(viewer) if docker is not None or c[1] != "container"]
     (folder / "state").mkdir(exist_ok=True)
     os.chmod(folder / "state", 0o755)
     config = folder / "c.toml"
@@ -144,6 +154,15 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
     try:
         for ending, source in cases:
             name = f"{ending}-{source}"
+            if source == "container":
+                box = f"{marker}-{name}"
+                docker.run(box, "python3", str(script), "/dev/stdout", "held", "-", box, image=docker.HOSTUSR,
+                           options=("-v", "/usr:/usr:ro", "-v", f"{folder}:{folder}:ro"))
+                pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
+                                         timeout=30).stdout.strip() or 0)
+                waiter = subprocess.Popen(["docker", "wait", box], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                running[name] = Cell(ending, source, waiter, container=box, pid=pid)
+                continue
             log = folder / f"{name}.log"
             log.touch()
             os.chmod(log, 0o644)
@@ -154,7 +173,7 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
             if out is not subprocess.DEVNULL:
                 out.close()
-            running[name] = Cell(ending, source, proc)
+            running[name] = Cell(ending, source, proc, pid=proc.pid)
         watcher = subprocess.Popen(as_viewer(["timeout", "-s", "TERM", str(settle_s + truth_s + 2), *python[0], "-m", "cockpit",
                                               "runs", "--watch", "--json", "-c", str(config)]),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/", env=python[1])
@@ -173,7 +192,7 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
                 try:
                     for cell in stops:
                         cell.event_at = time.time()
-                        result = await ctx.actions.kill_processes(host, [cell.proc.pid], yes)
+                        result = await ctx.actions.kill_processes(host, [cell.pid], yes)
                         assert result.state.value == "passed", result.message
                 finally:
                     await ctx.close()
@@ -182,7 +201,11 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
             if cell.ending == "stop":
                 continue
             cell.event_at = time.time()
-            os.kill(cell.proc.pid, {"sigkill": signal.SIGKILL, "exit0": signal.SIGUSR1, "exit1": signal.SIGUSR2}[cell.ending])
+            sig = {"sigkill": signal.SIGKILL, "exit0": signal.SIGUSR1, "exit1": signal.SIGUSR2}[cell.ending]
+            if cell.container is not None:  # as a user ends a container: through Docker
+                subprocess.run(["docker", "kill", "--signal", sig.name, cell.container], capture_output=True, timeout=30)
+            else:
+                os.kill(cell.pid, sig)
         if stops:
             asyncio.run(kill_them())
         for cell in running.values():
@@ -202,6 +225,8 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
         return Matrix(viewer, running, early, final, early_rc, final_rc)
     finally:
         for cell in running.values():
+            if cell.container is not None:
+                docker.remove(cell.container)
             if cell.proc.poll() is None:
                 cell.proc.kill()
                 cell.proc.wait()
