@@ -194,6 +194,9 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
                         cell.event_at = time.time()
                         result = await ctx.actions.kill_processes(host, [cell.pid], yes)
                         assert result.state.value == "passed", result.message
+                        # its end: the last signal the kill sent (SIGTERM, or SIGKILL after the grace when SIGTERM is
+                        # ignored, as a container's pid 1 ignores it): the time to truth counts from there
+                        cell.event_at = max(cell.event_at, *(float(s["time"]) for s in result.evidence.get("signals") or []))
                 finally:
                     await ctx.close()
 
@@ -263,7 +266,8 @@ def false_looks(cell: Cell, viewer: str) -> list[tuple]:
 def time_to_truth(cell: Cell, viewer: str) -> float | None:
     """Seconds from the event to the first look that told the truth and held it to the end (None: never)."""
     truth = expected(cell.ending, cell.source, viewer)
-    told = None
+    before = [state for when, state, _eta, _why in cell.looks if when < cell.event_at]
+    told = cell.event_at if before and before[-1] == truth else None  # said before the event (unknown all along): at once
     for when, state, _eta, _why in cell.looks:
         if when < cell.event_at:
             continue
