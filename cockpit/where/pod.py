@@ -66,8 +66,10 @@ def state_of(label: str, pod: dict, container: str | None) -> ManagerState:
         phase = RUNNING
     else:
         phase, reason = UNKNOWN, f"the pod's phase is {phase_word}"
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    uid = meta.get("uid") if isinstance(meta.get("uid"), str) else ""
+    raw_meta = pod.get("metadata")
+    meta: dict = raw_meta if isinstance(raw_meta, dict) else {}
+    raw_uid = meta.get("uid")
+    uid: str = raw_uid if isinstance(raw_uid, str) else ""
     return ManagerState("Kubernetes", label, phase, phase_word if not term else (term.get("reason") or phase_word),
                         None if code is None else str(code), reason, node, None, restarts, started, finished, at=time.time(),
                         cgroup_mark=uid)  # the kubelet's cgroup names the pod by its uid (pod<uid>, '-' as '_' under systemd)
