@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cockpit.cli_args import build_parser
 from cockpit.errors import CockpitError
-from cockpit.format import shell_words
+from cockpit.format import clock, shell_words
 from cockpit.runtime import settle_heap
 
 EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE = 0, 1, 2
@@ -579,7 +579,7 @@ async def watch_runs_lines(args, ctx, specs) -> int:
                 if args.json:
                     line = json.dumps({"time": now, **{k: v for k, v in status.to_json().items() if k in WATCHED_KEYS}})
                 else:
-                    line = (f"{time.strftime('%H:%M:%S', time.localtime(now))} {status.name}: {status.state.upper()}"
+                    line = (f"{clock(now)} {status.name}: {status.state.upper()}"
                             + (f" ({status.phase})" if status.phase and status.state == "running" else "") + f"  {status.evidence}")
                 sys.stdout.write(line + "\n")
             sys.stdout.flush()

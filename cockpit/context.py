@@ -155,8 +155,11 @@ class Context:
         """(host) -> the cockpit's own kills there, from this config's audit log, read without loading the runbook's state
         (a viewer that may not read it still watches its runs: the answer is then empty)."""
         built = self._runbook or self._actions
-        store = built.store if built is not None else (self._store or StateStore(self.checked.runbook.id))
-        return store.kills
+        if built is not None:
+            return built.store.kills
+        if self._store is None:
+            self._store = StateStore(self.checked.runbook.id)  # kept: its kills() reads on from where it stopped
+        return self._store.kills
 
     @property
     def actions(self) -> Runbook:

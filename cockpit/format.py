@@ -20,6 +20,11 @@ def age(ts: float | None, now: float | None = None, long: bool = False) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
+def clock(ts: float) -> str:
+    """A moment as the local wall clock says it: 14:03:27."""
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
 def duration(seconds: float | None) -> str:
     """'45 s', '12 min', '2 h 05 min', '3 d 4 h'; '-' for None."""
     if seconds is None:

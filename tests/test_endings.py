@@ -356,3 +356,29 @@ def test_the_watching_cli_prints_each_change_and_ends_on_ctrl_c(tmp_path):
         out, err = watching.communicate(timeout=30)
     assert "UNKNOWN" in lines[0] and "one look" in lines[0] and " r: DIED" in lines[1], lines
     assert watching.returncode == 130 and err == ""
+
+
+def test_a_look_awaiting_confirmation_gives_way_to_what_the_next_look_reads(tmp_path):
+    """A look that found the trainer gone awaits the next; when that next look reads something else (a crash in the log),
+    the waiting ends with it: the crash is told, and alerts, and the watcher no longer polls at the confirming pace."""
+    from cockpit.runs.spec import RunSpec
+    from cockpit.runs.watch import RunWatcher
+    from helpers import LogWriter
+
+    log = tmp_path / "train.log"
+    log.write_text("step 10: {'loss': 3.0, 'acc': 0.1}\n")
+
+    async def go():
+        watcher = RunWatcher(RunSpec("r", "here", log=str(log), total_steps=100), local())
+        trainer = LogWriter(log)
+        assert (await watcher.poll())[0].state == "running"
+        trainer.kill(9)
+        first, _ = await watcher.poll()
+        assert first.state == "unknown" and watcher.confirming
+        with open(log, "a") as handle:
+            handle.write("Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access\n")
+        second, events = await watcher.poll()
+        return second, events, watcher.confirming
+
+    second, events, confirming = asyncio.run(go())
+    assert second.state == "crashed" and [e.kind for e in events] == ["crashed"] and not confirming

@@ -24,6 +24,7 @@ class LocalLineStream(LineStream):
         self._proc = proc
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a chunk may end inside a character
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._eof = False  # its output closed: it is ending by itself
 
     async def _drain_stderr(self) -> None:
         assert self._proc.stderr is not None
@@ -47,7 +48,7 @@ class LocalLineStream(LineStream):
                 return text or None
 
     async def _stop(self) -> None:
-        if self._proc.returncode is None and getattr(self, "_eof", False):
+        if self._proc.returncode is None and self._eof:
             # it closed its output: it is ending by itself.  A signal now would find it exited and not yet reaped, and
             # Popen reaps it before signalling, under asyncio's child watcher ("Unknown child process pid N" on stderr)
             with contextlib.suppress(asyncio.TimeoutError):

@@ -147,6 +147,7 @@ class SshTransport(Transport):
         self._conn: asyncssh.SSHClientConnection | None = None
         self._sftp: asyncssh.SFTPClient | None = None
         self._sftp_conn: asyncssh.SSHClientConnection | None = None
+        self._sftp_lock = asyncio.Lock()  # one SFTP session per connection, however many callers come at once
         self._channels = asyncio.Semaphore(host.max_channels)
         self._lock = asyncio.Lock()
         self.known_hosts_path = _expand(host.known_hosts or settings.known_hosts)
@@ -343,8 +344,9 @@ class SshTransport(Transport):
         """The connection's one SFTP session, started once: callers that come together wait for the first one's (each
         starting its own opened a channel apiece, past sshd's MaxSessions: 'open failed' with 16 runs read at once)."""
         await self.connect()
-        lock = self.__dict__.setdefault("_sftp_lock", asyncio.Lock())
-        async with lock:
+        if self._sftp is not None and self._sftp_conn is self.connection:
+            return self._sftp  # started already: no lock on the way of every read
+        async with self._sftp_lock:
             conn = self.connection
             if self._sftp is None or self._sftp_conn is not conn:
                 try:

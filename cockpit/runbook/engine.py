@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from cockpit.errors import CockpitError
 from cockpit.events import Topic
+from cockpit.format import clock
 from cockpit.hosts.procs import LaunchedProcess, process_alive, stop_process
 from cockpit.hosts.transport import TransportError
 from cockpit.runbook.kind import Confirm, RunContext, StepKind, StepProgress
@@ -392,8 +393,7 @@ class Runbook:
         self.results[name] = replace(self.results[name], state=StepState.STALE,
                                      message=f"server {why} ({what}); run the step to start it again",
                                      evidence={**self.results[name].evidence, "stopped": stopped})
-        self._invalidate_dependents(name, f"its server ('{name}') was stopped by {stopped['by']} at "
-                                          f"{time.strftime('%H:%M:%S', time.localtime(when))}")
+        self._invalidate_dependents(name, f"its server ('{name}') was stopped by {stopped['by']} at {clock(when)}")
         self._changed()
         done = []
         for member in alive:

@@ -35,6 +35,7 @@ class StateStore:
         self.root = Path(root) if root else state_dir() / "runbooks"
         self.path = self.root / f"{self.runbook_id}.json"
         self.audit_path = self.root / f"{self.runbook_id}.audit.jsonl"
+        self._kills: dict[str, Any] = {"offset": 0, "inode": None, "records": []}  # kills(): read so far
 
     def load(self) -> dict[str, StepResult]:
         try:
@@ -113,7 +114,7 @@ class StateStore:
     def kills(self, host: str) -> list[dict[str, Any]]:
         """The cockpit's own kills on `host` (the audit log's 'kill' records: a kill step, the process table's kill, a
         plan stop), the newest last: read incrementally from where the last call stopped, the last KEPT_KILLS kept."""
-        cache = self.__dict__.setdefault("_kills", {"offset": 0, "inode": None, "records": []})
+        cache = self._kills
         try:
             stat = self.audit_path.stat()
         except OSError:

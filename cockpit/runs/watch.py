@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from cockpit import lifecycle
 from cockpit.drafter.acceptance import estimate
-from cockpit.format import duration
+from cockpit.format import clock as _clock, duration
 from cockpit.hosts.follow import LogFollower
 from cockpit.hosts.liveness import Liveness, probe
 from cockpit.hosts.transport import Transport, TransportError
@@ -104,10 +104,6 @@ def _iso(t: float | None) -> str | None:
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f".{int((t % 1) * 10)}"
 
 
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t))
-
-
 class RunWatcher:
     def __init__(self, spec: RunSpec, transport: Transport, clock=time.time, own_kills=None):
         self.spec = spec
@@ -136,7 +132,6 @@ class RunWatcher:
         self._live: Liveness | None = None
         self._log_mtime: float | None = None
         self._seen_alive_at: float | None = None  # the last poll that saw the run's process
-        self._gone_at: float | None = None  # the first poll that no longer saw it, after one that did
         self._cpu: tuple[float, float] | None = None  # (when, CPU seconds) of the last poll that saw it
         self._cpu_rising: bool | None = None
         self._totals: Totals | None = None
@@ -278,7 +273,7 @@ class RunWatcher:
 
     def _saw(self, live: Liveness, now: float) -> None:
         if live.state == "alive":
-            self._seen_alive_at, self._gone_at = now, None
+            self._seen_alive_at, self._pid_file_pid = now, None
             if len(self._seen_pids) < 256:
                 self._seen_pids.update(live.pids)
             if live.how.startswith("processes writing") and live.pids:
@@ -288,8 +283,7 @@ class RunWatcher:
                 if self._cpu is not None and now > self._cpu[0]:
                     self._cpu_rising = cpu > self._cpu[1]
                 self._cpu = (now, cpu)
-        elif live.state == "gone" and self._seen_alive_at is not None and self._gone_at is None:
-            self._gone_at = now
+        elif live.state == "gone" and self._seen_alive_at is not None:
             self._cpu, self._cpu_rising = None, None
 
     async def _read_totals(self) -> None:
@@ -357,6 +351,7 @@ class RunWatcher:
         Died only where the cockpit could see everything (or the manager says so); finished only with evidence
         of completion; where it cannot know, unknown or ended, and why."""
         log, live, mgr = self.log, self._live, self.manager_state
+        self._confirming = False  # set again below only by a look that found it gone and awaits the look that decides
         word = log.state(now)  # what the log alone says: crashed, finished, stalled, running, unknown
         said = f"; its last line: {log.last_line[:200]}" if log.last_line else ""
         if word == "crashed":
@@ -430,7 +425,6 @@ class RunWatcher:
         if (self._grew_at is not None and not self._writer_seen and live is not None and live.how.startswith("processes writing")
                 and mgr is None and not silent):
             # it grew while watched and nobody ever held it: a trainer that opens its log for each line
-            self._confirming = False
             return "unknown", (f"the log grew {duration(now - self._grew_at)} ago with no process holding it open (a trainer that "
                                "opens its log for each record?): whether it still runs cannot be told from its descriptors; "
                                "set pid_file or process")
@@ -446,7 +440,6 @@ class RunWatcher:
                                    f"cadence ({cadence:.0f} s): a trainer that opens its log for each record, or one that has just "
                                    "ended; a look after its cadence decides")
             return "unknown", f"its process was not found at {first} ({gone_by}): one look; the next decides"
-        self._confirming = False
         stop = self._stopped_by_cockpit()
         if stop is not None and word != "finished" and not log.bar_complete:
             return "stopped", stop

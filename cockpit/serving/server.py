@@ -16,6 +16,7 @@ from cockpit.hosts.follow import LogFollower as FileFollower
 from cockpit.hosts.procs import process_alive
 from cockpit.hosts.transport import Transport, TransportError
 from cockpit.diagnosis import Diagnosis
+from cockpit.format import clock as _clock
 from cockpit.serving.logread import LogReport, diagnose_lines
 
 DEFAULT_PORT = 30000
@@ -131,10 +132,6 @@ class ServerStatus:
 CONFIRM_AFTER_S = 0.25  # a look that found the server gone is followed this soon by the one that confirms it
 
 
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t))
-
-
 def server_end(stop: dict | None, pid: int | None, host: str | None, manager_state=None, errors: list[Diagnosis] | None = None,
                found_gone_at: float | None = None) -> dict:
     """How a server that is no longer alive ended, from the evidence read now, in one place for the TUI and the CLI:
@@ -248,11 +245,11 @@ class ServerWatcher:
             state = await self.group.poll()
             group = state.to_json()
             alive = alive and state.state != "failed"  # one dead rank: the group is failed, never half-up
-        stop = self.stopped() if self.stopped is not None else None
-        confirming = False
+        stop, confirming = None, False
         if alive:
             self._gone_looks, self._found_gone_at = 0, None
         else:
+            stop = self.stopped() if self.stopped is not None else None  # read only once it is gone: not every poll
             self._gone_looks += 1
             self._found_gone_at = self._found_gone_at or time.time()
             # a terminal state rests on two looks; the cockpit's own stop is evidence enough by itself
