@@ -367,6 +367,13 @@ def cmd_parse_log(args) -> int:
     return EXIT_PROBLEM if any(d.severity == "error" for d in report.diagnoses) else EXIT_OK
 
 
+def whole_fix(engine, words: list[str], version: str | None, schema):
+    """The line with every fix applied in turn, each step linted again by the same release and flags (serving/lint)."""
+    from cockpit.serving.lint import fix_line
+
+    return fix_line(words, lambda line: engine.lint(line, version, schema), engine.apply_fix)
+
+
 def cmd_lint_flags(args) -> int:
     import asyncio
 
@@ -378,9 +385,11 @@ def cmd_lint_flags(args) -> int:
     if not words:
         raise CockpitError("lint-flags needs the command line after --, e.g. cockpit lint-flags --help-text help.txt -- --model-path M ...")
     versions = {name: getattr(args, name, None) for name in engines.names()}  # --sglang V, --vllm V
-    named = args.engine or next((name for name, version in versions.items() if version and name != engines.DEFAULT), None)
+    named = args.engine or next((name for name, version in versions.items() if version), None)
     engine = engines.engine(named) if named else (engines.engine_of_command(words) or engines.engine(None))
-    version = versions.get(engine.name)
+    version = versions.get(engine.name) or args.engine_version
+    if version and (problem := engine.version_problem(version)):
+        raise CockpitError(f"--engine-version: {problem}")
     if args.host:
         ctx = context(args)
         host = ctx.config.host(args.host)
@@ -389,6 +398,17 @@ def cmd_lint_flags(args) -> int:
     else:
         outcome = asyncio.run(engine.lint_line(words, version=version, help_text=args.help_text, deep=args.deep))
     data, text = outcome.to_json(), outcome.render()
+    fixed = whole_fix(engine, words, version, outcome.schema)
+    if fixed.applied:
+        data["fixed_line"] = fixed.to_json()
+        text += (f"\nthe whole line fixed ({'clean' if fixed.clean else 'still refused for what is listed above: yours to decide'}; "
+                 f"checked again by the same release):\n  {shell_words(fixed.words)}")
+    if args.fix:
+        if args.json:
+            emit(args, {**data, "fixed_line": fixed.to_json()}, "")
+        else:
+            print(shell_words(fixed.words))
+        return EXIT_OK if fixed.clean else EXIT_PROBLEM
     for other in engines.engines():
         translation = other.foreign_line(words) if other is not engine else None
         if translation is not None:

@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     parse_log.add_argument("--help-text", metavar="FILE", help="SGLang --help output (or a cockpit schema JSON) for better suggestions")
 
     lint = _command(sub, "lint-flags", "check an SGLang or vLLM command line before launch: exit 0 accepted, 1 it would fail",
-                    config=True, json=True, usage="cockpit lint-flags [--host H | --help-text FILE] [--engine vllm --vllm VERSION] [--json] -- ARGS...")
+                    config=True, json=True, usage="cockpit lint-flags [--host H | --help-text FILE] [--engine E] [--engine-version V] [--fix] [--json] "
+                    "-- ARGS...")
     source = lint.add_mutually_exclusive_group()
     source.add_argument("--host", metavar="H", help="use the flags of the SGLang installed on host H")
     source.add_argument("--help-text", "--schema", dest="help_text", metavar="FILE", help="SGLang --help output or a schema JSON")
@@ -127,8 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--engine", metavar="ENGINE", default=None, help="whose line it is: an engine of the registry, sglang or vllm "
                       "(default: vllm for `vllm serve ...`, "
                       "else sglang)")
-    lint.add_argument("--vllm", metavar="VERSION", type=_vllm_version, help="judge a vLLM line for this vLLM version (e.g. 0.10.2; "
-                      "default: the newest rules read, 0.34.0)")
+    lint.add_argument("--engine-version", metavar="VERSION", type=_sglang_version, help="judge the line for this release of "
+                      "its engine (e.g. 0.5.2, 0.10.1.1; default: the newest recorded); offline, from the flags recorded from "
+                      "its wheel; --host asks the installed engine instead, and wins")
+    lint.add_argument("--vllm", metavar="VERSION", type=_vllm_version, help="the same as --engine vllm --engine-version VERSION")
+    lint.add_argument("--sglang", metavar="VERSION", type=_sglang_version, help="the same as --engine sglang --engine-version VERSION")
+    lint.add_argument("--fix", action="store_true", help="print the whole fixed line (shell-quoted), every fix applied and the "
+                      "line checked again by the same release: exit 0 when it is clean, 1 when something is left to you")
     lint.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
     drafter_sub = sub.add_parser("drafter", help="EAGLE-3 draft checkpoints: inspect, fix key names, convert").add_subparsers(

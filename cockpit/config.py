@@ -221,11 +221,11 @@ def locate(text: str, table: tuple[str, ...], key: str | None = None) -> int | N
 
 
 # a release as engines print theirs (PEP 440's public part, and a local one: 0.10.2+cu128, 0.11.1.dev7+g1a2b3c)
-VERSION_RE = re.compile(r"^v?\d+\.\d+(?:\.\d+)?(?:\.?(?:post|rc|dev|a|b)\d+)*(?:\+[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*)?$")
+VERSION_RE = re.compile(r"^v?\d+\.\d+(?:\.\d+){0,2}(?:\.?(?:post|rc|dev|a|b)\d+)*(?:\+[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*)?$")
 
 
 def version_problem(text: str, what: str = "an SGLang version", example: str = "e.g. 0.5.2 or 0.4.6.post5") -> str | None:
-    """None for a release number (0.5.2, 0.4.6.post5, 0.5.23rc1, 0.10.2+cu128), else what is wrong with `text`: the one
+    """None for a release number (0.5.2, 0.4.6.post5, 0.5.23rc1, 0.10.2+cu128, 0.10.1.1), else what is wrong with `text`: the one
     check of a version every engine's setting and flag uses."""
     return None if VERSION_RE.match(text.strip()) else f"'{text}' is not {what} ({example})"
 

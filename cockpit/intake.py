@@ -145,18 +145,23 @@ def constant_prefix(texts: list[str], share: float = 0.9, minimum: int = 5) -> s
     return None
 
 
+TERMINAL_WIDTHS = (80, 100, 120, 132, 160, 200)
+
+
 def wrap_width(texts: list[str]) -> int | None:
     """The width a terminal hard-wrapped these lines at, when that is evident: at least two lines
     are exactly the longest length (40 columns or more), and a piece after one of them does not
-    start like a line of its own."""
+    start like a line of its own; or one such line, exactly as wide as a terminal usually is."""
     lengths = [len(t) for t in texts]
     if not lengths:
         return None
     width = max(lengths)
     full = [i for i, n in enumerate(lengths) if n == width and i + 1 < len(texts)]
-    if width < 40 or len(full) < 2:
+    if width < 40 or not full:
         return None
     continued = [i for i in full if texts[i + 1] and not _LINE_STARTS.match(texts[i + 1])]
+    if len(full) == 1:  # one long line cut once (an argparse error in a tmux pane): only at a terminal's usual width
+        return width if width in TERMINAL_WIDTHS and continued else None
     return width if len(continued) >= max(2, len(full) // 2) else None
 
 

@@ -48,7 +48,7 @@ def test_inspect_config_and_shape_problems(tmp_path):
     codes = {p.code for p in inspect_draft(bad).problems}
     assert {"wrong_architecture", "num_hidden_layers", "draft_vocab_size_missing", "t2d_vocab", "fc_shape"} <= codes
     layers = [p for p in inspect_draft(bad).problems if p.code == "num_hidden_layers"][0]
-    assert layers.ranges == ("<=0.4.8", "0.4.9-0.5.11", "vLLM 0.8.5-0.9", "vLLM 0.10.2-0.33")  # vLLM 0.34.0 builds num_hidden_layers
+    assert layers.ranges == ("<=0.4.8", "0.4.9-0.5.11", "vLLM 0.8.5", "vLLM 0.9-0.10.1", "vLLM 0.10.2-0.33")  # vLLM 0.34.0 builds num_hidden_layers
     missing = tmp_path / "missing"
     missing.mkdir()
     tensors = eagle3_tensors()

@@ -43,16 +43,20 @@ def test_every_trainers_layout_and_its_verdict(tmp_path, layout, fragment, verdi
 
 
 @pytest.mark.parametrize("layout, verdicts", [
-    ("specforge", {"vLLM <=0.8.4": ["no_eagle3"], "vLLM 0.8.5-0.9": [], "vLLM 0.10.2-0.33": [], "vLLM >=0.34.0": []}),
-    ("vllm_export", {"vLLM <=0.8.4": ["no_eagle3"], "vLLM 0.8.5-0.9": [], "vLLM 0.10.2-0.33": [], "vLLM >=0.34.0": []}),
-    ("speculators", {"vLLM <=0.8.4": ["speculators_config", "no_eagle3"], "vLLM 0.8.5-0.9": ["speculators_config"],
+    ("specforge", {"vLLM <=0.8.4": ["no_eagle3"], "vLLM 0.8.5": [], "vLLM 0.9-0.10.1": ["architecture_name"], "vLLM 0.10.2-0.33": [],
+                   "vLLM >=0.34.0": []}),
+    ("vllm_export", {"vLLM <=0.8.4": ["no_eagle3"], "vLLM 0.8.5": [], "vLLM 0.9-0.10.1": ["architecture_name"],
                      "vLLM 0.10.2-0.33": [], "vLLM >=0.34.0": []}),
-    ("kimi_mla", {"vLLM <=0.8.4": ["architecture_unsupported", "no_eagle3"], "vLLM 0.8.5-0.9": ["architecture_unsupported"],
-                  "vLLM 0.10.2-0.33": ["architecture_unsupported"], "vLLM >=0.34.0": []}),
+    ("speculators", {"vLLM <=0.8.4": ["speculators_config", "no_eagle3"], "vLLM 0.8.5": ["speculators_config"],
+                     "vLLM 0.9-0.10.1": ["speculators_config"], "vLLM 0.10.2-0.33": [], "vLLM >=0.34.0": []}),
+    ("kimi_mla", {"vLLM <=0.8.4": ["architecture_unsupported", "no_eagle3"], "vLLM 0.8.5": ["architecture_unsupported"],
+                  "vLLM 0.9-0.10.1": ["architecture_unsupported"], "vLLM 0.10.2-0.33": ["architecture_unsupported"],
+                  "vLLM >=0.34.0": []}),
 ])
 def test_every_layout_is_judged_for_vllm_as_its_loaders_read_it(tmp_path, layout, verdicts):
     """Issue 31 (vllm-facts §3): vLLM loads midlayer.* and layers.0.* alike from 0.8.5 (no EAGLE-3
-    before), reads the speculators format from 0.10.2, MLA drafts from 0.34.0."""
+    before), reads the speculators format from 0.10.2, MLA drafts from 0.34.0; issue 47: 0.9 to 0.10.1 do not load the
+    name LlamaForCausalLMEagle3 (their wheels' registry.py and configs/eagle.py)."""
     report = inspect_draft(write_layout(tmp_path / layout, layout))
     assert {r: [p.code for p in ps] for r, ps in report.verdicts(engine="vllm").items()} == verdicts, \
         [p.message for p in report.problems]
@@ -132,3 +136,15 @@ def test_the_eagle_repos_checkpoint_is_converted(tmp_path):
     done = cli("drafter", "convert", str(src), str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     assert inspect_draft(tmp_path / "out").ready()
+
+
+def test_the_architecture_fix_loads_in_every_vllm_and_sglang(tmp_path):
+    """The fix offered for vLLM 0.9-0.10.1 (both names, SGLang's first) is judged clean for every range of both engines."""
+    from drafter_files import eagle3_config, write_draft
+
+    fixed = write_draft(tmp_path / "fixed", config=eagle3_config(architectures=["LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM"]))
+    report = inspect_draft(fixed)
+    assert not any(p.code in ("architecture_name", "wrong_architecture") for p in report.problems), [p.message for p in report.problems]
+    old = write_draft(tmp_path / "old", config=eagle3_config(architectures=["LlamaForCausalLMEagle3"]))
+    [problem] = [p for p in inspect_draft(old).problems if p.code == "architecture_name"]
+    assert problem.ranges == ("vLLM 0.9-0.10.1",) and "Eagle3LlamaForCausalLM" in (problem.fix or "")

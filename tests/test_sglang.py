@@ -155,7 +155,9 @@ def test_lint_flags_cli_exit_codes(fixtures):
     good = cli("lint-flags", "--help-text", help_text, "--json", "--", *good_args)
     assert good.returncode == 0, good.stdout
     assert json.loads(good.stdout)["ok"] is True
-    assert cli("lint-flags", "--", *SEED).returncode == 2  # nothing to check against
+    offline = cli("lint-flags", "--", *SEED)  # no host, no --help: the newest recorded release's flags, offline
+    assert offline.returncode == 1 and "--num-speculative-tokens" in offline.stdout and "recorded from its wheel" not in offline.stderr
+    assert cli("lint-flags", "--engine-version", "0.3.0", "--", *SEED).returncode == 2  # older than every recording
     assert cli("lint-flags", "--help-text", "/nonexistent", "--", *SEED).returncode == 2
 
 

@@ -37,10 +37,15 @@ def instantiate(template: str) -> str:
 
 def test_every_version_of_the_range_is_recorded():
     recorded = list(versions.table())
-    assert recorded[0].startswith("0.4.6") and recorded[-1] == "0.5.23" and len(recorded) >= 12
+    lines = {v.split(".post")[0] for v in recorded}  # the newest patch of each release line, 0.4.0 to the newest
+    assert recorded[0].startswith("0.4.0") and recorded[-1] == "0.5.23"
+    assert {f"0.4.{n}" for n in range(11)} | {f"0.5.{n}" for n in range(1, 24)} <= lines
     assert versions.algorithms("0.4.6.post5") == ["EAGLE", "EAGLE3", "NEXTN"]
     assert "DFLASH" in versions.algorithms("0.5.23") and "DFLASH" not in versions.algorithms("0.5.2")
-    assert versions.known("0.5.24") == "0.5.23" and versions.known("0.5.5") == "0.5.4"
+    # a version is judged by its own line's recording (a patch or a post release), else the nearest before it
+    assert versions.known("0.5.24") == "0.5.23" and versions.known("0.5.5") == "0.5.5.post3"
+    assert versions.known("0.5.5.post1") == "0.5.5.post3" and versions.known("0.4.6") == "0.4.6.post5"
+    assert all(versions.table()[v]["flags"] for v in recorded)
 
 
 @pytest.mark.parametrize("version, kind, template", CASES, ids=[f"{v}-{k}-{i}" for i, (v, k, _) in enumerate(CASES)])

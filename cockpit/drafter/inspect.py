@@ -21,7 +21,11 @@ from cockpit.drafter.header import Header, HeaderError, read_header
 from cockpit.format import plural, size
 
 RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")  # SGLang's
-VLLM_RANGES = ("vLLM <=0.8.4", "vLLM 0.8.5-0.9", "vLLM 0.10.2-0.33", "vLLM >=0.34.0")
+VLLM_RANGES = ("vLLM <=0.8.4", "vLLM 0.8.5", "vLLM 0.9-0.10.1", "vLLM 0.10.2-0.33", "vLLM >=0.34.0")
+# the draft architecture names vLLM's registry has for a Llama EAGLE-3 draft, by range (its wheels' registry.py and
+# configs/eagle.py): 0.9-0.10.1 turn X into Eagle3X (0.10.1 keeps a name that ends in Eagle3) and register only
+# Eagle3LlamaForCausalLM (0.10.1.1 has LlamaForCausalLMEagle3 commented out); 0.10.2 on registers both
+VLLM_LLAMA_EAGLE3 = "Eagle3LlamaForCausalLM"
 EVERY = RANGES + VLLM_RANGES  # a problem for every engine and version
 MLA_ARCHITECTURES = {"Eagle3DeepseekV2ForCausalLM"}  # Kimi-K2.5 / DeepSeek targets: SGLang 0.5.12 on (kimi_k25_eagle3.py)
 EAGLE3_ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM"} | MLA_ARCHITECTURES
@@ -49,11 +53,13 @@ def vllm_range(version: str) -> str:
     key = tuple(numbers[:3])
     if key < (0, 8, 5):
         return VLLM_RANGES[0]
-    if key < (0, 10, 0):
+    if key < (0, 9, 0):
         return VLLM_RANGES[1]
-    if key < (0, 34, 0):
+    if key < (0, 10, 2):
         return VLLM_RANGES[2]
-    return VLLM_RANGES[3]
+    if key < (0, 34, 0):
+        return VLLM_RANGES[3]
+    return VLLM_RANGES[4]
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,7 @@ def ranges_of(engine: str = DEFAULT_LOADER, version: str | None = None) -> tuple
 
 
 def range_label(version_range: str) -> str:
-    """A range with its engine's name: `SGLang >=0.5.12`, `vLLM 0.8.5-0.9` (vLLM's ranges carry it already)."""
+    """A range with its engine's name: `SGLang >=0.5.12`, `vLLM 0.9-0.10.1` (vLLM's ranges carry it already)."""
     for loader in LOADERS.values():
         if version_range in loader.ranges:
             return version_range if version_range.startswith(loader.label) else f"{loader.label} {version_range}"
@@ -257,23 +263,31 @@ def _check_config(report: DraftReport) -> None:
         report.problems.append(Problem(
             "speculators_config", "config.json is in vLLM speculators format (no model_type; the layer's settings nested in "
             "transformer_layer_config): SGLang stops on it with `Unrecognized model ... Should have a model_type key`, and vLLM "
-            "reads it only from 0.10.2", RANGES + VLLM_RANGES[:2],
+            "reads it only from 0.10.2", RANGES + VLLM_RANGES[:3],
             fix="cockpit drafter convert PATH   (rewrites config.json for SGLang and renames the keys, header only)"))
     config = effective_config(report.config)
     architectures = config.get("architectures") or []
     if any(a in MLA_ARCHITECTURES for a in architectures):
         report.problems.append(Problem("architecture_unsupported", f"{architectures[0]} (an MLA draft for DeepSeek / Kimi-K2.5 "
                                        "targets) is served from SGLang 0.5.12 and vLLM 0.34.0 on: older versions do not know the "
-                                       "architecture", RANGES[:2] + VLLM_RANGES[:3]))
+                                       "architecture", RANGES[:2] + VLLM_RANGES[:4]))
     elif not is_speculators(report.config) and not any(a in EAGLE3_ARCHITECTURES for a in architectures):
         report.problems.append(Problem("wrong_architecture", f"architectures is {architectures}, not an EAGLE-3 draft class "
                                        f"({', '.join(sorted(EAGLE3_ARCHITECTURES))}): SGLang fails with KeyError "
                                        "'midlayer.self_attn.qkv_proj.weight'", RANGES))
+    if "LlamaForCausalLMEagle3" in architectures and VLLM_LLAMA_EAGLE3 not in architectures:
+        fixed = [*architectures, VLLM_LLAMA_EAGLE3]
+        report.problems.append(Problem(
+            "architecture_name", "architectures is ['LlamaForCausalLMEagle3']: vLLM 0.9 to 0.10.1 do not load that name (0.9 "
+            "looks for Eagle3LlamaForCausalLMEagle3; 0.10.1.1 has LlamaForCausalLMEagle3 commented out of its registry) and stop "
+            "with `Model architectures [...] are not supported for now`", VLLM_RANGES[2:3],
+            fix=f"set \"architectures\": {json.dumps(fixed)} in config.json (SGLang loads the first name, vLLM 0.9 on the "
+                "second), or serve with vLLM 0.10.2 or later"))
     layers = config.get("num_hidden_layers")
     if layers != 1:
         report.problems.append(Problem("num_hidden_layers", f"num_hidden_layers is {layers}: SGLang up to 0.5.11 supports only 1 "
                                        "(ValueError: EAGLE3 currently only supports 1 layer), vLLM up to 0.33 builds one decoder "
-                                       "layer", RANGES[:2] + VLLM_RANGES[1:3]))
+                                       "layer", RANGES[:2] + VLLM_RANGES[1:4]))
     if config.get("draft_vocab_size") is None:
         report.problems.append(Problem("draft_vocab_size_missing", "config.json has no draft_vocab_size", RANGES))
 

@@ -74,7 +74,7 @@ def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None,
         choice = re.match(r"^invalid choice: (?P<q>['\"])(?P<val>.*)(?P=q) \(choose from (?P<choices>.*)\)$", rest)
         if choice:
             choices = tuple(c.strip().strip("'\"") for c in choice.group("choices").split(","))
-            return [invalid_choice(flag, choice.group("val"), choices, line)]
+            return [invalid_choice(flag, choice.group("val"), choices, line, schema)]
         bad_type = re.match(r"^invalid (?P<type>\w+) value: (?P<q>['\"])(?P<val>.*)(?P=q)$", rest)
         if bad_type:
             guess = numeric_guess(bad_type.group("val"))

@@ -4,10 +4,12 @@ serving/helpschema.py), then the engine's own rules applied after parsing (SGLan
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.helpschema import FlagSchema
+from cockpit.serving.releases import Releases
 from cockpit.serving.suggest import article, most_likely, numeric_guess, rank_values, suggest, type_words
 
 
@@ -29,12 +31,58 @@ class LintReport:
 
 
 @dataclass
+class FixedLine:
+    """A whole corrected command line: every fix applied in turn, each one's line linted again by the same release."""
+
+    words: list[str]
+    applied: list[Diagnosis]
+    report: LintReport  # the fixed line's own lint
+
+    @property
+    def clean(self) -> bool:
+        return self.report.ok
+
+    def to_json(self) -> dict:
+        return {"line": self.words, "clean": self.clean, "applied": [d.kind + (f" {d.flag}" if d.flag else "") for d in self.applied],
+                "left": [d.to_json() for d in self.report.errors]}
+
+
+SAFE_WARNINGS = ("abbreviation",)  # warnings whose fix only writes what the engine already reads (a flag in full)
+
+
+def fix_line(words: list[str], lint, apply, rounds: int = 8) -> FixedLine:
+    """`words` with every error's fix applied, one at a time, the line linted again after each (`lint(words)`: the same
+    release and flags as the first look; `apply(words, diagnosis)`: the engine's own way to apply a fix); a fix that
+    changes nothing, or after which the same error stands, is not taken."""
+    current, applied = list(words), []
+    report = lint(current)
+    tried: set[tuple[str, str | None, str | None]] = set()
+    for _ in range(rounds):
+        candidates = [d for d in report.errors + [d for d in report.diagnoses if d.kind in SAFE_WARNINGS]
+                      if d.replacement is not None and (d.kind, d.flag, d.value) not in tried]
+        if not candidates:
+            break
+        diagnosis = candidates[0]
+        tried.add((diagnosis.kind, diagnosis.flag, diagnosis.value))
+        fixed = apply(current, diagnosis)
+        if fixed == current:
+            continue
+        again = lint(fixed)
+        if any((d.kind, d.flag, d.value) == (diagnosis.kind, diagnosis.flag, diagnosis.value) for d in again.diagnoses):
+            continue  # the same error again: the fix did not take
+        current, report = fixed, again
+        applied.append(diagnosis)
+    return FixedLine(current, applied, report)
+
+
+@dataclass
 class LineLint:
     """`lint-flags`' answer for one line, whatever engine judged it: the report, what else its JSON says, its text."""
 
     report: LintReport
     extra: dict = field(default_factory=dict)
     text: str = ""
+    schema: FlagSchema | None = None  # the flags it was judged by
 
     @property
     def ok(self) -> bool:
@@ -47,8 +95,33 @@ class LineLint:
         return self.text
 
 
-def invalid_choice(flag: str, value: str, choices: tuple[str, ...], line: int | None = None) -> Diagnosis:
-    """A value not among a flag's choices: the value the user most likely meant first, as the fix."""
+PREFERRED_HOMES = ("--quantization", "--kv-cache-dtype")  # where a dtype-like word usually belongs, in this order
+QUANT_WORD = re.compile(r"^(fp8|fp4|int8|int4|w8a8|w4a16|awq|gptq|nvfp4|mxfp4|modelopt|bitsandbytes|gguf|marlin)", re.IGNORECASE)
+
+
+def other_homes(flag: str, value: str, schema: FlagSchema | None) -> list[str]:
+    """The other flags of the release whose choices hold `value` exactly (fp8 given to --dtype: --quantization,
+    --kv-cache-dtype), the likelier first."""
+    if schema is None:
+        return []
+    homes = [f.name for f in schema.flags if f.name != flag and f.choices and value in f.choices]
+    if QUANT_WORD.match(value):  # a quantization word: where such words go, even where that flag's list is open
+        preferred = [name for name in PREFERRED_HOMES if name != flag and (home := schema.get(name)) is not None
+                     and (home.choices is None or value in home.choices)]
+        if preferred:
+            return preferred
+    return sorted(homes, key=lambda name: (PREFERRED_HOMES.index(name) if name in PREFERRED_HOMES else len(PREFERRED_HOMES), name))
+
+
+def invalid_choice(flag: str, value: str, choices: tuple[str, ...], line: int | None = None,
+                   schema: FlagSchema | None = None) -> Diagnosis:
+    """A value not among a flag's choices: the value the user most likely meant first, as the fix; a value that is a
+    choice of another flag of the release (fp8 as a --dtype) names that flag, and moving it there is the fix."""
+    homes = other_homes(flag, value, schema)
+    if homes:
+        return Diagnosis("invalid_choice", f"{flag} does not accept '{value}' (allowed: {', '.join(choices)}); '{value}' is a "
+                         f"value of {' or '.join(homes)}: did you mean {homes[0]} {value}?", flag, value,
+                         tuple(f"{h} {value}" for h in homes), line, (homes[0], value))
     ranked = rank_values(value, choices)
     meant = most_likely(value, choices)
     hint = f"; did you mean '{meant}'?" if meant else ""
@@ -56,10 +129,14 @@ def invalid_choice(flag: str, value: str, choices: tuple[str, ...], line: int | 
                      tuple(ranked[:3]), line, (flag, meant) if meant else None)
 
 
-def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules=None, fixes_for=None) -> LintReport:
+def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules=None, fixes_for=None,
+              history: Releases | None = None, release: str | None = None,
+              ranges: dict[str, tuple[float, float, bool]] | None = None) -> LintReport:
     """What argparse would say of `args` given `schema`, then the engine's own rules after parsing
     (`rules(values, schema)`: SGLang's EAGLE rules, vLLM's).  Each engine's lint runs this parse
-    against its own --help with its rules."""
+    against its own --help with its rules.  With `history` (the engine's recorded releases), a flag this release lacks
+    but another takes is named as too new or too old for `release`, with what this one takes instead.  `ranges`: the
+    bounds the engine checks after parsing, flag -> (low, high, low excluded)."""
     report = LintReport()
     out = report.diagnoses
     position = 0
@@ -85,6 +162,12 @@ def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules
                 values.append(args[position])
                 position += 1
             value = inline if inline is not None else (" ".join(values) if values else None)
+            dated = history.out_of_range(word, release or schema.version) if history is not None else None
+            if dated is not None:
+                swap = dated.replacement[0] if dated.replacement else None
+                out.append(Diagnosis(dated.kind, dated.message, word, value, dated.suggestions, None,
+                                     ((swap, *values) if inline is None else (f"{swap}={inline}",)) if swap else None))
+                continue
             fixes = (fixes_for or suggest)(word, value, schema)  # the engine's own ranking (SGLang's by default)
             hint = f"; did you mean {fixes[0].text}?" if fixes else ""
             note = f" ({fixes[0].note})" if fixes and fixes[0].note else ""
@@ -98,7 +181,8 @@ def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules
                                  replacement=(flag.name,), severity="warning"))
         if not flag.takes_value:
             if inline is not None:
-                out.append(Diagnosis("invalid_value", f"{flag.name} is a switch and takes no value", flag.name, inline, (flag.name,)))
+                out.append(Diagnosis("invalid_value", f"{flag.name} is a switch and takes no value", flag.name, inline, (flag.name,),
+                                     replacement=(flag.name,)))
             report.values[flag.name] = word != flag.negation
             continue
         values = [inline] if inline is not None else []
@@ -114,7 +198,16 @@ def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules
         report.values[flag.name] = values if flag.nargs in ("+", "*") else (values[0] if values else "")
         for value in values:
             if flag.choices and value not in flag.choices:
-                out.append(invalid_choice(flag.name, value, flag.choices))
+                when = history.choice_words(flag.name, value, release or schema.version) if history is not None else None
+                if when:  # a value of another release: never swapped for a different one (the user's meaning is kept)
+                    judged = release or schema.version
+                    out.append(Diagnosis("choice_not_in_release", f"{flag.name} {value}: not in {engine} {judged}: '{value}' {when}; "
+                                         f"{judged} takes {', '.join(flag.choices)}: upgrade {engine} for it", flag.name, value))
+                    continue
+                out.append(invalid_choice(flag.name, value, flag.choices, schema=schema))
+            elif value == "" and flag.nargs not in ("?", "*"):
+                out.append(Diagnosis("missing_value", f"{flag.name}= is empty: it needs a value", flag.name, "",
+                                     (f"{flag.name} VALUE",)))
             elif flag.value_type in ("int", "float"):
                 caster = int if flag.value_type == "int" else float
                 try:
@@ -123,6 +216,9 @@ def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules
                     guess = numeric_guess(value)
                     out.append(Diagnosis("invalid_value", f"{flag.name} needs {type_words(flag.value_type)}, got '{value}'", flag.name, value,
                                          (guess,) if guess else (), replacement=(flag.name, guess) if guess else None))
+                    continue
+                if ranges and flag.name in ranges:
+                    out.extend(out_of_range(flag.name, caster(value), ranges[flag.name]))
     for flag in schema.flags:
         if flag.required and flag.name not in report.values:
             out.append(Diagnosis("missing_required", f"{'/'.join((flag.name, *flag.aliases))} is required", flag.name, None,
@@ -130,6 +226,18 @@ def lint_args(args: list[str], schema: FlagSchema, engine: str = "SGLang", rules
     if rules is not None:
         out.extend(rules(report.values, schema))
     return report
+
+
+def out_of_range(flag: str, value: float, bounds: tuple[float, float, bool]) -> list[Diagnosis]:
+    """A number outside what the engine takes: a percentage written for a fraction (90 for 0.9) offered as the fraction."""
+    low, high, open_low = bounds
+    if (low < value if open_low else low <= value) and value <= high:
+        return []
+    shown = f"({low:g}, {high:g}]" if open_low else f"[{low:g}, {high:g}]"
+    guess = value / 100 if high <= 1 and 1 < value <= 100 else None
+    text = f"{flag} must be within {shown}, got {value:g}" + (f": {value:g} % is {guess:g}" if guess is not None else "")
+    return [Diagnosis("invalid_value", text, flag, f"{value:g}" if value != int(value) else str(int(value)),
+                      (f"{flag} {guess:g}",) if guess is not None else (), replacement=(flag, f"{guess:g}") if guess is not None else None)]
 
 
 def _as_int(value) -> int | None:

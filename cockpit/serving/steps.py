@@ -20,7 +20,7 @@ from cockpit.serving import engines
 from cockpit.serving.depth import DepthConfig
 from cockpit.serving.engine import Engine
 from cockpit.serving.helpschema import load_schema
-from cockpit.serving.lint import LintReport
+from cockpit.serving.lint import LintReport, fix_line
 from cockpit.serving.logread import diagnose_lines
 from cockpit.serving.server import DEFAULT_PORT, LogFollower, wait_ready
 
@@ -475,7 +475,12 @@ def apply_diagnosis_fix(runbook, step: str, diagnosis) -> list[str]:
     kind = runbook.kind(spec)
     engine = kind.engine_of(spec) if isinstance(kind, ServeLaunch) else engines.engine(None)
     fixed = engine.apply_fix(argv, diagnosis)  # the engine's own: vLLM's folds every old speculative flag into one JSON
-    runbook.set_override(step, fixed, f"applied fix for {diagnosis.kind} {diagnosis.flag}: {shell_words(diagnosis.replacement or ())}")
+    version = spec.params.get(engine.version_key) if isinstance(kind, ServeLaunch) else None
+    whole = fix_line(fixed, lambda words: engine.lint(words, version, None), engine.apply_fix)  # what else its release refuses
+    if whole.applied:
+        fixed = whole.words
+    runbook.set_override(step, fixed, f"applied fix for {diagnosis.kind} {diagnosis.flag}: {shell_words(diagnosis.replacement or ())}"
+                         + (f" (and {', '.join(d.kind for d in whole.applied)})" if whole.applied else ""))
     return fixed
 
 

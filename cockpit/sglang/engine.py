@@ -84,9 +84,10 @@ class SGLang:
     def lint(self, argv: list[str], version: str | None, schema: FlagSchema | None) -> LintReport:
         if schema is None:
             from cockpit.sglang.flags import reference_schema
+            from cockpit.sglang.versions import shipped_schema
 
-            schema = reference_schema()
-        return lint.lint(argv, schema)
+            schema = shipped_schema(version) or reference_schema()  # the release's recorded flags
+        return lint.lint(argv, schema, version)
 
     def apply_fix(self, argv: list[str], diagnosis: Diagnosis) -> list[str]:
         return apply_fix(argv, diagnosis)

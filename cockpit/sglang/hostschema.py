@@ -12,6 +12,7 @@ from cockpit.diagnosis import Diagnosis
 from cockpit.serving.helpcache import cache_dir, cache_name
 from cockpit.serving.helpschema import FlagSchema, load_schema, parse_argparse_text
 from cockpit.serving.lint import LintReport
+from cockpit.sglang import versions
 from cockpit.sglang.lint import lint, strip_launcher
 from cockpit.serving.logread import diagnose_lines, render_diagnoses
 
@@ -63,21 +64,27 @@ class HostLint:
     host: str | None = None
     deep_ok: bool | None = None
     deep_lines: list[str] | None = None
+    source: str | None = None  # what the flags were checked against, in words
+    release: str | None = None  # the version the user named
 
     @property
     def ok(self) -> bool:
         return self.report.ok
 
     def to_json(self) -> dict:
-        return {**self.report.to_json(),
+        return {**self.report.to_json(), "engine": "sglang", "version": self.release or self.schema.version,
                 "deep": None if self.deep_lines is None else {"accepted": self.deep_ok, "output_tail": self.deep_lines[-20:]},
-                "schema": {"prog": self.schema.prog, "version": self.schema.version, "flags": len(self.schema.flags)}}
+                "schema": {"prog": self.schema.prog, "version": self.schema.version, "flags": len(self.schema.flags),
+                           "source": self.source}}
 
     def render(self) -> str:
         lines = [render_diagnoses(self.report.diagnoses)] if self.report.diagnoses else []
         if self.deep_lines is not None:
             lines.append(f"SGLang's own parser on {self.host}: {'accepted' if self.deep_ok else 'refused'}")
-        lines.append("OK: SGLang would accept this command line" if self.ok else "SGLang would refuse this command line")
+        if self.source:
+            lines.append(f"(flags checked against {self.source})")
+        who = f"SGLang {self.release or self.schema.version}" if (self.release or self.schema.version) else "SGLang"
+        lines.append(f"OK: {who} would accept this command line" if self.ok else f"{who} would refuse this command line")
         return "\n".join(lines)
 
 
@@ -97,7 +104,7 @@ async def lint_on_host(transport, words: list[str], python: str, deep: bool = Fa
     args = strip_launcher(words)
     try:
         schema = await host_schema(transport, python)
-        outcome = HostLint(lint(args, schema), schema, transport.name)
+        outcome = HostLint(lint(args, schema), schema, transport.name, source=f"the flags of SGLang {schema.version} on {transport.name}")
         if deep:
             outcome.deep_ok, outcome.deep_lines = await dry_run(transport, args, python)
     except CockpitError:
@@ -109,19 +116,40 @@ async def lint_on_host(transport, words: list[str], python: str, deep: bool = Fa
     return outcome
 
 
-def lint_with_file(words: list[str], help_text: str) -> HostLint:
+def lint_with_file(words: list[str], help_text: str, version: str | None = None) -> HostLint:
     schema = load_schema(help_text)
-    return HostLint(lint(words, schema), schema)
+    return HostLint(lint(words, schema, version), schema, source=help_text, release=version)
+
+
+def lint_shipped(words: list[str], version: str | None) -> HostLint:
+    """Offline: the flags of the release that judges `version` (the newest recorded when none is given), as recorded from
+    its wheel, and SGLang's rules for that release."""
+    schema = versions.shipped_schema(version)
+    if schema is None:
+        oldest = versions.releases().versions[0]
+        raise CockpitError(f"SGLang {version} is older than every release recorded here (the oldest is {oldest}): give "
+                           "--host H or --help-text FILE")
+    report = lint(words, schema, version)
+    note = versions.releases().note(version)
+    if note is not None:
+        report.diagnoses.append(note)
+    if version is None:
+        source = f"the flags of the newest recorded SGLang, {schema.version} (no --engine-version given)"
+    elif schema.version != version.strip().lstrip("v"):
+        source = f"the flags of SGLang {schema.version} recorded from its wheel (judging {version})"
+    else:
+        source = f"the flags of SGLang {version} recorded from its wheel"
+    return HostLint(report, schema, source=source, release=version)
 
 
 async def lint_line(words: list[str], version: str | None = None, help_text: str | None = None, transport=None,
                     python: str = "python3", deep: bool = False) -> HostLint:
-    """`lint-flags` for an SGLang line: against the host's own SGLang (--host; with deep, its own parser too) or a
-    --help file."""
+    """`lint-flags` for an SGLang line: against the host's own SGLang (--host; with deep, its own parser too, and it wins),
+    a --help file, or offline, the recorded flags of the release named (the newest recorded when none is)."""
     if deep and transport is None:
         raise CockpitError("--deep runs SGLang's parser on a host: give --host H")
     if transport is not None:
         return await lint_on_host(transport, words, python, deep)
     if help_text:
-        return lint_with_file(words, help_text)
-    raise CockpitError("lint-flags needs the flags to check against: --host H (runs SGLang's --help there) or --help-text FILE")
+        return lint_with_file(words, help_text, version)
+    return lint_shipped(words, version)

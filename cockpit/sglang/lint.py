@@ -79,6 +79,7 @@ def eagle_rules(values: dict, schema: FlagSchema) -> list[Diagnosis]:
     return out
 
 
-def lint(argv: list[str], schema: FlagSchema) -> LintReport:
-    """An SGLang command line (its launcher dropped) against its flags and rules."""
-    return lint_args(strip_launcher(argv), schema, "SGLang", eagle_rules)
+def lint(argv: list[str], schema: FlagSchema, release: str | None = None) -> LintReport:
+    """An SGLang command line (its launcher dropped) against its flags and rules; a flag of another release named as too
+    new or too old for `release` (else the schema's own version)."""
+    return lint_args(strip_launcher(argv), schema, "SGLang", eagle_rules, history=versions.releases(), release=release)

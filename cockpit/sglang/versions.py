@@ -1,34 +1,47 @@
-"""What differs between SGLang versions, read from each release's own source (data/versions.json,
-made by tests/fixtures/record/sglang_versions.py): the speculative algorithms it accepts and the
-wording of its crash messages."""
+"""What differs between SGLang releases, read from each release's own wheel (data/versions.json): the flags its
+launch_server parser takes (tests/fixtures/record/sglang_flags.py: each flag's option strings, type, choices, nargs),
+the speculative algorithms it accepts and the wording of its crash messages (tests/fixtures/record/sglang_versions.py).
+The newest patch of each release line from 0.4.0 to the newest is recorded; a version between is judged by its line's
+recording, or the nearest before it (serving/releases.py), and says so."""
 
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from importlib import resources
 
+from cockpit.serving.helpschema import Flag, FlagSchema
+from cockpit.serving.releases import Releases, version_key
+
 
 def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"\d+", version)[:4])
+    return version_key(version) or ()
 
 
 @lru_cache(maxsize=1)
 def table() -> dict[str, dict]:
-    return json.loads(resources.files("cockpit.sglang").joinpath("data", "versions.json").read_text())
+    raw = json.loads(resources.files("cockpit.sglang").joinpath("data", "versions.json").read_text())
+    return {v: raw[v] for v in sorted(raw, key=_key)}
+
+
+def _options_of(version: str) -> list[tuple[str, ...]]:
+    return [tuple(row[0]) for row in table()[version].get("flags", ())]
+
+
+def _choices_of(version: str, option: str) -> tuple[str, ...] | None:
+    flag = _schema_of(version).get(option)
+    return flag.choices if flag is not None else None
+
+
+@lru_cache(maxsize=1)
+def releases() -> Releases:
+    return Releases("SGLang", tuple(table()), 3, _options_of, _choices_of)
 
 
 def known(version: str | None) -> str:
-    """The recorded version that describes `version`: itself, else the newest recorded before it,
-    else the newest of all (no version given, or newer than any recorded)."""
-    versions = sorted(table(), key=_key)
-    if not version:
-        return versions[-1]
-    if version in table():
-        return version
-    before = [v for v in versions if _key(v) <= _key(version)]
-    return before[-1] if before else versions[0]
+    """The recorded release that describes `version`: itself, its line's, else the nearest before it; the newest when none
+    is given; the oldest for a version older than every recording."""
+    return releases().nearest(version) or next(iter(table()))
 
 
 def algorithms(version: str | None = None) -> list[str]:
@@ -37,3 +50,21 @@ def algorithms(version: str | None = None) -> list[str]:
 
 def messages(version: str) -> dict[str, list[str]]:
     return table()[version]["messages"]
+
+
+@lru_cache(maxsize=None)
+def _schema_of(recorded_version: str) -> FlagSchema:
+    flags = []
+    for options, kind, choices, nargs, switch, opened, required in table()[recorded_version].get("flags", ()):
+        longs = [o for o in options if o.startswith("--")] or options
+        negation = next((o for o in longs[1:] if o.startswith("--no-") and o[5:] == longs[0][2:]), None)
+        aliases = tuple(o for o in options if o != longs[0] and o != negation)
+        flags.append(Flag(longs[0], aliases, not switch, nargs if nargs in ("?", "+", "*") else None, None,
+                          tuple(choices) if choices and not opened else None, required, negation, "", kind or ("" if switch else None)))
+    return FlagSchema(prog="python -m sglang.launch_server", version=recorded_version, flags=flags)
+
+
+def shipped_schema(version: str | None) -> FlagSchema | None:
+    """The flags of the release that judges `version`, as recorded from its wheel (None: older than every recording)."""
+    chosen = releases().nearest(version)
+    return _schema_of(chosen) if chosen else None

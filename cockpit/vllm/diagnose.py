@@ -62,8 +62,9 @@ FIXED = [
     ("target_not_supported", r"Model does not support EAGLE3 interface",
      "the target's model class in this vLLM has no EAGLE-3 interface (aux hidden states): upgrade vLLM or serve with SGLang", ()),
     ("draft_architecture", r"Model architectures \[[^\]]*\] are not supported for now",
-     "vLLM has no class for the draft's architectures (config.json 'architectures': Eagle3 renames X to Eagle3X)",
-     ('"architectures": ["LlamaForCausalLMEagle3"]',)),
+     "vLLM has no class for the draft's architectures (config.json 'architectures'; 0.9 to 0.10.1 rename X to Eagle3X and "
+     "register only Eagle3LlamaForCausalLM, 0.10.2 on also LlamaForCausalLMEagle3): list both names, or vLLM 0.10.2 or later",
+     ('"architectures": ["LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM"]',)),
     ("draft_key", r"There is no module or parameter named '[^']*' in Eagle3\w*|KeyError: '(?:layers|midlayer)\.",
      "a key of the draft checkpoint is not one vLLM's EAGLE-3 class has: check `cockpit drafter inspect --engine vllm`", ()),
     ("draft_shape", r"Attempted to load weight \(torch\.Size\(\[[^\]]*\]\)\) into parameter \(torch\.Size",

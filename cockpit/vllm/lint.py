@@ -16,11 +16,9 @@ from cockpit.vllm import specconfig
 from cockpit.vllm.argv import normalise, strip_launcher
 from cockpit.vllm.fixes import fixes_for_line
 from cockpit.vllm.crosswalk import sglang_to_vllm
-from functools import lru_cache
 
-from cockpit.serving.helpschema import Flag
-from cockpit.vllm.versions import (LEGACY_FLAGS, SWITCHES, Era, beyond_read, era, era_of_host, facts, judged_by, label, nearest,
-                                   recorded)
+from cockpit.vllm.versions import (LEGACY_FLAGS, SWITCHES, Era, beyond_read, era, era_of_host, judged_by, label, recorded, releases, shipped_schema, short_sc)
+from cockpit.vllm.versions import schema_of as _schema_of
 
 ENGINE = "vLLM"
 SGLANG_ONLY = ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps", "--speculative-eagle-topk",
@@ -68,6 +66,7 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
     configs: list[tuple[str, str]] = []  # (flag as written, value)
     dotted: dict[str, str] = {}
     legacy_seen: list[str] = []
+    short_seen: list[str] = []  # --spec-method, --spec-model, --spec-tokens where the release lacks them
     sglang_seen: list[str] = []
     position = 0
     while position < len(args):
@@ -76,12 +75,21 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
         head = word.split("=", 1)[0]
         if head in ("--speculative-config", "-sc"):
             value, position = _take(args, position, word)
+            if head == "-sc" and (schema is not None and schema.get("-sc") is None or schema is None and not short_sc(rules_of)):
+                dated = releases().out_of_range("-sc", version) or Diagnosis(
+                    "flag_not_in_release", f"-sc is not a flag of {label(version, chosen)}: write --speculative-config", "-sc", None)
+                out.append(Diagnosis(dated.kind, dated.message, "-sc", value, ("--speculative-config",),
+                                     replacement=("--speculative-config", value or "")))
             configs.append((head, value or ""))
             report.values["--speculative-config"] = value or ""
             continue
         if head.startswith("--speculative-config."):
             value, position = _take(args, position, word)
             dotted[head.split(".", 1)[1]] = value or ""
+            continue
+        if head in SHORT_SPEC and not takes(head, schema, rules_of):
+            _, position = _take(args, position, word)
+            short_seen.append(head)
             continue
         if head in LEGACY_FLAGS:
             legacy_seen.append(head)
@@ -101,7 +109,7 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
         report.values["model"] = model
     legacy_ok = chosen.legacy_flags if schema is None else schema.get("--speculative-model") is not None  # its --help is the truth
     if legacy_seen and not legacy_ok:
-        config, _ = specconfig.legacy_config(args)
+        config = merged_config(args)  # what the JSON already says kept, the separate flags' settings added
         fixed = specconfig.dumps(config)
         out.append(Diagnosis("unrecognized_argument", f"{', '.join(legacy_seen)}: {label(version, chosen)} has none of these "
                              f"(vLLM <= 0.8.2's separate flags); one flag says it all: --speculative-config '{fixed}'",
@@ -111,6 +119,13 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
         out.append(Diagnosis("deprecated_flags", f"{', '.join(legacy_seen)} still work in {label(version, chosen)} but are gone from 0.8.3: "
                              f"--speculative-config '{specconfig.dumps(config)}'", legacy_seen[0], None,
                              (f"--speculative-config '{specconfig.dumps(config)}'",), severity="warning"))
+    if short_seen:
+        one = specconfig.dumps(existing_config(args))
+        when = releases().span_words(short_seen[0], version)
+        out.append(Diagnosis("flag_not_in_release", f"{', '.join(short_seen)}: not in {label(version, chosen)}"
+                             + (f" ({short_seen[0]} {when})" if when else "") + "; this "
+                             f"release says the same in one flag: --speculative-config '{one}'", short_seen[0], None,
+                             (f"--speculative-config '{one}'",), replacement=("--speculative-config", one)))
     if sglang_seen:
         line, notes = sglang_to_vllm(["--model-path", model or "MODEL", *args])
         out.append(Diagnosis("other_engine_flags", f"{', '.join(sglang_seen)} are SGLang's flags, not vLLM's; the vLLM line "
@@ -135,15 +150,41 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
         out.append(Diagnosis("duplicate_flag", "--speculative-config is given more than once: the last one wins", "--speculative-config",
                              None, severity="warning"))
     for _, value in configs[-1:]:
+        if legacy_seen and not legacy_ok:
+            value = specconfig.dumps(merged_config(args))  # judged as the one config the fix above writes
         out.extend(specconfig.check(value, rules_of, draft_exists, rules))
     if schema is not None and rest:
-        parsed = lint_args(rest, schema, ENGINE, rules=lambda values, _schema: [], fixes_for=fixes_for_line(rest))  # vLLM's fixes
+        parsed = lint_args(rest, schema, ENGINE, rules=lambda values, _schema: [], fixes_for=fixes_for_line(rest),  # vLLM's fixes
+                           history=releases() if schema.version in recorded() else None, release=version, ranges=RANGES)
         out.extend(parsed.diagnoses)
         report.values.update(parsed.values)
+    out.extend(draft_parallelism(args, report.values))
     if model is None and schema is not None:
         out.append(Diagnosis("missing_required", "no model: `vllm serve MODEL` (or --model MODEL)", "--model", None, ("vllm serve MODEL",)))
     report.diagnoses.sort(key=lambda d: d.severity == "info")  # what is wrong first; how it was judged after
     return report
+
+
+# what vLLM checks of a value after parsing (its CacheConfig: 0 < gpu_memory_utilization <= 1)
+RANGES = {"--gpu-memory-utilization": (0.0, 1.0, True)}
+
+
+def draft_parallelism(args: list[str], values: dict) -> list[Diagnosis]:
+    """The draft's tensor-parallel size against the target's: vLLM takes 1 or the target's own, nothing else."""
+    config = existing_config(args)
+    draft = config.get("draft_tensor_parallel_size")
+    raw = values.get("--tensor-parallel-size")
+    try:
+        target = int(raw) if isinstance(raw, str) and raw else 1
+    except ValueError:
+        return []
+    if not isinstance(draft, int) or draft in (1, target):
+        return []
+    fixed = specconfig.dumps(_ordered({**config, "draft_tensor_parallel_size": target}))
+    return [Diagnosis("invalid_value", f"--speculative-config: draft_tensor_parallel_size {draft} with a target of tensor-parallel "
+                      f"size {target}: vLLM takes 1 or the target's own ({target}) and stops with `draft_tensor_parallel_size="
+                      f"{draft} cannot be other value than 1 or target model tensor_parallel_size={target}`", "--speculative-config",
+                      None, (f'"draft_tensor_parallel_size": {target}',), replacement=("--speculative-config", fixed))]
 
 
 def _quoted(words: list[str]) -> list[str]:
@@ -159,38 +200,111 @@ def apply_fix(argv: list[str], diagnosis) -> list[str]:
 
     if diagnosis.flag in LEGACY_FLAGS and diagnosis.replacement and diagnosis.replacement[0] == "--speculative-config":
         return fixed_line(argv)
+    if diagnosis.replacement and len(diagnosis.replacement) == 2 and diagnosis.replacement[0] == "--speculative-config":
+        return with_config(argv, diagnosis.replacement[1])  # the one config, wherever and however it was written
     return replace_flag(argv, diagnosis)
 
 
+# the short speculative flags of later releases (0.22 on) and the config key each sets
+SHORT_SPEC = {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}
+
+
+def takes(option: str, schema: FlagSchema | None, version: str | None) -> bool:
+    """Whether the release (its --help where there is one, else its recording) takes `option`."""
+    if schema is not None:
+        return schema.get(option) is not None
+    recorded_schema = shipped_schema(version)
+    return recorded_schema is not None and recorded_schema.get(option) is not None
+
+
+def _config_words(args: list[str]) -> tuple[list[str], list[str]]:
+    """(every --speculative-config / -sc / --speculative-config.KEY / --spec-* value of args, as KEY=VALUE for a single
+    key, args without them)."""
+    values, rest, position = [], [], 0
+    while position < len(args):
+        word = args[position]
+        position += 1
+        head = word.split("=", 1)[0]
+        if head in SHORT_SPEC:
+            value, position = _take(args, position, word)
+            values.append(f"{SHORT_SPEC[head]}={value or ''}")
+            continue
+        if head in ("--speculative-config", "-sc") or head.startswith("--speculative-config."):
+            value, position = _take(args, position, word)
+            values.append(word if head.startswith("--speculative-config.") and value is None else
+                          (f"{head.split('.', 1)[1]}={value}" if head.startswith("--speculative-config.") else value or ""))
+            continue
+        rest.append(word)
+    return values, rest
+
+
+def _as_config(text: str) -> dict:
+    import ast
+    import json
+
+    for reader in (json.loads, ast.literal_eval):
+        try:
+            value = reader(text)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+ORDER = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size")
+
+
+def _ordered(config: dict) -> dict:
+    return {**{k: config[k] for k in ORDER if k in config}, **{k: v for k, v in config.items() if k not in ORDER}}
+
+
+def existing_config(args: list[str]) -> dict:
+    """The speculative config a line already holds: its last --speculative-config (or -sc) JSON, its dotted keys over it."""
+    import json
+
+    values, _ = _config_words(normalise(args))
+    config: dict = {}
+    for value in values:
+        key, sep, dotted = value.partition("=")
+        if sep and not value.lstrip().startswith(("{", "'", '"')) and key.isidentifier():
+            try:
+                config[key] = json.loads(dotted)
+            except ValueError:
+                config[key] = dotted
+        else:
+            config = {**config, **_as_config(value)}
+    return _ordered(config)
+
+
+def merged_config(args: list[str]) -> dict:
+    """One config holding everything the line says: the JSON's own settings kept, the separate flags' added."""
+    legacy, _ = specconfig.legacy_config(normalise(args))
+    return _ordered({**legacy, **existing_config(args)})
+
+
+def with_config(argv: list[str], text: str) -> list[str]:
+    """argv with every speculative config it had replaced by one `--speculative-config TEXT`, after the other flags."""
+    head: list[str] = []
+    args, _model, named = strip_launcher(argv)
+    if named:
+        head = argv[: len(argv) - len(args)]
+    _, rest = _config_words(args)
+    return head + rest + ["--speculative-config", text]
+
+
 def fixed_line(argv: list[str], version: str | None = None) -> list[str]:
-    """argv with the old separate flags replaced by --speculative-config (the lint's fix)."""
+    """argv with the old separate flags and any config it had replaced by one --speculative-config holding all of them
+    (the lint's fix)."""
     head: list[str] = []
     args, model, named = strip_launcher(argv)
     if named:
         head = argv[: len(argv) - len(args)]
-    config, rest = specconfig.legacy_config(normalise(args))
-    if not config or era(version).legacy_flags and not era(version).json_config:
+    legacy, rest = specconfig.legacy_config(normalise(args))
+    if not legacy or era(version).legacy_flags and not era(version).json_config:
         return list(argv)
-    return head + rest + ["--speculative-config", specconfig.dumps(config)]
-
-
-def shipped_schema(version: str | None) -> FlagSchema | None:
-    """The flags of `version`'s parser as recorded from its wheel (each flag's own type and choices), or of the nearest
-    recorded version (versions.judged_by says which); None for a version older than every recording."""
-    chosen = nearest(version) if version else (recorded()[-1] if recorded() else None)
-    return _schema_of(chosen) if chosen else None
-
-
-@lru_cache(maxsize=None)  # one per recorded version (identify reads them all)
-def _schema_of(recorded_version: str) -> FlagSchema:
-    flags = []
-    for options, kind, choices, nargs, switch in (facts(recorded_version) or {}).get("flags", []):
-        longs = [o for o in options if o.startswith("--")] or options
-        negation = next((o for o in longs[1:] if o.startswith("--no-") and o[5:] == longs[0][2:]), None)
-        aliases = tuple(o for o in options if o != longs[0] and o != negation)
-        flags.append(Flag(longs[0], aliases, not switch, nargs if nargs in ("?", "+", "*") else None, None,
-                          tuple(choices) if choices else None, False, negation, "", kind))
-    return FlagSchema(prog="vllm serve", version=recorded_version, flags=flags)
+    _, rest = _config_words(rest)
+    return head + rest + ["--speculative-config", specconfig.dumps(merged_config(args))]
 
 
 def identify(schema: FlagSchema) -> tuple[str | None, float]:
@@ -251,4 +365,4 @@ async def lint_line(words: list[str], version: str | None = None, help_text: str
             source = f"the flags of vLLM {version} recorded from its wheel"
     report = lint(words, version, schema, rules=rules)
     return LineLint(report, {"engine": "vllm", "version": version, "flags_checked": schema is not None},
-                    render(report, version, schema, source))
+                    render(report, version, schema, source), schema)

@@ -90,8 +90,13 @@ def check(text: str, version: str | None = None, draft_exists: bool | None = Non
             said = {"0.10.2-0.33": "TypeError: 'NoneType' object cannot be interpreted as an integer",
                     ">=0.34.0": "A speculative model was provided, but `num_speculative_tokens` was not provided"}.get(
                 chosen.name, "num_speculative_tokens must be provided with speculative model")
+            meant = next((k for k in config if k not in chosen.keys and isinstance(config[k], int)
+                          and most_likely(k, ("num_speculative_tokens",)) == "num_speculative_tokens"), None)
+            fixed = _renamed(config, meant, "num_speculative_tokens") if meant else None
             out.append(Diagnosis("missing_value", f"{FLAG}: no num_speculative_tokens (the depth of the chain): "
-                                 f"{label(version, chosen)} stops with `{said}`", FLAG, None, ('"num_speculative_tokens": N',)))
+                                 f"{label(version, chosen)} stops with `{said}`" + (f"; '{meant}' is it misspelt" if meant else ""),
+                                 FLAG, None, ('"num_speculative_tokens": N',),
+                                 replacement=(FLAG, dumps(fixed)) if fixed else None))
     elif isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
         out.append(Diagnosis("invalid_value", f"{FLAG}: num_speculative_tokens must be a positive integer, got {tokens!r}",
                              FLAG, str(tokens), ("a whole number of draft tokens, e.g. 3",)))

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from cockpit.serving.helpschema import Flag, FlagSchema
+
 NEWEST_READ = "0.34.0"
 READ = ("0.7.3", "0.8.0", "0.8.2", "0.8.3", "0.8.5", "0.10.2", "0.34.0")
 
@@ -111,7 +113,9 @@ def _hand_era(parsed: tuple[int, ...]) -> Era:
 
 
 def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"\d+", version)[:4])
+    from cockpit.serving.releases import version_key
+
+    return version_key(version) or ()
 
 
 @lru_cache(maxsize=1)
@@ -194,6 +198,47 @@ def judged_by(version: str | None) -> str | None:
 def label(version: str | None, chosen: Era) -> str:
     """How a message names the vLLM it judges: the version given, else the rules it was judged by."""
     return f"vLLM {version}" if version else f"vLLM {chosen.name} (no version given)"
+
+
+def shipped_schema(version: str | None) -> FlagSchema | None:
+    """The flags of `version`'s parser as recorded from its wheel (each flag's own type and choices), or of the nearest
+    recorded version (versions.judged_by says which); None for a version older than every recording."""
+    chosen = nearest(version) if version else (recorded()[-1] if recorded() else None)
+    return schema_of(chosen) if chosen else None
+
+
+@lru_cache(maxsize=None)  # one per recorded version (identify reads them all)
+def schema_of(recorded_version: str) -> FlagSchema:
+    flags = []
+    for options, kind, choices, nargs, switch in (facts(recorded_version) or {}).get("flags", []):
+        longs = [o for o in options if o.startswith("--")] or options
+        negation = next((o for o in longs[1:] if o.startswith("--no-") and o[5:] == longs[0][2:]), None)
+        aliases = tuple(o for o in options if o != longs[0] and o != negation)
+        flags.append(Flag(longs[0], aliases, not switch, nargs if nargs in ("?", "+", "*") else None, None,
+                          tuple(choices) if choices else None, False, negation, "", kind))
+    return FlagSchema(prog="vllm serve", version=recorded_version, flags=flags)
+
+
+def _options_of(version: str) -> list[tuple[str, ...]]:
+    return [tuple(row[0]) for row in recorded_facts()[version].get("flags", ())]
+
+
+@lru_cache(maxsize=1)
+def releases():
+    """The recorded releases as the core reads them (each flag's span; a version's line is its minor)."""
+    from cockpit.serving.releases import Releases
+
+    def choices_of(version: str, option: str) -> tuple[str, ...] | None:
+        flag = schema_of(version).get(option)
+        return flag.choices if flag is not None else None
+
+    return Releases("vLLM", recorded(), 2, _options_of, choices_of)
+
+
+def short_sc(version: str | None) -> bool:
+    """Whether the release judging `version` takes -sc for --speculative-config (its recording says)."""
+    f = facts(version)
+    return bool(f and f.get("short_sc"))
 
 
 def era_of_host(host: dict, version: str) -> Era:
