@@ -234,7 +234,8 @@ def out_of_range(flag: str, value: float, bounds: tuple[float, float, bool]) -> 
     if (low < value if open_low else low <= value) and value <= high:
         return []
     shown = f"({low:g}, {high:g}]" if open_low else f"[{low:g}, {high:g}]"
-    guess = value / 100 if high <= 1 and 1 < value <= 100 else None
+    percent = 1 < value <= 100 and (value >= 10 or value == int(value))  # 90 or 95.5 meant as a percentage; 1.5 not
+    guess = value / 100 if high <= 1 and percent else None
     text = f"{flag} must be within {shown}, got {value:g}" + (f": {value:g} % is {guess:g}" if guess is not None else "")
     return [Diagnosis("invalid_value", text, flag, f"{value:g}" if value != int(value) else str(int(value)),
                       (f"{flag} {guess:g}",) if guess is not None else (), replacement=(flag, f"{guess:g}") if guess is not None else None)]

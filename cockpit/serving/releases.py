@@ -103,19 +103,25 @@ class Releases:
 
     def span_words(self, option: str, version: str | None) -> str | None:
         """When `option` came or went, as seen from the release judging `version` ("arrived after 0.18.1 (first recorded
-        in 0.19.1)", "last recorded in 0.9.2, gone by 0.10.2"); None: that release takes it, or no recorded one does."""
+        in 0.19.1)", "was last recorded in 0.9.2, gone by 0.10.2", "is missing from 0.5.6.post2, though 0.5.5.post3 and 0.5.7
+        take it"); None: that release takes it, or no recorded one does."""
         span = self.spans().get(option)
         chosen = self.nearest(version)
-        if span is None or chosen is None:
+        if span is None or chosen is None or option in self.members(chosen):
             return None
         first, last = span
         at, index = self.key(chosen), {v: i for i, v in enumerate(self.versions)}
+        if self.key(first) < at < self.key(last):  # taken before and after, not by this one
+            having = [v for v in self.versions if option in self.members(v)]
+            earlier = max((v for v in having if self.key(v) < at), key=self.key)
+            later = min((v for v in having if self.key(v) > at), key=self.key)
+            return f"is missing from {chosen}, though {earlier} and {later} take it"
         if at < self.key(first):
             before = self.versions[index[first] - 1] if index[first] > 0 else None
             return f"arrived after {before} (first recorded in {first})" if before else f"arrived by {first}"
         if at > self.key(last):
             after = self.versions[index[last] + 1] if index[last] + 1 < len(self.versions) else None
-            return f"last recorded in {last}" + (f", gone by {after}" if after else "")
+            return f"was last recorded in {last}" + (f", gone by {after}" if after else "")
         return None
 
     def out_of_range(self, option: str, version: str | None) -> Diagnosis | None:
@@ -143,20 +149,35 @@ class Releases:
         chosen = self.nearest(version)
         if not having or chosen is None:
             return None
-        index = {v: i for i, v in enumerate(self.versions)}
-        if self.key(chosen) < self.key(having[0]):
+        if chosen in having:
+            return None
+        index, at = {v: i for i, v in enumerate(self.versions)}, self.key(chosen)
+        if at < self.key(having[0]):
             before = self.versions[index[having[0]] - 1] if index[having[0]] > 0 else None
             return f"arrived after {before} (first recorded in {having[0]})" if before else f"arrived by {having[0]}"
-        if self.key(chosen) > self.key(having[-1]):
-            return f"last recorded in {having[-1]}"
-        return None
+        if at > self.key(having[-1]):
+            return f"was last recorded in {having[-1]}"
+        before = max((v for v in having if self.key(v) < at), key=self.key)
+        after = min((v for v in having if self.key(v) > at), key=self.key)
+        return f"is missing from {chosen}, though {before} and {after} take it"
+
+    def members(self, version: str) -> frozenset[str]:
+        """Every option string the recorded release `version` takes."""
+        return _members(self, version)
 
     def _takes(self, version: str, option: str) -> bool:
-        span = self.spans().get(option)
-        return span is not None and self.key(span[0]) <= self.key(version) <= self.key(span[1])
+        return option in self.members(version)
 
 
 _SPANS: dict[tuple[str, tuple[str, ...]], dict[str, tuple[str, str]]] = {}
+_MEMBERS: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def _members(releases: Releases, version: str) -> frozenset[str]:
+    memo = (releases.engine, version)
+    if memo not in _MEMBERS:
+        _MEMBERS[memo] = frozenset(o for options in (releases.options_of(version) if releases.options_of else ()) for o in options)
+    return _MEMBERS[memo]
 _GROUPS: dict[tuple[str, tuple[str, ...]], dict[str, tuple[str, ...]]] = {}
 
 

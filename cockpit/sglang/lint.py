@@ -40,9 +40,14 @@ def eagle_rules(values: dict, schema: FlagSchema) -> list[Diagnosis]:
         if algo_flag is not None and not algo_flag.choices and algorithm.upper() not in known:
             meant = most_likely(algorithm, known)
             hint = f"; did you mean {meant}?" if meant else ""
-            out.append(Diagnosis("invalid_choice", f"SGLang will stop with 'Unknown speculative algorithm name: {algorithm}'"
+            plugin = versions.algorithm_plugins(schema.version) and not meant  # not a near miss: maybe a plugin's own
+            out.append(Diagnosis("invalid_choice", (f"'{algorithm}' is not a builtin speculative algorithm of SGLang "
+                                 f"{schema.version} ({', '.join(known)}): a plugin must register it, else SGLang stops with "
+                                 f"'Unknown speculative algorithm name: {algorithm}'") if plugin else
+                                 f"SGLang will stop with 'Unknown speculative algorithm name: {algorithm}'"
                                  f"{hint} (it takes {', '.join(known)})", "--speculative-algorithm", algorithm,
-                                 tuple(rank_values(algorithm, known)), replacement=("--speculative-algorithm", meant) if meant else None))
+                                 tuple(rank_values(algorithm, known)), replacement=("--speculative-algorithm", meant) if meant else None,
+                                 severity="warning" if plugin else "error"))
     speculative = bool(algorithm)
     given = [f for f in DEPTH_FLAGS if f in values]
     if given and not speculative:

@@ -48,6 +48,11 @@ def algorithms(version: str | None = None) -> list[str]:
     return list(table()[known(version)]["speculative_algorithms"])
 
 
+def algorithm_plugins(version: str | None = None) -> bool:
+    """Whether the release lets a plugin register a speculative algorithm of its own (an unknown name may be one)."""
+    return bool(table()[known(version)].get("algorithm_plugins"))
+
+
 def messages(version: str) -> dict[str, list[str]]:
     return table()[version]["messages"]
 

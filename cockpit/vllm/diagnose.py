@@ -36,6 +36,9 @@ _METHOD_UNKNOWN = re.compile(r"Unknown speculative method '(?P<value>[^']*)'")
 _UNEXPECTED_KEY = re.compile(r"SpeculativeConfig\.__init__\(\) got an unexpected keyword argument '(?P<key>[^']*)'")
 _PROCESS = re.compile(r"^\(\w+ pid=\d+\)\s?")  # vLLM's per-process prefix (0.10.2 writes it in ANSI colour)
 _PYDANTIC = re.compile(r"\d+ validation errors? for SpeculativeConfig")
+# the engine's other configs refusing a value (0.10.2 on: pydantic): the field is the flag, its input the value given
+_CONFIG_PYDANTIC = re.compile(r"\d+ validation errors? for (?P<cls>\w*Config)\b")
+_OLD_FRACTION = re.compile(r"GPU memory utilization must be less than 1\.0\. Got (?P<value>-?\d+(?:\.\d+)?)")
 _NONE_DEPTH = re.compile(r"TypeError: 'NoneType' object cannot be interpreted as an integer")
 
 # the KV cache cannot hold one request of the model's length, in every version's words (the V1 engine's, 0.8.5 on;
@@ -144,6 +147,15 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None, 
                 add(found)
                 skip_to = offset + 4
             continue
+        if (m := _CONFIG_PYDANTIC.search(text)):
+            found = _config_field(m.group("cls"), lines[offset + 1:offset + 4], number)
+            if found is not None:
+                add(found)
+                skip_to = offset + 4
+                continue
+        if (m := _OLD_FRACTION.search(text)):
+            add(_fraction(float(m.group("value")), number))
+            continue
         if _NONE_DEPTH.search(text) and any("num_speculative_tokens" in earlier for earlier in lines[max(0, offset - 4):offset]):
             add(Diagnosis("missing_depth", "--speculative-config has no num_speculative_tokens (vLLM 0.10.2 stops with this "
                           "TypeError): the depth of the chain", "--speculative-config", None, ('"num_speculative_tokens": N',), number))
@@ -239,6 +251,36 @@ def _unknown_key(key: str, version: str | None, number: int) -> Diagnosis:
     hint = f"; did you mean '{meant}'?" if meant else ""
     return Diagnosis("unknown_key", f"--speculative-config has a key this vLLM does not know: '{key}'{hint}", "--speculative-config",
                      key, tuple(f'"{k}"' for k in ranked), number)
+
+
+def _fraction(value: float, number: int | None) -> Diagnosis:
+    """--gpu-memory-utilization refused: a percentage written for the fraction is offered as the fraction."""
+    from cockpit.serving.lint import out_of_range
+
+    [found] = out_of_range("--gpu-memory-utilization", value, (0.0, 1.0, True)) or [Diagnosis(
+        "invalid_value", "--gpu-memory-utilization is a fraction of the GPU: above 0 and at most 1", "--gpu-memory-utilization",
+        None, ("--gpu-memory-utilization 0.9",))]
+    return replace(found, line=number)
+
+
+def _config_field(cls: str, following: list[str], number: int) -> Diagnosis | None:
+    """pydantic's block after `1 validation error for CacheConfig` (any of the engine's configs): the field is the flag
+    (gpu_memory_utilization: --gpu-memory-utilization), its input_value the value it was given."""
+    field = next((line.strip() for line in following if line.strip() and not line.startswith(" ")), None)
+    message = next((line.strip() for line in following if line.startswith("  ") and line.strip()
+                    and not line.strip().startswith("For further information")), None)
+    if not field or not message or not re.fullmatch(r"\w+", field):
+        return None
+    flag = "--" + field.replace("_", "-")
+    given = re.search(r"input_value=(?P<q>['\"]?)(?P<v>[^,'\"\]]*)(?P=q)", message)
+    if field == "gpu_memory_utilization" and given:
+        try:
+            return _fraction(float(given.group("v")), number)
+        except ValueError:
+            pass
+    detail = re.sub(r"\s*\[type=.*$", "", message)
+    return Diagnosis("invalid_value", f"{flag} refused by vLLM's {cls}: {detail}", flag, given.group("v") if given else None,
+                     (), number)
 
 
 def _pydantic(following: list[str], number: int, version: str | None = None) -> Diagnosis | None:
