@@ -413,6 +413,8 @@ def cmd_lint_flags(args) -> int:
         translation = other.foreign_line(words) if other is not engine else None
         if translation is not None:
             data["translation"] = translation
+            if fixed.applied and list(translation["line"]) == fixed.words:
+                continue  # the fixed line above says it already
             text += (f"\nthis line carries {other.label}'s flags ({', '.join(translation['flags'])}); the {engine.label} line that "
                      "means the same:\n  " + " ".join(shlex.quote(w) for w in translation["line"])
                      + "".join(f"\n  note: {n}" for n in translation["notes"]))

@@ -6,6 +6,7 @@ as such with what this release takes; values typed as the engines check them; th
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,15 @@ def test_the_seeds_sglang_line_is_checked_offline_with_its_fixed_line():
     assert again.returncode == 0, again.stdout
 
 
+def test_readme_shows_what_the_cli_says_of_the_seeds_line():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    out = cli("lint-flags", "--sglang", "0.5.2", "--", *SEED[:-2], "--num-speculative-tokens", "16").stdout
+    for said in ("(flags checked against the flags of SGLang 0.5.2 recorded from its wheel)", "SGLang 0.5.2 would refuse this command line",
+                 "the whole line fixed (clean; checked again by the same release):"):
+        assert said in out and said in readme
+    assert len(readme.splitlines()) <= 300  # depth lives in docs/
+
+
 def test_a_patch_release_is_a_version_and_a_bad_one_a_usage_error():
     assert cli("lint-flags", "--vllm", "0.10.1.1", "--", "vllm", "serve", "m").returncode == 0
     bad = cli("lint-flags", "--engine-version", "ten", "--", "vllm", "serve", "m")
@@ -184,3 +194,39 @@ def test_a_lone_error_line_wrapped_at_80_columns_is_read_whole(tmp_path):
     data = json.loads(cli("parse-log", "--json", str(log)).stdout)
     [said] = [d for d in data["diagnoses"] if d["severity"] == "error"]
     assert said["kind"] == "invalid_choice" and said["value"] == "fp8" and said["replacement"] == ["--quantization", "fp8"]
+
+
+VLLM_LOGS = sorted((FIXTURES / "vllm").glob("*.log"))
+WRAPPERS = {
+    "docker": lambda line: "2026-12-07T08:00:01.123456789Z " + line,
+    "kubectl": lambda line: "[pod/vllm-0/vllm] 2026-12-07T08:00:01.123456789Z " + line,
+    "journald": lambda line: "Dec 07 08:00:01 gpu1 vllm[4242]: " + line,
+    "colour": lambda line: line.replace("error", "\x1b[01;31m\x1b[Kerror\x1b[m\x1b[K").replace("ERROR", "\x1b[31mERROR\x1b[0m"),
+}
+
+
+def _tmux80(text: str) -> str:
+    """What a tmux pane 80 columns wide shows of a log (capture-pane -p: colour gone, every longer line cut into 80-column
+    pieces)."""
+    out = []
+    for line in (re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw) for raw in text.splitlines()):
+        out += [line[i:i + 80] for i in range(0, len(line), 80)] or [""]
+    return "\n".join(out) + "\n"
+
+
+def _read(path: Path) -> set[tuple]:
+    data = json.loads(cli("parse-log", "--json", str(path)).stdout)
+    return {(d["kind"], d["flag"], d["value"], d["severity"]) for d in data["diagnoses"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("log", VLLM_LOGS, ids=lambda p: p.stem)
+def test_every_recorded_vllm_refusal_reads_the_same_through_every_wrapper(tmp_path, log):
+    """Each release's recorded refusal x every wrapper a user reads it through: the same diagnoses as the plain log."""
+    plain = _read(log)
+    assert plain, f"{log.name}: the plain log names nothing"
+    text = log.read_text()
+    for name, wrap in {**WRAPPERS, "tmux80": None}.items():
+        wrapped = tmp_path / f"{name}_{log.name}"
+        wrapped.write_text(_tmux80(text) if wrap is None else "".join(wrap(line) + "\n" for line in text.splitlines()))
+        assert _read(wrapped) == plain, f"{log.name} through {name}"
