@@ -230,3 +230,18 @@ def test_every_recorded_vllm_refusal_reads_the_same_through_every_wrapper(tmp_pa
         wrapped = tmp_path / f"{name}_{log.name}"
         wrapped.write_text(_tmux80(text) if wrap is None else "".join(wrap(line) + "\n" for line in text.splitlines()))
         assert _read(wrapped) == plain, f"{log.name} through {name}"
+
+
+def test_a_flag_of_a_later_release_refused_in_a_log_is_never_suggested_again(tmp_path):
+    """vLLM 0.19 refusing --spec-method (0.22 on): parse-log offered the very same flag; now the one config every
+    release takes, and which releases take the flag."""
+    log = tmp_path / "vllm.log"
+    log.write_text("usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --spec-method eagle3 "
+                   "--spec-tokens 3\n")
+    data = json.loads(cli("parse-log", "--json", str(log)).stdout)
+    said = {d["flag"]: d for d in data["diagnoses"]}
+    assert set(said) == {"--spec-method", "--spec-tokens"}
+    for diagnosis in said.values():
+        assert diagnosis["replacement"][0] == "--speculative-config" and diagnosis["flag"] not in diagnosis["suggestions"][0]
+        assert json.loads(diagnosis["replacement"][1]) == {"method": "eagle3", "num_speculative_tokens": 3}
+        assert "recorded: 0.22.1 on" in diagnosis["message"]

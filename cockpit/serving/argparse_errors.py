@@ -9,6 +9,7 @@ from typing import Callable
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.helpschema import FlagSchema
+from cockpit.serving.releases import Releases
 from cockpit.serving.lint import invalid_choice
 from cockpit.serving.suggest import Suggestion, article, numeric_guess, suggest, type_words
 
@@ -40,20 +41,29 @@ def split_unknown(words: list[str]) -> list[tuple[str, str | None]]:
 
 
 def diagnose_argparse(message: str, schema: FlagSchema | None, line: int | None, engine: str = "SGLang",
-                      fixes_for: Suggest = suggest) -> list[Diagnosis]:
-    """One diagnosis per flag the message names, each with its value and its fix (`fixes_for` ranks an unknown flag's)."""
+                      fixes_for: Suggest = suggest, history: Releases | None = None) -> list[Diagnosis]:
+    """One diagnosis per flag the message names, each with its value and its fix (`fixes_for` ranks an unknown flag's);
+    a flag the schema judged by has, refused all the same, is named with the releases that take it (`history`)."""
     if message.startswith("unrecognized arguments: "):
         diagnoses = []
         for flag, value in split_unknown(message[len("unrecognized arguments: "):].split()):
             if not flag.startswith("-"):
                 diagnoses.append(Diagnosis("unrecognized_argument", f"{engine} takes no positional argument '{flag}'", None, flag, (), line))
                 continue
-            fixes = fixes_for(flag, value, schema)
+            fixes = [f for f in fixes_for(flag, value, schema) if f.text.split(" ")[0] != flag]  # never itself again
             shown = f" {value}" if value else ""
             hint = f"; did you mean {fixes[0].text}?" if fixes else ""
             note = f" ({fixes[0].note})" if fixes and fixes[0].note else ""
-            diagnoses.append(Diagnosis("unrecognized_argument", f"{flag}{shown} is not {article(engine)} flag{hint}{note}", flag, value,
-                                       tuple(f.text for f in fixes), line, fixes[0].replacement if fixes else None))
+            known = schema is not None and schema.get(flag) is not None and history is not None and flag in history.spans()
+            if known:  # the release that refused it is not the one judged by: say which releases take it
+                first, last = history.spans()[flag]  # type: ignore[union-attr]
+                takes = f"{first} to {last}" if last != history.versions[-1] else f"{first} on"  # type: ignore[union-attr]
+                text = f"{flag}{shown}: this {engine} refused it, so it is older or newer than the releases that take it " \
+                       f"(recorded: {takes}){hint}{note}"
+            else:
+                text = f"{flag}{shown} is not {article(engine)} flag{hint}{note}"
+            diagnoses.append(Diagnosis("unrecognized_argument", text, flag, value, tuple(f.text for f in fixes), line,
+                                       fixes[0].replacement if fixes else None))
         return diagnoses
     ambiguous = re.match(r"^ambiguous option: (?P<opt>\S+?)(?:=(?P<val>\S*))? could match (?P<cands>.*)$", message)
     if ambiguous:

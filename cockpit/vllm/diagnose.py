@@ -209,8 +209,10 @@ def _argparse(message: str, number: int, version: str | None, schema: FlagSchema
         from cockpit.vllm.lint import shipped_schema
 
         schema = shipped_schema(version)
+    from cockpit.vllm.versions import releases
+
     words = message[len("unrecognized arguments: "):].split() if message.startswith("unrecognized arguments: ") else []
-    return diagnose_argparse(message, schema, number, "vLLM", fixes_for_line(words))
+    return diagnose_argparse(message, schema, number, "vLLM", fixes_for_line(words), releases())
 
 
 def _as_json(value: str) -> str | None:

@@ -13,6 +13,9 @@ from cockpit.vllm import specconfig
 from cockpit.vllm.crosswalk import NOT_SAME, SAME, SPEC, sglang_to_vllm
 from cockpit.vllm.versions import LEGACY_FLAGS
 
+# the short speculative flags of later releases (0.22 on) and the config key each sets
+SHORT_SPEC = {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}
+
 
 def legacy_flag(flag: str) -> bool:
     return (flag.replace("_", "-") if flag.startswith("--") else flag) in LEGACY_FLAGS
@@ -30,7 +33,15 @@ def fixes_for_line(words: list[str]) -> Suggest:
         if "--speculative-config" in line:
             sglang_fix = line[line.index("--speculative-config") + 1]
 
+    short = {SHORT_SPEC[flag]: (int(value) if value and value.isdigit() else value) for flag, value in split_unknown(words)
+             if flag in SHORT_SPEC and value is not None}
+    short_fix = specconfig.dumps(short) if short else None
+
     def fixes(flag: str, value: str | None, schema: FlagSchema | None) -> list[Suggestion]:
+        if flag in SHORT_SPEC and short_fix:
+            return [Suggestion(shell_words(["--speculative-config", short_fix]), ("--speculative-config", short_fix),
+                               "--spec-method, --spec-model and --spec-tokens are recorded from vLLM 0.22.1 on; every release from 0.8.3 takes "
+                               "--speculative-config")]
         if legacy_flag(flag) and legacy_fix:
             return [Suggestion(shell_words(["--speculative-config", legacy_fix]), ("--speculative-config", legacy_fix),
                                "vLLM <= 0.8.2's separate flag; 0.8.3 and later take one --speculative-config for all of them")]

@@ -14,7 +14,7 @@ from cockpit.serving.lint import LintReport, lint_args
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.vllm import specconfig
 from cockpit.vllm.argv import normalise, strip_launcher
-from cockpit.vllm.fixes import fixes_for_line
+from cockpit.vllm.fixes import SHORT_SPEC, fixes_for_line
 from cockpit.vllm.crosswalk import sglang_to_vllm
 
 from cockpit.vllm.versions import (LEGACY_FLAGS, SWITCHES, Era, beyond_read, era, era_of_host, judged_by, label, recorded, releases, shipped_schema, short_sc)
@@ -203,10 +203,6 @@ def apply_fix(argv: list[str], diagnosis) -> list[str]:
     if diagnosis.replacement and len(diagnosis.replacement) == 2 and diagnosis.replacement[0] == "--speculative-config":
         return with_config(argv, diagnosis.replacement[1])  # the one config, wherever and however it was written
     return replace_flag(argv, diagnosis)
-
-
-# the short speculative flags of later releases (0.22 on) and the config key each sets
-SHORT_SPEC = {"--spec-method": "method", "--spec-model": "model", "--spec-tokens": "num_speculative_tokens"}
 
 
 def takes(option: str, schema: FlagSchema | None, version: str | None) -> bool:
