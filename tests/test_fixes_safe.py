@@ -115,3 +115,51 @@ def test_a_line_without_mistakes_is_left_as_it_is():
                                   (engines.engine("vllm"), VLLM + _sc(CONFIG), None)):
         fixed = fix_line(line, lambda words, e=engine: e.lint(words, release, None), engine.apply_fix)
         assert fixed.words == line and not fixed.applied and fixed.clean
+
+
+class _Runbook:
+    """The little of a runbook that applying a fix reads: a launch step that recorded its refused line."""
+
+    def __init__(self, argv: list[str], params: dict):
+        from cockpit.runbook.model import StepResult, StepSpec, StepState
+        from cockpit.serving.steps import ServeLaunch
+
+        self.spec_ = StepSpec("launch", "serve_launch", "gpu", {"model_path": "/models/target", **params})
+        self.result_ = StepResult(StepState.FAILED, "refused before launch", evidence={"argv": argv})
+        self.kind_ = ServeLaunch()
+        self.override: list[str] | None = None
+        self.spec = self
+
+    def step(self, name):
+        return self.spec_
+
+    def launched(self, name):
+        return None
+
+    def result(self, name):
+        return self.result_
+
+    def kind(self, spec):
+        return self.kind_
+
+    def set_override(self, name, argv, why):
+        self.override = list(argv)
+
+
+@pytest.mark.parametrize("engine, argv, version, meant", [
+    ("vllm", VLLM + ["--speculative-model", "/ckpt/eagle3", "--num-speculative-tokens", "4", "--gpu-memory-utilization", "90"],
+     "0.10.2", "--gpu-memory-utilization 0.9"),
+    ("sglang", SGLANG + ["--num-speculative-tokens", "16", "--dtype", "fp8"], "0.5.2", "--quantization fp8"),
+])
+def test_f_applies_the_whole_line_not_one_fix(engine, argv, version, meant):
+    """`f` (and `plan fix`) take the diagnosis shown and then every other fix the same release asks for: the line that
+    runs is clean, not the next crash."""
+    from cockpit.diagnosis import Diagnosis
+    from cockpit.serving.steps import apply_diagnosis_fix
+
+    chosen = engines.engine(engine)
+    runbook = _Runbook(argv, {"engine": engine, chosen.version_key: version})
+    first = next(d for d in chosen.lint(argv, version, None).errors if d.replacement)
+    fixed = apply_diagnosis_fix(runbook, "launch", Diagnosis.from_json(first.to_json()))
+    assert fixed == runbook.override and meant in shlex.join(fixed)
+    assert chosen.lint(fixed, version, None).ok, shlex.join(fixed)

@@ -62,6 +62,8 @@ class ServeLaunch(Launch):
         "algorithm": Param(str, "EAGLE3"),
         "engine": Param(str, "sglang", help="the engine that serves: " + ", ".join(engines.BUILTIN) + " (default sglang)"),
         "vllm_version": Param(str, None, help="with engine vllm: its version, for the rules the lint applies (default: the host's own)"),
+        "sglang_version": Param(str, None, help="with engine sglang: its version, for the flags and rules the lint applies "
+                                "(default: the host's own)"),
         "depth": Param(int, None, help="a topk-1 chain of N steps, N + 1 draft tokens (vLLM's num_speculative_tokens N)"),
         "draft_tokens": Param(int, None, help="SGLang's --speculative-num-draft-tokens (alone: a topk-1 chain, steps N - 1)"),
         "steps": Param(int, None, help="SGLang's --speculative-num-steps"),

@@ -88,9 +88,10 @@ class VLLM:
         return (await host_vllm(transport, python, launcher=launcher))[1]  # its version is the schema's
 
     def lint(self, argv: list[str], version: str | None, schema: FlagSchema | None) -> LintReport:
-        from cockpit.vllm.lint import lint
+        from cockpit.vllm.lint import lint, shipped_schema
 
-        return lint(argv, version or getattr(schema, "version", None), schema)
+        # no --help of its own: the recorded flags of the release that judges it (as SGLang's does)
+        return lint(argv, version or getattr(schema, "version", None), schema if schema is not None else shipped_schema(version))
 
     def apply_fix(self, argv: list[str], diagnosis: Diagnosis) -> list[str]:
         from cockpit.vllm.lint import apply_fix
