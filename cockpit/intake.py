@@ -42,10 +42,23 @@ _BY_MAJORITY = {"slurm"}
 _LINE_STARTS = re.compile(r"^(?:\[\d{4}-\d\d-\d\d|usage: |Traceback |\S+: error: |step \d+: |Training |Evaluating |INFO|WARNING|ERROR)")
 
 
+def overprint(text: str) -> str:
+    """What a terminal shows of a line redrawn with carriage returns (a progress bar: each redraw starts again at column
+    0, over what was there); a trailing CR is no redraw."""
+    pieces = text.rstrip("\r").split("\r")
+    screen = ""
+    for piece in pieces:
+        screen = piece + screen[len(piece):]
+    return screen
+
+
 def clean(text: str) -> str:
-    """One line's text: escape sequences and control bytes gone (tabs kept), a trailing CR gone."""
+    """One line's text: escape sequences and control bytes gone (tabs kept), a trailing CR gone, a line redrawn with
+    carriage returns as the terminal shows it (overprint)."""
     if "\x1b" in text or "\x9b" in text:
         text = _ESCAPES.sub("", text)
+    if "\r" in text:
+        text = overprint(text)
     if _CONTROL.search(text):
         text = _CONTROL.sub("", text)
     return text

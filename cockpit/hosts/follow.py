@@ -20,7 +20,7 @@ TAIL_BYTES = 8 * 1024 * 1024  # a log first seen is read from its last 8 MiB
 MAX_READ = 4 * 1024 * 1024  # at most this much per poll: a huge backlog is read over several polls
 MAX_PARTIAL = MAX_LINE  # a "line" longer than this (binary junk) is cut into pieces
 HEAD_BYTES = 64  # the file's first bytes: changed means a new file under the same name
-_SEPARATOR = re.compile(rb"\r\n|\r|\n")
+_SEPARATOR = re.compile(rb"\r?\n")  # a line as an editor numbers it: a CR inside one (a progress bar) stays inside
 
 
 @dataclass
@@ -104,7 +104,7 @@ class LogFollower:
         buffer = self._pending + data
         parts = _SEPARATOR.split(buffer)
         self._pending = parts.pop()
-        lines = [clean(p[:MAX_LINE]) for p in parts if p]  # "\r" and "\n" split over two reads leave an empty part
+        lines = [clean(p[:MAX_LINE]) for p in parts]  # an empty line is a line (CRLF split over two reads is rejoined above)
         while len(self._pending) > MAX_PARTIAL:
             lines.append(clean(self._pending[:MAX_PARTIAL]))
             self._pending = self._pending[MAX_PARTIAL:]

@@ -44,7 +44,7 @@ class LiveLine:
 
     kind: "decode" (a window of decode iterations: its figures), "prefill" (a prefill batch ran), "acceptance"
     (the acceptance of the window just read, logged on a line of its own), "start" (a server starts: the figures
-    before it are another server's)."""
+    before it are another server's), "stop" (its own words of a graceful shutdown)."""
 
     kind: str
     ts: float | None = None  # the log's own timestamp (None: the line has none; when it was read counts)
@@ -64,6 +64,7 @@ class LogReading:
     ready: bool = False
     milestones: list[tuple[str, int]] = field(default_factory=list)
     run_start_line: int | None = None
+    stopped_at: int | None = None  # a graceful stop's line (the server's own shutdown words after it came up)
 
 
 def counter_deltas(before: dict[str, float] | None, after: dict[str, float] | None, keys: tuple[str, ...]) -> tuple[float, ...] | None:

@@ -137,6 +137,7 @@ class LiveFigures:
     _series: tuple | None = None  # (the engine's series, when) as /metrics was last read
     start_seen: bool = False  # the server's start was read in its log: its silence since then means something
     ended: dict | None = None  # its end, as the evidence read now says it ({state, why, at}): stopped by you, crashed, oom, died
+    shutdown: dict | None = None  # its own words of a graceful shutdown ({at, line}), read in its log
 
     def reset(self) -> None:
         """A new server (a relaunch in the same log, a new pid): the old one's figures are not its."""
@@ -174,15 +175,22 @@ class LiveFigures:
             self.engine = engine or self.engine
             self.start_seen = True
             return
+        if event.kind == "stop":
+            if self.shutdown is None:
+                at = now if event.ts is None else min(now, event.ts)
+                self.shutdown = {"at": at, "line": (event.detail or {}).get("line", line.strip()[:300])}
+            return
         self.sources.add("log")
         self.engine = engine
         if event.kind == "prefill":
             self.last_prefill = event
         elif event.kind == "decode":
-            window = Window(now, now if event.ts is None else event.ts, event.throughput, event.running, event.queued,
-                            event.token_usage, event.accept_len)
+            # the time the line carries where it carries one (an idle server's last figures are as old as that line,
+            # not as the look that read them); never later than now
+            said = now if event.ts is None else min(now, event.ts)
+            window = Window(now, said, event.throughput, event.running, event.queued, event.token_usage, event.accept_len)
             self.history.append(window)
-            self.last_decode_at = now
+            self.last_decode_at = said
             self._acceptance(window, line)
         elif event.kind == "acceptance":
             # logged right after its window's line: that window's acceptance
@@ -314,6 +322,14 @@ class LiveFigures:
         now = self.clock() if now is None else now
         if self.ended is not None:  # a server that has ended does nothing now: its activity is its end, said as past
             return self.ended["state"], self.ended["why"]
+        if self.shutdown is not None:  # its own shutdown words: it is going, whatever its last window said
+            from cockpit.format import clock
+
+            broke = [f for f in self.flags if f.kind in ("crashed", "oom")]
+            said = f"its log at {clock(self.shutdown['at'])}: '{self.shutdown['line'][-80:]}'"
+            if broke:
+                return broke[0].kind, f"{broke[0].message}; then it shut down ({said})"
+            return "stopped", f"it shut down cleanly ({said}); who stopped it, the log does not say"
         last = self.history[-1] if self.history else None
         if last is None or self.last_decode_at is None:
             if self.last_prefill is not None:

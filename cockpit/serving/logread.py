@@ -34,9 +34,20 @@ class LogReport:
     notes: list[str] = field(default_factory=list)
     milestones: list[tuple[str, int]] = field(default_factory=list)
     engine: str = "sglang"  # whose log it is (the registry's name of its engine)
+    stopped_at: int | None = None  # the line of a graceful stop after it came up
+
+    @property
+    def state(self) -> str:
+        """What the log says of the server, in the lifecycle's words: crashed, stopped, ready or starting."""
+        if any(d.severity == "error" for d in self.diagnoses):
+            return "crashed"
+        if self.stopped_at is not None:
+            return "stopped"
+        return "ready" if self.ready else "starting"
 
     def to_json(self) -> dict:
-        return {"diagnoses": [d.to_json() for d in self.diagnoses], "ready": self.ready, "lines": self.lines, "engine": self.engine,
+        return {"diagnoses": [d.to_json() for d in self.diagnoses], "ready": self.ready, "state": self.state,
+                "stopped_at": self.stopped_at, "lines": self.lines, "engine": self.engine,
                 "run_start_line": self.run_start_line, "truncated": self.truncated, "notes": self.notes,
                 "milestones": [{"milestone": m, "line": n} for m, n in self.milestones]}
 
@@ -62,11 +73,19 @@ def read_log_tail(path: str | Path, limit: int = TAIL_BYTES) -> tuple[list[str],
     if truncated:
         cut = data.find(b"\n")
         data = data[cut + 1:] if cut >= 0 else b""
-    lines = [line[:MAX_LINE] for line in data.decode("utf-8", "replace").splitlines()]
-    return lines, 1, truncated
+    return text_lines(data), 1, truncated
 
 
 _TEXT_CONTROLS = frozenset("\t\n\r\f\v\b\x07\x1b")
+
+
+def text_lines(data: bytes) -> list[str]:
+    """A log's lines as an editor numbers them: split at each newline (CRLF counted once); a carriage return inside a
+    line (a progress bar redrawn: checkpoint loading, CUDA-graph capture) stays inside it."""
+    lines = data.decode("utf-8", "replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [(line[:-1] if line.endswith("\r") else line)[:MAX_LINE] for line in lines]
 
 
 def looks_binary(sample: bytes) -> bool:
@@ -158,7 +177,7 @@ def read_stream_tail(limit: int = TAIL_BYTES) -> tuple[list[str], int, bool, int
         data = data[-limit:]
         cut = data.find(b"\n")
         data = data[cut + 1:] if cut >= 0 else b""
-    return [line[:MAX_LINE] for line in data.decode("utf-8", "replace").splitlines()], 1, truncated, total
+    return text_lines(data), 1, truncated, total
 
 
 def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_line: int = 1,
@@ -190,6 +209,7 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
     report.diagnoses = reading.diagnoses
     report.ready = reading.ready
     report.milestones = reading.milestones
+    report.stopped_at = reading.stopped_at
     report.run_start_line = reading.run_start_line if reading.run_start_line is not None else (numbers[0] if numbers else first_line)
     return report
 
@@ -218,7 +238,12 @@ def render_diagnoses(diagnoses: list[Diagnosis]) -> str:
 
 def render_log_report(report: LogReport) -> str:
     lines = [render_diagnoses(report.diagnoses)] if report.diagnoses else []
-    if report.ready:
+    if report.state == "crashed" and report.ready:
+        lines.append("crashed: it came up, then failed (above)")
+    elif report.state == "stopped":
+        lines.append(f"stopped: it came up, then shut down cleanly at line {report.stopped_at} (who stopped it, the log "
+                     "does not say)")
+    elif report.ready:
         lines.append("ready: the server is up")
     lines += [f"note: {note}" for note in report.notes]
     return "\n".join(lines)

@@ -77,13 +77,19 @@ FIXED = [
      "(`cockpit status`: another process?)", ("--gpu-memory-utilization 0.95",)),
     ("kv_cache_too_small", KV_CACHE_TOO_SMALL,
      "out of GPU memory for the KV cache: it cannot hold one request of --max-model-len; lower --max-model-len or raise "
-     "--gpu-memory-utilization (0.9 default; or free the GPUs)", ("--max-model-len 32768", "--gpu-memory-utilization 0.95")),
+     "--gpu-memory-utilization (0.9 default; or free the GPUs)", ("a smaller --max-model-len", "a larger --gpu-memory-utilization")),
     ("gpu_not_free", r"Free memory on device (?:\S+ )?\([\d.]+/[\d.]+ GiB\) on startup is less than desired GPU memory utilization",
      "another process holds GPU memory: vLLM wants --gpu-memory-utilization of the whole GPU free (`cockpit status` shows who)",
      ("free the GPUs, or lower --gpu-memory-utilization",)),
     ("invalid_value", r"GPU memory utilization must be less than 1\.0|gpu_memory_utilization\s+Input should be",
      "--gpu-memory-utilization is a fraction of the GPU: above 0 and at most 1", ("--gpu-memory-utilization 0.9",)),
     ("oom", CUDA_OOM, "CUDA out of memory: lower --gpu-memory-utilization, --max-num-seqs or --max-model-len, or use more GPUs", ()),
+    # after start-up: the engine core gone while serving (a real 0.20.2 on an H100, its EngineCore killed: every request
+    # in flight got HTTP 500, then the API server shut itself down with exit status 0; tests/fixtures/gpu-engines)
+    ("engine_dead", r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)",
+     "vLLM's engine core died while serving: requests in flight got HTTP 500 and the server shut itself down (exit status "
+     "0 all the same); the cause is in the EngineCore's own lines above, and none there means it was killed (OOM killer, "
+     "kill -9)", ()),
     ("port_in_use", r"\[Errno 98\] (?:error while attempting to bind on address|Address already in use)",
      "the port is taken (another server?): --port another, or stop the one there", ()),
     ("no_device", r"RuntimeError: Failed to infer device type",
@@ -172,6 +178,14 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None, 
         if (m := _UNEXPECTED_KEY.search(text)):
             add(_unknown_key(m.group("key"), version, number))
             continue
+        if (m := _KV_ESTIMATE.search(text)):
+            add(_kv_fix(int(m.group(1)), _given_args(lines), number))
+            continue
+        if "No available memory for the cache blocks" in text and (by_bytes := _given_args(lines).get("kv_cache_memory_bytes")):
+            add(Diagnosis("kv_cache_memory", f"no memory for the KV cache: --kv-cache-memory-bytes {by_bytes} sets its size "
+                          "(--gpu-memory-utilization no longer does): raise it", "--kv-cache-memory-bytes", str(by_bytes),
+                          ("a larger --kv-cache-memory-bytes",), number))
+            continue
         for kind, pattern, message, tips in _FIXED:
             if pattern.search(text):
                 add(Diagnosis(kind, message, None, None, tips, number))
@@ -225,6 +239,39 @@ def _as_json(value: str) -> str | None:
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     return specconfig.dumps(data) if isinstance(data, dict) else None
+
+
+# the KV cache too small for one request, with vLLM's own estimate of the longest length that fits (0.10.2 on)
+_KV_ESTIMATE = re.compile(r"estimated maximum model length is (\d+)")
+
+
+def _given_args(lines: list[str]) -> dict:
+    """The `non-default args: {...}` vLLM logs at start (a Python literal), or {}."""
+    import ast
+
+    for line in lines:
+        if "non-default args: " in line:
+            try:
+                args = ast.literal_eval(line.split("non-default args: ", 1)[1].strip())
+            except (ValueError, SyntaxError):
+                return {}
+            return args if isinstance(args, dict) else {}
+    return {}
+
+
+def _kv_fix(longest: int, args: dict, number: int) -> Diagnosis:
+    """The KV cache cannot hold one request of --max-model-len: vLLM's own estimate of what fits is the fix; with
+    --kv-cache-memory-bytes set, --gpu-memory-utilization no longer sizes the cache (that flag does)."""
+    by_bytes = args.get("kv_cache_memory_bytes")
+    governs = (f"--kv-cache-memory-bytes {by_bytes} sets the cache's size (--gpu-memory-utilization no longer does): raise it, "
+               if by_bytes else "raise --gpu-memory-utilization (or free the GPUs), ")
+    if longest <= 0:
+        return Diagnosis("kv_cache_too_small", f"the KV cache cannot hold a single token: {governs}", "--max-model-len", None,
+                         (), number)
+    return Diagnosis("kv_cache_too_small", f"the KV cache cannot hold one request of --max-model-len: vLLM estimates "
+                     f"{longest} as the longest length that fits; serve with --max-model-len {longest}, or {governs}to keep "
+                     "the length", "--max-model-len", str(args.get("max_model_len") or "") or None,
+                     (f"--max-model-len {longest}",), number, ("--max-model-len", str(longest)))
 
 
 def _given_config(lines: list[str]) -> dict | None:
@@ -316,6 +363,7 @@ def _pydantic(following: list[str], number: int, version: str | None = None) -> 
 
 
 READY = re.compile(r"Application startup complete\.|Starting vLLM (?:API )?server(?: \d+)? on http")
+from cockpit.vllm.logs import SHUTDOWN  # noqa: E402  (a stop's own words, as a SIGINT or SIGTERM leaves them)
 # vLLM's start-up, under the names SGLang's milestones have where they mean the same (vllm-facts §4.3)
 MILESTONES = (
     ("weights loaded", re.compile(r"Loading weights took|Model loading took")),
@@ -348,5 +396,8 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
     if ready_at is not None:  # what was said before it came up did not stop it
         found = [d for d in found if d.line is None or d.line > (number(ready_at) or 0)]
     milestones = [(name, number(i + 1)) for i, line in enumerate(run) for name, pattern in MILESTONES if pattern.search(line)]
+    stopped_at = None
+    if ready_at is not None:  # its own shutdown words after it came up: a graceful stop (a crash shuts down the same way)
+        stopped_at = next((number(i + 1) for i, line in enumerate(run) if i >= ready_at and SHUTDOWN.search(line.rstrip())), None)
     return LogReading(found, ready_at is not None, [(n, at) for n, at in milestones if at is not None],
-                      numbers[start] if start < len(numbers) else None)
+                      numbers[start] if start < len(numbers) else None, stopped_at)

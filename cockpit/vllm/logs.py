@@ -103,15 +103,45 @@ START_RE = re.compile(r"vLLM API server version \S+|vLLM server version \S+|Star
                       r"[█▄▀]\s+version \d")  # 0.11 on: the banner's version beside its art
 
 
+# vLLM's own stamp on each of its lines: `INFO 12-07 08:25:53 [file.py:N]` (month-day, the server's local time, no year)
+_STAMP = re.compile(r"(?:^|\) )(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[")
+# a stop's own words (a real 0.20.2 stopped by SIGINT: the EngineCore's "Shutdown complete", then uvicorn's)
+SHUTDOWN = re.compile(r"Shutdown complete$|Application shutdown complete\.|Finished server process \[\d+\]")
+
+
+def line_time(line: str, now: float | None = None) -> float | None:
+    """The time a vLLM line carries (its year: the one that puts it at most a day ahead of `now`), as epoch seconds in
+    this machine's local time; None for a line without vLLM's stamp."""
+    import time
+
+    m = _STAMP.search(line)
+    if m is None:
+        return None
+    now = time.time() if now is None else now
+    month, day, hour, minute, second = (int(g) for g in m.groups())
+    year = time.localtime(now).tm_year
+    try:
+        stamp = time.mktime((year, month, day, hour, minute, second, 0, 0, -1))
+        if stamp > now + 86400:  # December's line read in January
+            stamp = time.mktime((year - 1, month, day, hour, minute, second, 0, 0, -1))
+    except (OverflowError, ValueError):
+        return None
+    return stamp
+
+
 def live_line(line: str):
-    """A throughput line (a window: vLLM logs one every 10 s), a SpecDecoding line (that window's acceptance) or a
-    server's start, in the core's terms (serving/engine.py LiveLine); None for any other line."""
+    """A throughput line (a window: vLLM logs one every 10 s), a SpecDecoding line (that window's acceptance), a
+    server's start or its graceful stop, in the core's terms (serving/engine.py LiveLine), each with the time the line
+    carries; None for any other line."""
     from cockpit.serving.engine import LiveLine
 
     if "throughput:" in line and (throughput := parse_throughput(line)) is not None:
-        return LiveLine("decode", None, throughput.generation_tok_s, throughput.running, throughput.waiting, throughput.kv_usage)
+        return LiveLine("decode", line_time(line), throughput.generation_tok_s, throughput.running, throughput.waiting,
+                        throughput.kv_usage)
     if " metrics: " in line and (spec := parse_spec(line)) is not None:
-        return LiveLine("acceptance", accept_len=spec.mean_acceptance_length, detail=spec.to_json())
+        return LiveLine("acceptance", line_time(line), accept_len=spec.mean_acceptance_length, detail=spec.to_json())
     if ("vLLM" in line or "version" in line) and START_RE.search(line) is not None:  # the substrings first: this runs per line
         return LiveLine("start")
+    if ("hutdown" in line or "Finished server" in line) and SHUTDOWN.search(line.rstrip()) is not None:
+        return LiveLine("stop", line_time(line), detail={"line": line.strip()[:300]})
     return None

@@ -1,0 +1,190 @@
+#!/bin/bash
+# record_vllm.sh: the kit's gpu_run.sh (../shared/docs/real-engines/kit/, vLLM 0.20.2) with what issue 48 asks on top:
+# every log line stamped with its arrival time (A-serve.arrivals: "EPOCH_S<TAB>line"), the cockpit's own server watch
+# following A and B one look a second (tests/gpu/watch_real_server.py -> A-watch.jsonl, B-watch.jsonl), B stopped the
+# way `cockpit plan stop` does (its stop record written first, then the signal), and D: a start under
+# --kv-cache-memory-bytes too small (vLLM's own estimate of the longest length that fits).
+# Run on the GPU machine from the checkout root with the payload carried (.realengine):
+#   BUDGET=500 bash tests/gpu/record_vllm.sh
+# (what follows is the kit's text where not said otherwise)
+# gpu_run.sh: the GPU machine side of a real-engine recording (vLLM + EAGLE-3 on one H100/H200).
+# Built into the payload by build_payload.sh; run from the checkout root with the payload carried:
+#   bash .realengine/kit/gpu_run.sh (on the GPU machine, .realengine carried along, 600 s at most)
+# Steps (each time-stamped in steps.log): verify + unpack the payload into /tmp/site (skipped when
+# a warm machine still has it), record env.txt (nvidia-smi, versions, pip list), self-test the
+# pruned kernels, build the tiny target + draft (make_tiny_eagle3.py, 8 target layers by default),
+# then A: cold start, traffic (traffic.py), SIGKILL of the EngineCore; B: warm start, traffic,
+# Ctrl-C (SIGINT to the server's process group); C: a start that fails for lack of KV-cache memory.
+# Everything comes back as $OUT/vllm-eagle3-rec.tar.gz plus steps.log, summary.txt, A-serve.log.
+# Parameters (env): BUDGET (seconds this script may use, default 540); MODEL_ARGS (extra
+# make_tiny_eagle3.py arguments, e.g. "--layers 4" for the draft/target mismatch crash).
+# Written for vLLM 0.20.2 (its module and kernel file names); not tried for other releases.
+set -u
+P=$(pwd)/.realengine                          # the carried payload folder
+REPO=$(pwd)
+OUT=${OUT:-/tmp/out}; R=/tmp/rec; S=/tmp/site; M=/tmp/m
+BUDGET=${BUDGET:-540}                         # seconds this script may use in all
+mkdir -p "$OUT" "$R"; T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+say() { echo "[t+$(el)s] $*" | tee -a "$R/steps.log"; }
+left() { echo $(( BUDGET - $(el) )); }
+
+finish() {
+  say "packing"
+  grep -h -E "SpecDecoding metrics|Starting vLLM|Application startup complete|Uvicorn running|Available routes|Using .*backend|Capturing CUDA graphs|torch.compile takes|init engine|died|EngineDeadError|Error|Traceback" \
+       "$R"/*-serve.log 2>/dev/null | cut -c1-300 | head -80 > "$R/summary.txt"
+  cp "$R/steps.log" "$R/summary.txt" "$OUT/" 2>/dev/null; cat "$R/summary.txt"
+  [ -f "$R/A-serve.log" ] && head -c 15000000 "$R/A-serve.log" > "$OUT/A-serve.log"
+  sleep 2; cat "$R"/*-watch.jsonl > "$OUT/watch.jsonl" 2>/dev/null
+  tar -C /tmp -czf "$OUT/vllm-eagle3-rec.tar.gz" rec 2>/dev/null
+  ls -la "$OUT"; exit "${1:-0}"
+}
+
+unxz() { xz -dc "$1" 2>/dev/null || python3 -c "import lzma,shutil,sys;shutil.copyfileobj(lzma.open(sys.argv[1]),sys.stdout.buffer)" "$1"; }
+
+# ---- 1. unpack ------------------------------------------------------------------------
+say "verify payload"; (cd "$P" && sha256sum -c --quiet MANIFEST.sha256) || { say "payload checksum FAILED"; finish 3; }
+MH=$(sha256sum "$P/MANIFEST.sha256" | cut -c1-16)
+if [ "$(cat "$S/.complete" 2>/dev/null)" != "$MH" ]; then
+  rm -rf "$S"; mkdir -p "$S"
+  unxz "$P/site-py.tar.xz" | tar -x -C "$S" || { say "untar failed"; finish 4; }
+  unxz "$P/vllm_C.so.xz"        > "$S/vllm/_C.abi3.so"
+  unxz "$P/vllm_C_stable.so.xz" > "$S/vllm/_C_stable_libtorch.abi3.so"
+  [ -f "$P/vllm_fa3_C.so.xz" ] && unxz "$P/vllm_fa3_C.so.xz" > "$S/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
+  echo "$MH" > "$S/.complete"
+fi
+# Fallback after a failed self-test: the unpruned vllm/_C and vllm/_C_stable_libtorch, carried
+# by two earlier calls as /tmp/parts/kernels-full.tar.xz.part-aa/-ab (+ kernels-full.sha256)
+if [ -f /tmp/parts/kernels-full.sha256 ]; then
+  if [ "$(cat /tmp/parts/kernels-full.tar.xz.part-* | sha256sum | cut -d' ' -f1)" = "$(cat /tmp/parts/kernels-full.sha256)" ]; then
+    cat /tmp/parts/kernels-full.tar.xz.part-* | unxz /dev/stdin | tar -x -C "$S" && say "using the UNPRUNED kernels from /tmp/parts"
+  else say "/tmp/parts incomplete: $(ls /tmp/parts | tr '\n' ' ')"; fi
+fi
+say "unpacked: $(du -sh $S | cut -f1)"
+export PYTHONPATH="$S"
+python3 -c "import xgrammar" 2>/dev/null || export PYTHONPATH="$S:$P/kit/stubs"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 \
+       PYTHONUNBUFFERED=1 VLLM_LOG_STATS_INTERVAL=10 TOKENIZERS_PARALLELISM=false
+{ nvidia-smi; df -h /tmp /dev/shm; python3 -c "import sys,torch,transformers,triton;print(sys.version);print('torch',torch.__version__,'cuda',torch.version.cuda,'transformers',transformers.__version__,'triton',triton.__version__)"
+  python3 -m pip list --format=freeze 2>/dev/null || uv pip list 2>/dev/null; } > "$R/env.txt" 2>&1
+
+# ---- 2. self-test of the (pruned) kernels: two _C ops, default lazy loading; then the
+#         same with every module loaded eagerly (informational only) -------------------------
+say "self-test"
+cat > /tmp/selftest.py <<'PY'
+import torch
+torch.cuda.init()
+import importlib.util
+import vllm._C, vllm._C_stable_libtorch  # noqa: F401
+if importlib.util.find_spec("vllm.vllm_flash_attn._vllm_fa3_C"):
+    import vllm.vllm_flash_attn._vllm_fa3_C  # noqa: F401
+x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16); w = torch.rand(256, device="cuda", dtype=torch.bfloat16)
+out = torch.empty_like(x); torch.ops._C.rms_norm(out, x, w, 1e-5)
+ref = torch.nn.functional.rms_norm(x.float(), (256,), w.float(), 1e-5)
+g = torch.randn(8, 512, device="cuda", dtype=torch.bfloat16); o2 = torch.empty(8, 256, device="cuda", dtype=torch.bfloat16)
+torch.ops._C.silu_and_mul(o2, g); torch.cuda.synchronize()
+ref2 = torch.nn.functional.silu(g[:, :256].float()) * g[:, 256:].float()
+print("SELFTEST OK", torch.cuda.get_device_name(), (out.float() - ref).abs().max().item(), (o2.float() - ref2).abs().max().item())
+PY
+timeout 120 python3 /tmp/selftest.py > "$R/selftest.log" 2>&1
+CUDA_MODULE_LOADING=EAGER timeout 120 python3 /tmp/selftest.py > "$R/selftest-eager.log" 2>&1
+tail -n 3 "$R/selftest.log" "$R/selftest-eager.log"
+grep -q "SELFTEST OK" "$R/selftest.log" || { say "self-test FAILED (see selftest.log)"; finish 5; }
+
+# ---- 3. tiny target + EAGLE-3 draft ------------------------------------------------------
+say "make model"; python3 "$P/kit/make_tiny_eagle3.py" "$M" ${MODEL_ARGS:-} > "$R/make_model.log" 2>&1 || { say "model build FAILED"; finish 6; }
+
+PORT=8000
+ATTN=(); [ -f "$S/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so" ] || ATTN=(--attention-backend TRITON_ATTN)
+# `python3 -m vllm.entrypoints.cli.main` ends in `if __name__ == "__main__": main()`. A home-made
+# launcher must have that guard too: the EngineCore is a spawned process that re-imports the
+# launcher, and without the guard it fails with "An attempt has been made to start a new process
+# before the current process has finished its bootstrapping phase".
+serve() {  # serve TAG EXTRA_ARGS... ; starts the server in its own session, echoes its pid
+  local tag=$1; shift
+  setsid python3 -m vllm.entrypoints.cli.main serve "$M/target" --served-model-name tiny-llama-eagle3 \
+     --host 127.0.0.1 --port $PORT --max-model-len 1024 --max-num-seqs 32 --gpu-memory-utilization 0.25 \
+     --speculative-config '{"method":"eagle3","model":"'"$M"'/draft","num_speculative_tokens":3}' \
+     "${ATTN[@]}" "$@" > "$R/$tag-serve.log" 2>&1 < /dev/null &
+  local pid=$!
+  # (added) each line's arrival time, read as the file grows: what "the time a line carries" is checked against
+  setsid python3 -c '
+import sys, time, os
+path, out = sys.argv[1], open(sys.argv[2], "w")
+while not os.path.exists(path): time.sleep(0.05)
+f = open(path, "rb"); buf = b""; idle = 0
+while idle < 400:
+    chunk = f.read(65536)
+    if not chunk:
+        idle += 1; time.sleep(0.05); continue
+    idle = 0; buf += chunk
+    while b"\n" in buf:
+        line, buf = buf.split(b"\n", 1)
+        out.write("%.3f\t%s\n" % (time.time(), line.decode("utf-8", "replace"))); out.flush()
+' "$R/$tag-serve.log" "$R/$tag-serve.arrivals" < /dev/null > /dev/null 2>&1 &
+  # (added) the cockpit's own watch of it, one look a second, until $R/$tag.done exists and the server is gone
+  setsid python3 "$REPO/tests/gpu/watch_real_server.py" --log "$R/$tag-serve.log" --url http://127.0.0.1:$PORT --pid $pid \
+     --out "$R/$tag-watch.jsonl" --until-file "$R/$tag.done" --stopped-file "$R/$tag.stopped.json" --seconds 420 \
+     < /dev/null > "$R/$tag-watch.err" 2>&1 &
+  echo $pid
+}
+wait_ready() {  # wait_ready PID SECONDS -> 0 when /health answers 200, 1 on exit or timeout
+  local pid=$1 lim=$2 t=0
+  while [ $t -lt "$lim" ]; do
+    kill -0 "$pid" 2>/dev/null || return 1
+    python3 -c "import urllib.request,sys;sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:$PORT/health',timeout=2).status==200 else 1)" 2>/dev/null && return 0
+    sleep 1; t=$((t+1))
+  done; return 1
+}
+stop() {  # stop PID SIGNAL SECONDS : signal the server's whole session, wait, then SIGKILL it
+  local pid=$1 sig=$2 lim=$3 t=0
+  kill -"$sig" -- -"$pid" 2>/dev/null
+  while kill -0 "$pid" 2>/dev/null && [ $t -lt "$lim" ]; do sleep 1; t=$((t+1)); done
+  kill -KILL -- -"$pid" 2>/dev/null; sleep 1
+}
+
+# ---- 4. scenario A: cold start, traffic, then SIGKILL of the engine core (crash text) ----
+say "A: cold start"; PA=$(serve A)
+LIM=$(( $(left) - 120 )); [ $LIM -gt 300 ] && LIM=300
+if wait_ready "$PA" $LIM; then
+  say "A: ready"; ps -o pid,ppid,args --ppid "$PA" > "$R/A-children.txt" 2>&1
+  nvidia-smi > "$R/A-smi-ready.txt" 2>&1
+  python3 "$P/kit/traffic.py" --out "$R/A" --seconds 25 > "$R/A-traffic.log" 2>&1
+  nvidia-smi > "$R/A-smi-after-traffic.txt" 2>&1
+  say "A: traffic done"; sleep 14; say "A: idle 14 s after the traffic's settle"
+  EC=$(ps -o pid=,args= --ppid "$PA" | grep -i enginecore | awk '{print $1}' | head -1)
+  say "A: SIGKILL engine core pid=${EC:-none}"; [ -n "$EC" ] && kill -KILL "$EC"
+  sleep 3; python3 "$P/kit/traffic.py" --out "$R/A-after-crash" --seconds 2 --workers 1 --settle 0 > /dev/null 2>&1
+  stop "$PA" TERM 15
+else
+  say "A: server did not become ready"; stop "$PA" TERM 5
+fi
+touch "$R/A.done"; say "A: done"
+
+# ---- 5. scenario B: warm start (compile cache), graceful shutdown: SIGINT to the process group
+#         as Ctrl-C in a terminal sends it (the server was started with setsid: pgid = pid) -----
+if [ "$(left)" -gt 150 ]; then
+  say "B: warm start"; PB=$(serve B)
+  if wait_ready "$PB" $(( $(left) - 60 )); then
+    say "B: ready"; python3 "$P/kit/traffic.py" --out "$R/B" --seconds 6 --workers 2 --settle 0 > /dev/null 2>&1
+    sleep 3
+    # (added) as `cockpit plan stop` does: its record first (when, by whom, which pids), then the signal
+    printf '{"at": %s, "by": "you", "pids": [%s], "signal": "SIGINT"}' "$(date +%s.%N)" "$PB" > "$R/B.stopped.json"
+    kill -INT -- -"$PB"; t=0; while kill -0 "$PB" 2>/dev/null && [ $t -lt 30 ]; do sleep 1; t=$((t+1)); done
+  fi
+  stop "$PB" TERM 5; touch "$R/B.done"; sleep 3; say "B: done"
+fi
+
+# ---- 6. scenario C: start-up failure (too little GPU memory for the KV cache) -------------
+if [ "$(left)" -gt 90 ]; then
+  say "C: failing start"; PC=$(serve C --gpu-memory-utilization 0.0005)
+  t=0; while kill -0 "$PC" 2>/dev/null && [ $t -lt $(( $(left) - 20 )) ]; do sleep 1; t=$((t+1)); done
+  stop "$PC" TERM 3; touch "$R/C.done"; say "C: done"
+fi
+# ---- 7. (added) D: --kv-cache-memory-bytes too small: vLLM's own estimate of the longest length that fits ------
+if [ "$(left)" -gt 60 ]; then
+  say "D: failing start (kv-cache-memory-bytes)"; PD=$(serve D --kv-cache-memory-bytes 1048576)
+  t=0; while kill -0 "$PD" 2>/dev/null && [ $t -lt $(( $(left) - 15 )) ]; do sleep 1; t=$((t+1)); done
+  stop "$PD" TERM 3; touch "$R/D.done"; say "D: done"
+fi
+finish 0

@@ -1,0 +1,122 @@
+"""A real vLLM (0.20.2, one H100) serving EAGLE-3, recorded on the GPU machine (tests/fixtures/gpu-engines/, its README
+says how), read by the cockpit as a user's log would be (issue 48): line numbers as an editor counts them, the time a
+line carries, a graceful stop, a crash after start-up, and the KV-cache failure's fix from vLLM's own estimate."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.serving.live import LiveFigures
+from cockpit.vllm.logs import line_time
+
+REAL = Path(__file__).parent / "fixtures" / "gpu-engines" / "vllm-0.20.2-h100"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=120)
+
+
+def editor_line(path: Path, pattern: str) -> int:
+    """The line an editor shows `pattern` on: newlines counted, a carriage return inside a line not."""
+    data = path.read_bytes()
+    at = re.search(pattern.encode(), data)
+    assert at is not None, pattern
+    return data[: at.start()].count(b"\n") + 1
+
+
+def arrivals(name: str) -> list[tuple[float, str]]:
+    """Each line of a recorded log with the time it arrived on the GPU machine (record_vllm.sh's stamper)."""
+    rows = []
+    for raw in (REAL / name).read_text().splitlines():
+        stamp, sep, line = raw.partition("\t")
+        if sep:
+            rows.append((float(stamp), line))
+    return rows
+
+
+def test_the_recording_is_what_the_readme_says():
+    log = (REAL / "A-serve.log").read_bytes()
+    assert b"\r" in log.replace(b"\r\n", b"")  # progress bars redrawn inside lines: what item 1 is about
+    assert b"Application startup complete" in log and b"EngineDeadError" in log
+    assert "NVIDIA H100" in (REAL / "env.txt").read_text() + (REAL / "A-smi-ready.txt").read_text()
+
+
+def test_a_crash_after_start_up_is_a_crash_at_the_line_an_editor_shows():
+    """Item 1 and 4: the engine core killed under traffic: parse-log says crashed (not ready), exit 1, and cites the
+    line an editor shows (carriage returns inside the CUDA-graph progress bars do not shift it)."""
+    proc = cli("parse-log", "--json", str(REAL / "A-serve.log"))
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["state"] == "crashed" and data["ready"] is True
+    [dead] = [d for d in data["diagnoses"] if d["kind"] == "engine_dead"]
+    assert dead["line"] == editor_line(REAL / "A-serve.log", r"vllm\.v1\.engine\.exceptions\.EngineDeadError")
+    milestones = {m["milestone"]: m["line"] for m in data["milestones"]}
+    assert milestones["ready"] == editor_line(REAL / "A-serve.log", r"Application startup complete")
+    assert "crashed: it came up, then failed" in cli("parse-log", str(REAL / "A-serve.log")).stdout
+
+
+def test_a_graceful_stop_is_stopped_not_idle():
+    """Item 3: SIGINT to the server (as Ctrl-C, or the cockpit's stop): its own shutdown words read as stopped."""
+    proc = cli("parse-log", "--json", str(REAL / "B-serve.log"))
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0 and data["state"] == "stopped"
+    assert data["stopped_at"] == editor_line(REAL / "B-serve.log", r"Shutdown complete\n")
+    rows = arrivals("B-serve.arrivals")
+    now = [rows[0][0]]
+    figures = LiveFigures(clock=lambda: now[0])
+    states = []
+    for at, line in rows:
+        now[0] = at
+        figures.feed([line])
+        states.append(figures.activity(at)[0])
+    assert "idle" in states and states[-1] == "stopped"
+    assert states.index("stopped") > max(i for i, s in enumerate(states) if s == "idle")
+
+
+def test_an_idle_servers_figures_are_as_old_as_the_line_that_carried_them():
+    """Item 2: the last stats line's age is counted from the time it carries, not from the look that read it."""
+    rows = arrivals("B-serve.arrivals")
+    stats = [(at, line) for at, line in rows if "Avg generation throughput" in line or "SpecDecoding metrics" in line]
+    assert stats
+    last_at, last_line = stats[-1]
+    said = line_time(last_line, last_at)
+    assert said is not None and abs(last_at - said) < 2  # vLLM stamps a line when it writes it
+    figures = LiveFigures(clock=lambda: last_at)
+    for at, line in rows:
+        if at <= last_at:
+            figures.feed([line], now=at)
+    later = last_at + 13
+    assert figures.to_json(now=later)["figures_age_s"] == pytest.approx(later - said, abs=0.2)
+
+
+def test_the_cockpits_own_watch_on_the_gpu_machine_read_the_stop_as_stopped_by_you():
+    """The watch that ran beside the real server (tests/gpu/watch_real_server.py), before this issue's fixes: the stop
+    written as `plan stop` writes it read `stopped by you`; the killed engine core read died with no crash in its log
+    (now: crashed, from the EngineDeadError above)."""
+    looks = [json.loads(line) for line in (REAL / "B-watch-before-fixes.jsonl").read_text().splitlines()]
+    ends = [look for look in looks if look.get("state") == "stopped"]
+    assert ends and "stopped by you" in ends[-1]["why"] and not ends[-1]["flags"]
+    crash = [json.loads(line) for line in (REAL / "A-watch-before-fixes.jsonl").read_text().splitlines()]
+    assert any(look.get("state") == "died" for look in crash) and any("crashed" in look.get("flags", []) for look in crash)
+
+
+def test_the_kv_cache_fix_is_vllms_own_estimate_and_the_flag_that_governs_it(tmp_path):
+    """Item 5, in 0.10.2's words (vllm-facts §2; the GPU run's start under --kv-cache-memory-bytes was cut short, see the
+    README): --max-model-len from vLLM's estimate, and --gpu-memory-utilization never offered when the byte size rules."""
+    log = tmp_path / "kv.log"
+    log.write_text(
+        "(APIServer pid=2587) INFO 12-07 08:29:24 [utils.py:328] non-default args: {'model_tag': '/tmp/m/target', "
+        "'max_model_len': 1024, 'kv_cache_memory_bytes': 1048576}\n"
+        "(EngineCore pid=2600) ERROR 12-07 08:29:40 [core.py:700] ValueError: To serve at least one request with the models's "
+        "max seq len (1024), (0.01 GiB KV cache is needed, which is larger than the available KV cache memory (0.0 GiB). Based "
+        "on the available memory, the estimated maximum model length is 400. Try increasing `gpu_memory_utilization` or "
+        "decreasing `max_model_len` when initializing the engine.\n")
+    data = json.loads(cli("parse-log", "--json", str(log)).stdout)
+    [kv] = [d for d in data["diagnoses"] if d["kind"] == "kv_cache_too_small"]
+    assert kv["replacement"] == ["--max-model-len", "400"] and "--kv-cache-memory-bytes 1048576" in kv["message"]
+    assert "--gpu-memory-utilization 0" not in " ".join(kv["suggestions"]) and "raise --gpu-memory-utilization" not in kv["message"]
