@@ -31,7 +31,9 @@ STATES: tuple[State, ...] = (
     State("hung", False, True, "a server: requests running and no source shows progress (decode lines, /metrics counters, "
                                "/server_info)"),
     State("stopped", True, False, "the cockpit's own action (plan stop, the process table's kill, a kill step, the sweep's "
-                                  "relaunch), recorded when done and tied to this run's or server's process: `stopped by you`",
+                                  "relaunch), recorded when done and tied to this run's or server's process: `stopped by you`; "
+                                  "or a server's own words of a graceful shutdown, no crash before them (who stopped it: "
+                                  "not the cockpit, the log does not say who)",
           "only the viewer's own kills are in its audit log"),
     State("finished", True, False, "evidence of completion: its completion line (the last epoch saved, `Training "
                                    "completed`), its final checkpoint complete, or its manager's exit 0"),

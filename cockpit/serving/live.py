@@ -396,6 +396,7 @@ class LiveFigures:
         last = self.latest()
         window_accept = last.accept_len if last is not None else self.metrics.get("spec_accept_length")
         activity = dict(zip(("state", "why"), self.activity(now)))
+        logged = last
         if last is not None and self.metrics_at is not None and self.last_decode_at is not None and self.metrics_at > self.last_decode_at:
             last = None  # the gauges were read after the last decode line: they are the newer figures
         # not serving now (idle, quiet, ended): the figures are the last ones read, with their own age, never current
@@ -403,7 +404,8 @@ class LiveFigures:
         if self.ended is not None and self.ended.get("at") is not None:
             activity["at"] = self.ended["at"]
         return {
-            "throughput_tok_s": last.throughput if last else self.metrics.get("gen_throughput"),
+            # an engine whose /metrics has no throughput gauge (vLLM): its log's last window says it
+            "throughput_tok_s": last.throughput if last else self.metrics.get("gen_throughput", logged.throughput if logged else None),
             "running": last.running if last else _int(self.metrics.get("num_running_reqs")),
             "queued": last.queued if last else _int(self.metrics.get("num_queue_reqs")),
             "token_usage": last.token_usage if last else self.metrics.get("token_usage"),

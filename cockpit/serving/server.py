@@ -133,7 +133,7 @@ CONFIRM_AFTER_S = 0.25  # a look that found the server gone is followed this soo
 
 
 def server_end(stop: dict | None, pid: int | None, host: str | None, manager_state=None, errors: list[Diagnosis] | None = None,
-               found_gone_at: float | None = None) -> dict:
+               found_gone_at: float | None = None, shutdown: dict | None = None) -> dict:
     """How a server that is no longer alive ended, from the evidence read now, in one place for the TUI and the CLI:
     the cockpit's own stop first (stopped by you: no alarm), then its manager's word (OOM only where the manager says
     OOM), then its log's crash, else died with no last word.  {state, why, at, by?}: `at` is the event's time where
@@ -160,6 +160,10 @@ def server_end(stop: dict | None, pid: int | None, host: str | None, manager_sta
         return {"state": "died", "why": f"{mgr.describe()}", "at": at}
     if errors:
         return {"state": "crashed", "why": errors[0].message + found, "at": None}
+    if shutdown is not None:  # its own words of a graceful stop (a Ctrl-C, a SIGTERM) and no crash: stopped, not by us
+        return {"state": "stopped", "by": None, "at": shutdown.get("at"),
+                "why": f"it shut down cleanly (its log at {_clock(shutdown['at'])}: '{str(shutdown.get('line', ''))[-80:]}'), "
+                       "not by the cockpit: who stopped it, the log does not say"}
     where = f"pid {pid} on {host}" if pid else "its process"
     return {"state": "died", "why": f"{where} is gone, with no crash in its log (killed: the OOM killer, a scheduler, "
                                     f"kill -9?){found}", "at": None}
@@ -269,7 +273,7 @@ class ServerWatcher:
         ended = None
         if not alive and not confirming:
             errors = [d for d in self._report.diagnoses if d.severity == "error" and d.kind != "manager"]
-            ended = server_end(stop, self.pid, self.transport.name, mgr, errors, self._found_gone_at)
+            ended = server_end(stop, self.pid, self.transport.name, mgr, errors, self._found_gone_at, self.live.figures.shutdown)
         self.live.figures.ended = ended
         return ServerStatus(health, alive or confirming, self._report, new, self.live.figures.to_json(history=60), group, ended, confirming)
 

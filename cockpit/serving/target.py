@@ -131,7 +131,7 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
     stop = target.stopped() if target.stopped is not None else None
     if alive is False:
         # its end, from the evidence read now: the cockpit's own stop, its manager's word, its log's crash, or died
-        figures.ended = server_end(stop, target.pid, target.host, manager, errors, found_gone_at)
+        figures.ended = server_end(stop, target.pid, target.host, manager, errors, found_gone_at, figures.shutdown)
     data = figures.to_json()
     if live.lines:
         data["diagnoses"] = [d.to_json() for d in report.diagnoses]
