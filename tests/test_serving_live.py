@@ -257,7 +257,7 @@ def test_a_server_just_started_or_relaunched_is_idle_and_never_below_one_accepte
     figures = LiveFigures(clock=lambda: now[0])
     _windows(figures, now, 3)
     figures.feed([launch_marker("launch", "gpu-server"), "[2026-12-04 18:00:00] server_args=ServerArgs(model_path='/m')"])
-    assert figures.activity()[0] == "unknown"  # nothing asked yet: nothing known
+    assert figures.activity()[0] == "starting"  # its start read, its ready line not yet: starting (nothing asked yet)
     figures.server_info_answered(True, now[0])
     figures.feed_server_info({"internal_states": [{"avg_spec_accept_length": 0.0, "last_gen_throughput": 0.0}]})
     data = figures.to_json()

@@ -44,7 +44,7 @@ class LiveLine:
 
     kind: "decode" (a window of decode iterations: its figures), "prefill" (a prefill batch ran), "acceptance"
     (the acceptance of the window just read, logged on a line of its own), "start" (a server starts: the figures
-    before it are another server's), "stop" (its own words of a graceful shutdown)."""
+    before it are another server's), "ready" (it says it is up), "stop" (its own words of a graceful shutdown)."""
 
     kind: str
     ts: float | None = None  # the log's own timestamp (None: the line has none; when it was read counts)

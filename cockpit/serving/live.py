@@ -32,6 +32,7 @@ DRAFT_NOT_USED_AT = 1.05
 DRAFT_NOT_USED_WINDOWS = 3
 HUNG_FACTOR = 3.0
 MIN_INTERVAL_S = 1.0
+MAX_INTERVAL_S = 120.0  # vLLM logs its figures every 10 s by default (VLLM_LOG_STATS_INTERVAL); SGLang every 40 decode steps
 
 ACCESS_LINE = re.compile(r'INFO: +[\d.:\[\]a-f]+ - "(?:GET|POST) /\S* HTTP/[\d.]+" \d{3}')
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests|Decode out of memory happened\. #retracted_reqs")
@@ -138,6 +139,7 @@ class LiveFigures:
     start_seen: bool = False  # the server's start was read in its log: its silence since then means something
     ended: dict | None = None  # its end, as the evidence read now says it ({state, why, at}): stopped by you, crashed, oom, died
     shutdown: dict | None = None  # its own words of a graceful shutdown ({at, line}), read in its log
+    ready_seen: bool = False  # its log says it is up (vLLM's "Application startup complete.")
 
     def reset(self) -> None:
         """A new server (a relaunch in the same log, a new pid): the old one's figures are not its."""
@@ -174,6 +176,9 @@ class LiveFigures:
                 self.reset()
             self.engine = engine or self.engine
             self.start_seen = True
+            return
+        if event.kind == "ready":
+            self.ready_seen = True
             return
         if event.kind == "stop":
             if self.shutdown is None:
@@ -307,8 +312,10 @@ class LiveFigures:
 
     def interval(self) -> float:
         """The usual time between decode lines while requests run (the log's own timestamps)."""
-        stamps = [w.ts for w in self.history if w.running]
-        gaps = sorted(b - a for a, b in zip(stamps[-11:], stamps[-10:]) if b >= a)
+        recent = [w.ts for w in self.history if w.running][-11:]
+        # consecutive lines (one alone: no gap yet); a gap longer than a logging cadence ever is (a pause between two
+        # bursts of work) is no cadence
+        gaps = sorted(b - a for a, b in zip(recent, recent[1:]) if 0 <= b - a <= MAX_INTERVAL_S)
         if not gaps:
             return 10.0
         return max(MIN_INTERVAL_S, gaps[len(gaps) // 2])
@@ -339,6 +346,10 @@ class LiveFigures:
                 # SGLang logs every prefill and decode batch: none since it started is no request, and its
                 # scheduler answers (/server_info goes through it)
                 return "idle", "no request since it started (no prefill or decode line in its log) and /server_info answers"
+            if self.ready_seen:  # vLLM logs its figures only while it works: up, and nothing logged since, is no request
+                return "idle", "up (its log: startup complete), no request logged since"
+            if self.start_seen:
+                return "starting", "launched, not up yet (its log has no startup-complete line)"
             return "unknown", "no decode line or metrics yet"
         if not last.running:
             return "idle", "the last window had no request running"

@@ -69,6 +69,8 @@ def live_line(line: str) -> LiveLine | None:
                             batch.number("accept len"))
     if "server_args=ServerArgs(" in line:
         return LiveLine("start")
+    if "fired up" in line and "The server is fired up and ready to roll" in line:  # diagnose.READY_LINE
+        return LiveLine("ready")
     return None
 
 

@@ -105,6 +105,7 @@ START_RE = re.compile(r"vLLM API server version \S+|vLLM server version \S+|Star
 
 # vLLM's own stamp on each of its lines: `INFO 12-07 08:25:53 [file.py:N]` (month-day, the server's local time, no year)
 _STAMP = re.compile(r"(?:^|\) )(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[")
+READY_RE = re.compile(r"Application startup complete\.")  # uvicorn's, once vLLM's routes are up
 # a stop's own words (a real 0.20.2 stopped by SIGINT: the EngineCore's "Shutdown complete", then uvicorn's)
 SHUTDOWN = re.compile(r"Shutdown complete$|Application shutdown complete\.|Finished server process \[\d+\]")
 
@@ -142,6 +143,8 @@ def live_line(line: str):
         return LiveLine("acceptance", line_time(line), accept_len=spec.mean_acceptance_length, detail=spec.to_json())
     if ("vLLM" in line or "version" in line) and START_RE.search(line) is not None:  # the substrings first: this runs per line
         return LiveLine("start")
+    if "startup complete" in line and READY_RE.search(line) is not None:
+        return LiveLine("ready", line_time(line))
     if ("hutdown" in line or "Finished server" in line) and SHUTDOWN.search(line.rstrip()) is not None:
         return LiveLine("stop", line_time(line), detail={"line": line.strip()[:300]})
     return None

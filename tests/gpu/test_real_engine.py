@@ -28,9 +28,14 @@ def looks(tag: str) -> list[dict]:
 
 def test_launch_to_ready_then_serving_then_idle():
     states = [look.get("state") for look in looks("A")]
-    assert "serving" in states and "idle" in states
+    assert "starting" in states and "serving" in states and "idle" in states
     first_serving = states.index("serving")
     assert all(s in ("unknown", "starting", "idle") for s in states[:first_serving])
+    # no false alarm while it served: never hung, never a flag before the kill
+    killed_at = float((Path(REC) / "A.killed_at").read_text())
+    before = [look for look in looks("A") if look["t"] < killed_at]
+    assert not any(look.get("state") == "hung" or look.get("flags") for look in before), \
+        [(look["t"], look.get("state"), look.get("flags")) for look in before if look.get("flags") or look.get("state") == "hung"]
     assert not any(look.get("error") for look in looks("A")), [look["error"] for look in looks("A") if look.get("error")]
 
 
