@@ -74,8 +74,9 @@ def test_a_graceful_stop_is_stopped_not_idle():
         now[0] = at
         figures.feed([line])
         states.append(figures.activity(at)[0])
-    assert "idle" in states and states[-1] == "stopped"
-    assert states.index("stopped") > max(i for i, s in enumerate(states) if s == "idle")
+    # its own words read: shutting down (finishing), not idle; stopped once its process is gone (the watch below)
+    assert "idle" in states and states[-1] == "finishing"
+    assert states.index("finishing") > max(i for i, s in enumerate(states) if s == "idle")
 
 
 def test_an_idle_servers_figures_are_as_old_as_the_line_that_carried_them():
@@ -94,20 +95,39 @@ def test_an_idle_servers_figures_are_as_old_as_the_line_that_carried_them():
     assert figures.to_json(now=later)["figures_age_s"] == pytest.approx(later - said, abs=0.2)
 
 
-def test_the_cockpits_own_watch_on_the_gpu_machine_read_the_stop_as_stopped_by_you():
-    """The watch that ran beside the real server (tests/gpu/watch_real_server.py), before this issue's fixes: the stop
-    written as `plan stop` writes it read `stopped by you`; the killed engine core read died with no crash in its log
-    (now: crashed, from the EngineDeadError above)."""
-    looks = [json.loads(line) for line in (REAL / "B-watch-before-fixes.jsonl").read_text().splitlines()]
-    ends = [look for look in looks if look.get("state") == "stopped"]
-    assert ends and "stopped by you" in ends[-1]["why"] and not ends[-1]["flags"]
-    crash = [json.loads(line) for line in (REAL / "A-watch-before-fixes.jsonl").read_text().splitlines()]
-    assert any(look.get("state") == "died" for look in crash) and any("crashed" in look.get("flags", []) for look in crash)
+def _looks(name: str) -> list[dict]:
+    return [json.loads(line) for line in (REAL / name).read_text().splitlines() if line.strip()]
+
+
+def test_the_cockpits_own_watch_on_the_gpu_machine_before_and_after():
+    """The watch that ran beside the real server (tests/gpu/watch_real_server.py, one look a second).  The first run,
+    before this issue's fixes: the stop written as `plan stop` writes it read `stopped by you`, but the killed engine
+    core read `died ... no crash in its log` and the KV-cache failures too.  The last run: crashed, with the cause."""
+    stop = _looks("run1-B-watch-before-fixes.jsonl")
+    assert "stopped by you" in [look for look in stop if look.get("state") == "stopped"][-1]["why"]
+    assert _looks("run1-A-watch-before-fixes.jsonl")[-1]["state"] == "died"
+    assert _looks("run1-D-watch-before-fixes.jsonl")[-1]["state"] == "died"
+    assert _looks("A-watch.jsonl")[-1]["state"] == "crashed" and "engine core died" in _looks("A-watch.jsonl")[-1]["why"]
+    assert "stopped by you" in _looks("B-watch.jsonl")[-1]["why"]
+    assert _looks("C-watch.jsonl")[-1]["state"] == "crashed" and "KV cache" in _looks("C-watch.jsonl")[-1]["why"]
+    assert _looks("D-watch.jsonl")[-1]["state"] == "crashed" and "estimates 224" in _looks("D-watch.jsonl")[-1]["why"]
+    assert "4 passed" in (REAL / "live-test.txt").read_text()
+
+
+def test_the_real_kv_cache_failures_are_named_with_the_flag_that_governs_them():
+    """C: --gpu-memory-utilization 0.0005 (no memory for the cache blocks); D: --kv-cache-memory-bytes 1048576 (vLLM's own
+    estimate, 224): the fix from that estimate, and the byte size named as what sizes the cache."""
+    c = json.loads(cli("parse-log", "--json", str(REAL / "C-serve.log")).stdout)
+    assert [d["kind"] for d in c["diagnoses"] if d["severity"] == "error"][0] == "kv_cache_memory"
+    d = json.loads(cli("parse-log", "--json", str(REAL / "D-serve.log")).stdout)
+    [kv] = [x for x in d["diagnoses"] if x["kind"] == "kv_cache_too_small"]
+    assert kv["replacement"] == ["--max-model-len", "224"] and "--kv-cache-memory-bytes 1048576" in kv["message"]
+    assert kv["line"] == editor_line(REAL / "D-serve.log", r"estimated maximum model length is 224")
 
 
 def test_the_kv_cache_fix_is_vllms_own_estimate_and_the_flag_that_governs_it(tmp_path):
-    """Item 5, in 0.10.2's words (vllm-facts §2; the GPU run's start under --kv-cache-memory-bytes was cut short, see the
-    README): --max-model-len from vLLM's estimate, and --gpu-memory-utilization never offered when the byte size rules."""
+    """Item 5, in 0.10.2's words (vllm-facts §2): --max-model-len from vLLM's estimate, and --gpu-memory-utilization
+    never offered when the byte size rules."""
     log = tmp_path / "kv.log"
     log.write_text(
         "(APIServer pid=2587) INFO 12-07 08:29:24 [utils.py:328] non-default args: {'model_tag': '/tmp/m/target', "

@@ -334,9 +334,10 @@ class LiveFigures:
 
             broke = [f for f in self.flags if f.kind in ("crashed", "oom")]
             said = f"its log at {clock(self.shutdown['at'])}: '{self.shutdown['line'][-80:]}'"
+            # not an end yet: that takes its process gone (two looks); the crash, if any, is its flag
             if broke:
-                return broke[0].kind, f"{broke[0].message}; then it shut down ({said})"
-            return "stopped", f"it shut down cleanly ({said}); who stopped it, the log does not say"
+                return "finishing", f"{broke[0].message}; it is shutting down ({said})"
+            return "finishing", f"it is shutting down cleanly ({said}); stopped once its process is gone"
         last = self.history[-1] if self.history else None
         if last is None or self.last_decode_at is None:
             if self.last_prefill is not None:
