@@ -140,3 +140,30 @@ def test_the_kv_cache_fix_is_vllms_own_estimate_and_the_flag_that_governs_it(tmp
     [kv] = [d for d in data["diagnoses"] if d["kind"] == "kv_cache_too_small"]
     assert kv["replacement"] == ["--max-model-len", "400"] and "--kv-cache-memory-bytes 1048576" in kv["message"]
     assert "--gpu-memory-utilization 0" not in " ".join(kv["suggestions"]) and "raise --gpu-memory-utilization" not in kv["message"]
+
+
+async def test_the_server_pane_follows_the_real_log_line_for_line(tmp_path):
+    """The follower of a server's log counts lines as parse-log and an editor do (the pane's line numbers), while a
+    trainer's follower keeps each progress-bar redraw as a record (the runs pane's rate and ETA)."""
+    from cockpit.config import HostConfig
+    from cockpit.hosts.commandlog import CommandLog
+    from cockpit.hosts.follow import LogFollower as TrainerFollower
+    from cockpit.hosts.local import LocalTransport
+    from cockpit.serving.server import LogFollower
+
+    transport = LocalTransport(HostConfig(name="gpu", address="127.0.0.1", local=True), CommandLog())
+    real = (REAL / "A-serve.log").read_bytes()
+    log = tmp_path / "serve.log"
+    log.write_bytes(real)
+    follower = LogFollower(transport, str(log), backlog_bytes=len(real) + 1)
+    lines = []
+    for _ in range(20):
+        got = await follower.poll()
+        if not got:
+            break
+        lines.extend(got)
+    assert len(lines) == real.count(b"\n")
+    bar = log.with_name("bar.log")
+    bar.write_bytes(b"step 1\rstep 2\rstep 3\n")
+    assert (await TrainerFollower(transport, str(bar)).poll()).lines == ["step 1", "step 2", "step 3"]
+    assert await LogFollower(transport, str(bar)).poll() == ["step 3"]

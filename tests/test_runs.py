@@ -177,7 +177,7 @@ def test_the_follower_survives_truncation_rotation_and_a_vanishing_file(tmp_path
         assert (await follower.poll()).event == "missing"
         path.write_bytes(b"one\rtwo\npartial")
         update = await follower.poll()
-        assert update.lines == ["two"] and update.partial == "partial"  # a CR redraws the line (a progress bar): one line
+        assert update.lines == ["one", "two"] and update.partial == "partial"  # a trainer's bar: each redraw a record
         with open(path, "ab") as handle:
             handle.write(b" bar\r\n")
         assert (await follower.poll()).lines == ["partial bar"]

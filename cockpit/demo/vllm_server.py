@@ -37,15 +37,37 @@ def _help_text() -> str:
 METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp")
 
 
+def _process(name: str) -> str:
+    """vLLM's prefix of a process's lines: coloured on a terminal only (a real 0.20.2 writing to a file prints none)."""
+    return f"\x1b[1;36m({name})\x1b[0;0m " if sys.stdout.isatty() else f"({name}) "
+
+
 def log(message: str, level: str = "INFO", where: str = "api_server.py:1896") -> None:
-    prefix = f"\x1b[1;36m(APIServer pid={os.getpid()})\x1b[0;0m "
-    print(f"{prefix}{level} {time.strftime('%m-%d %H:%M:%S')} [{where}] {message}", flush=True)
+    print(f"{_process(f'APIServer pid={os.getpid()}')}{level} {time.strftime('%m-%d %H:%M:%S')} [{where}] {message}", flush=True)
+
+
+def plain(message: str, name: str = "APIServer") -> None:
+    """A line of its own without vLLM's stamp (uvicorn's access and shutdown lines, a traceback's), the process prefix kept."""
+    print(f"{_process(f'{name} pid={os.getpid()}')}{message}", flush=True)
 
 
 def engine_log(rank: int, message: str, where: str, level: str = "INFO") -> None:
     """A line of one data-parallel engine's process (vLLM prefixes each process's lines with its name and pid)."""
-    print(f"\x1b[1;36m(EngineCore_DP{rank} pid={os.getpid()})\x1b[0;0m {level} {time.strftime('%m-%d %H:%M:%S')} [{where}] {message}",
+    print(f"{_process(f'EngineCore_DP{rank} pid={os.getpid()}')}{level} {time.strftime('%m-%d %H:%M:%S')} [{where}] {message}",
           flush=True)
+
+
+def shut_down(signum: int, _frame) -> None:
+    """SIGINT or SIGTERM: the words a real vLLM (0.20.2, recorded: tests/fixtures/gpu-engines/) logs on a graceful stop,
+    then exit status 0."""
+    print(f"{_process(f'EngineCore pid={os.getpid()}')}INFO {time.strftime('%m-%d %H:%M:%S')} [core.py:1238] Shutdown initiated "
+          "(timeout=0)", flush=True)
+    print(f"{_process(f'EngineCore pid={os.getpid()}')}INFO {time.strftime('%m-%d %H:%M:%S')} [core.py:1261] Shutdown complete",
+          flush=True)
+    for line in ("INFO:     Shutting down", "INFO:     Waiting for application shutdown.", "INFO:     Application shutdown complete.",
+                 f"INFO:     Finished server process [{os.getpid()}]"):
+        plain(line)
+    os._exit(0)
 
 
 def start_engines(first: int, count: int) -> None:
@@ -270,11 +292,16 @@ class StandInVllm:
 
     async def stats(self, interval: float) -> None:
         """vLLM 0.10.2's lines, every interval, while there is traffic (idle: at DEBUG, not shown)."""
+        busy = False
         while True:
             await asyncio.sleep(interval)
             w = self.window
             if not w.generated and not self.active:
-                continue
+                if not busy:
+                    continue  # idle: nothing logged (at DEBUG only)
+                busy = False  # the window after the last request: one more line, all zeros, then silence (as recorded)
+            else:
+                busy = True
             log(f"Engine 000: Avg prompt throughput: {w.prompt / interval:.1f} tokens/s, Avg generation throughput: "
                 f"{w.generated / interval:.1f} tokens/s, Running: {self.active} reqs, Waiting: 0 reqs, GPU KV cache usage: "
                 f"{min(99.0, self.active * 0.4):.1f}%, Prefix cache hit rate: 0.0%", where="loggers.py:123")
@@ -319,6 +346,8 @@ class StandInVllm:
             self.active -= 1
             if not self.active:
                 self.gpus_busy(False)
+            peer = writer.get_extra_info("peername") or ("127.0.0.1", 0)
+            plain(f'INFO:     {peer[0]}:{peer[1]} - "POST /v1/chat/completions HTTP/1.1" 200 OK')  # uvicorn's access line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in ("pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig", "method",
                          f"  Input should be {listed} [type=literal_error, input_value={method!r}, input_type=str]",
                          "    For further information visit https://errors.pydantic.dev/2.14/v/literal_error"):
-                print(f"\x1b[1;36m(APIServer pid={os.getpid()})\x1b[0;0m {line}", flush=True)
+                plain(line)
             return 1
     tp = max(1, _int(values.get("--tensor-parallel-size"), 1))
     dp = max(1, _int(values.get("--data-parallel-size"), 1))
@@ -395,6 +424,11 @@ def main(argv: list[str] | None = None) -> int:
     server.gpus_busy = gpus_busy
     interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
 
+    import signal
+
+    signal.signal(signal.SIGINT, shut_down)
+    signal.signal(signal.SIGTERM, shut_down)
+
     async def run() -> None:
         asyncio.ensure_future(watch_parent())  # ends with the demo, as the SGLang stand-in does
         if nnodes > 1 and not await model_head(*master, nnodes):
@@ -407,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(1) from None
         listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=256)
         log(f"Starting vLLM API server 0 on http://127.0.0.1:{port}", where="launcher.py:29")
-        print("INFO:     Application startup complete.", flush=True)
+        plain("INFO:     Application startup complete.")
         asyncio.ensure_future(server.stats(interval))
         async with listener:
             await listener.serve_forever()

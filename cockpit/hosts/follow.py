@@ -20,7 +20,8 @@ TAIL_BYTES = 8 * 1024 * 1024  # a log first seen is read from its last 8 MiB
 MAX_READ = 4 * 1024 * 1024  # at most this much per poll: a huge backlog is read over several polls
 MAX_PARTIAL = MAX_LINE  # a "line" longer than this (binary junk) is cut into pieces
 HEAD_BYTES = 64  # the file's first bytes: changed means a new file under the same name
-_SEPARATOR = re.compile(rb"\r?\n")  # a line as an editor numbers it: a CR inside one (a progress bar) stays inside
+_SEPARATOR = re.compile(rb"\r\n|\r|\n")  # a training log's progress bar: each redraw is a record (its step, its rate)
+_NEWLINE = re.compile(rb"\r?\n")  # a server's log: a line as an editor numbers it, a CR inside one (a progress bar) inside
 
 
 @dataclass
@@ -40,6 +41,8 @@ def clean(raw: bytes) -> str:
 
 
 class LogFollower:
+    split_cr = True  # a carriage return ends a record (a trainer's progress bar); a server's log says otherwise
+
     def __init__(self, transport: Transport, path: str, tail_bytes: int = TAIL_BYTES, max_read: int = MAX_READ):
         self.transport = transport
         self.path = path
@@ -102,9 +105,11 @@ class LogFollower:
 
     def _split(self, data: bytes) -> list[str]:
         buffer = self._pending + data
-        parts = _SEPARATOR.split(buffer)
+        parts = (_SEPARATOR if self.split_cr else _NEWLINE).split(buffer)
         self._pending = parts.pop()
-        lines = [clean(p[:MAX_LINE]) for p in parts]  # an empty line is a line (CRLF split over two reads is rejoined above)
+        if self.split_cr:
+            parts = [p for p in parts if p]  # "\r" and "\n" split over two reads leave an empty part
+        lines = [clean(p[:MAX_LINE]) for p in parts]
         while len(self._pending) > MAX_PARTIAL:
             lines.append(clean(self._pending[:MAX_PARTIAL]))
             self._pending = self._pending[MAX_PARTIAL:]

@@ -61,7 +61,10 @@ async def probe_health(transport: Transport, port: int, host: str = "127.0.0.1",
 
 class LogFollower(FileFollower):
     """New lines of a server's log (hosts/follow.py: by offset, from near the end, a truncated or
-    rotated file read again from its start; the line being written waits for its newline)."""
+    rotated file read again from its start; the line being written waits for its newline).  Its lines are counted
+    as an editor counts them: a progress bar redrawn with carriage returns is one line, shown as the terminal shows it."""
+
+    split_cr = False
 
     def __init__(self, transport: Transport, path: str, backlog_bytes: int = 64 * 1024, chunk: int = 1024 * 1024):
         super().__init__(transport, path, tail_bytes=backlog_bytes, max_read=chunk)

@@ -1,0 +1,101 @@
+"""The demo's vLLM stand-in prints what a real vLLM prints (issue 48), checked line shape by line shape against the
+recording of a real vLLM 0.20.2 on an H100 (tests/fixtures/gpu-engines/): each shape below matches lines of the real log
+and of the stand-in's alike, so the two cannot drift apart unseen.  The stand-in replays 0.10.2's words where the
+releases differ (its version, its route line); what both print alike is held here."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harness.sshd import free_port
+
+REAL = Path(__file__).parent / "fixtures" / "gpu-engines" / "vllm-0.20.2-h100"
+STAMP = r"\((?:APIServer|EngineCore(?:_DP\d+)?) pid=\d+\) (?:INFO|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] "
+SHAPES = {
+    "a process prefix and vLLM's stamp": rf"^{STAMP}",
+    # 0.10.2 says it in words, 0.20.2 in its ASCII banner (`... █  version 0.20.2`): the cockpit reads both
+    "its version at start": rf"^{STAMP}(?:vLLM API server version |.*[█▄▀] +version )\d+\.\d+",
+    "the non-default args": rf"^{STAMP}non-default args: \{{",
+    "the stats line": rf"^{STAMP}Engine 000: Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s, "
+                      r"Running: \d+ reqs, Waiting: \d+ reqs, GPU KV cache usage: [\d.]+%, Prefix cache hit rate: [\d.]+%$",
+    "the zero stats line after the traffic": rf"^{STAMP}Engine 000: Avg prompt throughput: 0\.0 tokens/s, Avg generation "
+                                             r"throughput: 0\.0 tokens/s, Running: 0 reqs",
+    "the speculative line": rf"^{STAMP}SpecDecoding metrics: Mean acceptance length: [\d.]+, Accepted throughput: [\d.]+ "
+                            r"tokens/s, Drafted throughput: [\d.]+ tokens/s, Accepted: \d+ tokens, Drafted: \d+ tokens, "
+                            r"Per-position acceptance rate: [\d., ]+, Avg Draft acceptance rate: [\d.]+%$",
+    "ready": r"^\(APIServer pid=\d+\) INFO:     Application startup complete\.$",
+    "an access line": r'^\(APIServer pid=\d+\) INFO:     127\.0\.0\.1:\d+ - "POST /v1/\w+(?:/\w+)? HTTP/1\.1" 200 OK$',
+    "the engine's shutdown": r"^\(EngineCore(?:_DP\d+)? pid=\d+\) INFO \d\d-\d\d [\d:]+ \[core\.py:\d+\] Shutdown complete$",
+    "uvicorn's shutdown": r"^\(APIServer pid=\d+\) INFO:     Application shutdown complete\.$",
+    "its last word": r"^\(APIServer pid=\d+\) INFO:     Finished server process \[\d+\]$",
+}
+
+
+def _matches(lines: list[str], pattern: str) -> int:
+    return sum(1 for line in lines if re.search(pattern, line))
+
+
+def _real_lines() -> list[str]:
+    return [line for name in ("A-serve.log", "B-serve.log") for line in (REAL / name).read_text().splitlines()]
+
+
+def _standin_run(tmp_path: Path) -> tuple[list[str], int]:
+    port = free_port()
+    out = tmp_path / "standin.log"
+    env = {**os.environ, "VLLM_LOG_STATS_INTERVAL": "1", "PYTHONUNBUFFERED": "1"}
+    with out.open("w") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "cockpit.demo.vllm_server", "serve", "/models/target", "--port", str(port),
+                                 "--speculative-config", json.dumps({"method": "eagle3", "model": "/ckpt/eagle3",
+                                                                     "num_speculative_tokens": 3})],
+                                stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        for _ in range(300):  # up: its ready line (no wall-clock threshold: at most 300 looks)
+            if "Application startup complete" in out.read_text():
+                break
+            time.sleep(0.1)
+        for _ in range(2):
+            body = json.dumps({"model": "/models/target", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 40,
+                               "stream": True}).encode()
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(request, timeout=30).read()
+        for _ in range(100):  # the window after the traffic: its zero line
+            if _matches(out.read_text().splitlines(), SHAPES["the zero stats line after the traffic"]):
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return out.read_text().splitlines(), code
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_each_shape_is_in_the_real_recording(shape):
+    assert _matches(_real_lines(), SHAPES[shape]), f"the real vLLM has no line shaped as {shape!r}: the shape is wrong"
+
+
+def test_the_standin_prints_each_shape_the_real_engine_prints(tmp_path):
+    lines, code = _standin_run(tmp_path)
+    missing = [shape for shape, pattern in SHAPES.items() if not _matches(lines, pattern)]
+    assert not missing, (missing, lines[-20:])
+    assert code == 0  # a graceful stop exits 0, as the real one does (a crash does too: the log says which)
+    assert not any("\x1b" in line for line in lines)  # off a terminal, no colour, as the real one writes a file
+    # every stamped line of the stand-in's is stamped as the real one stamps
+    stamped = [line for line in lines if re.match(r"^\(\w+ pid=\d+\) (?:INFO|WARNING|ERROR) \d", line)]
+    assert stamped and all(re.match(SHAPES["a process prefix and vLLM's stamp"], line) for line in stamped)
+    # the same order on a stop: the engine's shutdown, then uvicorn's, then its last word
+    order = [next(i for i, line in enumerate(lines) if re.search(SHAPES[s], line))
+             for s in ("the engine's shutdown", "uvicorn's shutdown", "its last word")]
+    assert order == sorted(order)
