@@ -24,7 +24,8 @@ STATES: tuple[State, ...] = (
           "another user's descriptors cannot be read: its log written within its cadence is the sign of life, and no ETA "
           "once it is silent longer"),
     State("finishing", False, False, "its log says done (`lr 0.0`, its last bar) while its process still runs (a final "
-                                     "eval or save); shown as running (finishing)"),
+                                     "eval or save); shown as running (finishing); a server: its own shutdown words while "
+                                     "its process still runs (stopped, or crashed if a crash came first, once it is gone)"),
     State("stalled", False, True, "its process is seen, its log has not moved for stall_after_min (its CPU time said)"),
     State("idle", False, False, "a server: no request running (its log's last window, /metrics or /server_info); its "
                                 "figures said as the last ones, with their age"),
