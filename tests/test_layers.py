@@ -1,7 +1,7 @@
 """The shape of the code, kept true: data flows one way, from collectors to the shells.
 
-Every import of the cockpit's modules is read (module level and inside functions; `if TYPE_CHECKING:`
-blocks are types only and skipped): no package imports one above it, and there is no import cycle.
+Every import of the cockpit's modules is read (module level and inside functions, relative ones and importlib's;
+`if TYPE_CHECKING:` blocks are types only and skipped): no package imports one above it, and there is no import cycle.
 """
 
 from __future__ import annotations
@@ -40,27 +40,56 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)
 
 
+def imports_of(source: str, name: str, package: bool = False) -> set[str]:
+    """The cockpit modules one module's source imports: `import cockpit.x`, `from cockpit.x import y`, relative imports
+    (`from ..vllm import lint`, resolved against the module's own package) and importlib's (`importlib.import_module`,
+    `__import__` with a literal name); an `if TYPE_CHECKING:` block is types only and skipped."""
+    tree = ast.parse(source)
+    typing_only = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only |= {id(n) for n in ast.walk(node)}
+    here = name.split(".") if package else name.split(".")[:-1]  # the package a relative import starts from
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("cockpit")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)] if node.level - 1 <= len(here) else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            if module.startswith("cockpit"):
+                found.add(module)
+                found |= {f"{module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            called = ast.unparse(node.func)
+            if called in ("importlib.import_module", "import_module", "__import__") and node.args[0].value.startswith("cockpit"):
+                found.add(node.args[0].value)
+    return found
+
+
 def imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
-        name = module_name(path)
-        tree = ast.parse(path.read_text(), str(path))
-        typing_only = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                typing_only |= {id(n) for n in ast.walk(node)}
-        found = set()
-        for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue
-            if isinstance(node, ast.Import):
-                found |= {a.name for a in node.names if a.name.startswith("cockpit")}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cockpit") and node.level == 0:
-                found.add(node.module)
-                found |= {f"{node.module}.{a.name}" for a in node.names}
-        graph[name] = found
+        graph[module_name(path)] = imports_of(path.read_text(), module_name(path), path.name == "__init__.py")
     modules = set(graph)
     return {name: {m for m in found if m in modules and m != name} for name, found in graph.items()}
+
+
+def test_relative_and_importlib_imports_are_read():
+    """Planted: what the layers test must catch however the import is written."""
+    assert "cockpit.vllm.lint" in imports_of("from ..vllm import lint\n", "cockpit.sglang.flags")
+    assert "cockpit.vllm" in imports_of("from .. import vllm\n", "cockpit.sglang.flags")
+    assert "cockpit.sglang.lint" in imports_of("from .lint import lint\n", "cockpit.sglang", package=True)
+    assert "cockpit.ui.app" in imports_of("import importlib\nimportlib.import_module('cockpit.ui.app')\n", "cockpit.serving.x")
+    assert "cockpit.ui" in imports_of("def f():\n    return __import__('cockpit.ui')\n", "cockpit.serving.x")
+    assert imports_of("if TYPE_CHECKING:\n    from ..ui import app\n", "cockpit.serving.x") == set()
+    planted = {"cockpit.sglang.flags": imports_of("from ..vllm import lint\n", "cockpit.sglang.flags")}
+    assert any(_engine_of(a) != _engine_of(b) and _engine_of(b) for a, targets in planted.items() for b in targets)
 
 
 def test_no_package_imports_one_above_it():

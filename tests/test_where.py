@@ -143,7 +143,7 @@ def runs_json(user: str, config: Path, python: tuple[list[str], dict[str, str]],
     return runs if every else runs[0]
 
 
-def test_another_users_trainer_is_never_died_while_its_log_grows(shared_dir):
+def test_another_users_trainer_is_never_died_while_its_log_grows(shared_dir, needs_sshd):
     """Issue 37 item 1: the cockpit as an ordinary user, the trainer root's.  It cannot read root's descriptors:
     `no writer found` proves nothing.  While the log grows, the run runs; once the trainer is gone, whether it
     died cannot be seen from here: unknown, and why (never DIED)."""
