@@ -304,7 +304,8 @@ def cmd_plan(args) -> int:
                                "(hosts = [...] in the step)")
         emitter = kind.engine_of(spec).group.emit  # the engine's own Slurm and LeaderWorkerSet hand-off
         text = (emitter.slurm(kind, spec, args.python, args.gpus_per_node) if args.format == "slurm"
-                else emitter.lws(kind, spec, args.python, args.image, args.gpus_per_node))
+                else emitter.lws(kind, spec, args.python, gpus_per_node=args.gpus_per_node,
+                                 **({"image": args.image} if args.image else {})))  # the engine's own image by default
         if args.out:
             from cockpit.paths import atomic_write
 

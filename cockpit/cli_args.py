@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     emit_cmd.add_argument("step", metavar="STEP")
     emit_cmd.add_argument("--format", choices=("slurm", "lws"), required=True)
     emit_cmd.add_argument("--python", default="python3", help="the interpreter with SGLang on the nodes / in the image")
-    emit_cmd.add_argument("--image", default="lmsysorg/sglang:latest", help="lws: the container image")
+    emit_cmd.add_argument("--image", default=None, help="lws: the container image (default: the engine's own image, "
+                          "lmsysorg/sglang:latest or vllm/vllm-openai:latest)")
     emit_cmd.add_argument("--gpus-per-node", type=int, default=None, help="default: tp / nodes")
     emit_cmd.add_argument("--out", metavar="FILE", help="write it to FILE instead of printing it")
 

@@ -149,8 +149,10 @@ def test_the_registry_names_every_engine_package_and_each_implements_the_seam():
     from cockpit.serving import engines
     from cockpit.serving.engine import PROTOCOL_MEMBERS, Engine
 
-    packages = sorted(p.name for p in ROOT.iterdir() if (p / "engine.py").exists() and "\nENGINE = " in (p / "engine.py").read_text())
+    packages = sorted(p.name for p in ROOT.iterdir() if (p / "engine.py").exists() and "\nENGINE" in (p / "engine.py").read_text())
     assert sorted(engines.BUILTIN) == packages == ["sglang", "vllm"]
+    for package in packages:  # annotated as the seam, so that mypy (tests/test_types.py) checks it statically
+        assert "\nENGINE: Engine = " in (ROOT / package / "engine.py").read_text(), package
     for engine in engines.engines():
         assert isinstance(engine, Engine), engine
         missing = [name for name in PROTOCOL_MEMBERS if not hasattr(engine, name)]

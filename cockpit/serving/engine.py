@@ -76,19 +76,43 @@ def counter_deltas(before: dict[str, float] | None, after: dict[str, float] | No
 
 @runtime_checkable
 class Engine(Protocol):
-    name: str  # the config's word for it: engine = "sglang"
-    label: str  # how people write it: SGLang
-    capabilities: Capabilities
-    milestones: tuple[tuple[str, re.Pattern], ...]  # its start-up, under names shared where they mean the same
-    start_steps: tuple[str, ...]  # the milestones the server pane shows as the start-up's steps, in order
-    process_words: tuple[str, ...]  # words of its processes' names as nvidia-smi and ps show them (sglang::scheduler)
-    keep_words: re.Pattern  # lines a whole-log read keeps for its diagnosis (besides errors and tracebacks)
-    bulk_words: tuple[bytes, ...]  # the bulk of its serving log (decode lines): a whole-log read keeps only the last ones
-    version_key: str  # the launch step's parameter for its version, for the rules its lint applies
-    draft_not_used_causes: str  # what to look at when its acceptance stays at 1 under load
+    # what it is and says of itself (read-only: an engine's class attributes, each a subtype of these)
+    @property
+    def name(self) -> str: ...  # the config's word for it: engine = "sglang"
+
+    @property
+    def label(self) -> str: ...  # how people write it: SGLang
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    @property
+    def milestones(self) -> tuple[tuple[str, re.Pattern], ...]: ...  # its start-up, under names shared where they mean the same
+
+    @property
+    def start_steps(self) -> tuple[str, ...]: ...  # the milestones the server pane shows as the start-up's steps, in order
+
+    @property
+    def process_words(self) -> tuple[str, ...]: ...  # words of its processes' names as nvidia-smi and ps show them
+
+    @property
+    def keep_words(self) -> re.Pattern: ...  # lines a whole-log read keeps for its diagnosis (besides errors and tracebacks)
+
+    @property
+    def bulk_words(self) -> tuple[bytes, ...]: ...  # the bulk of its serving log (decode lines): a whole-log read keeps the last
+
+    @property
+    def version_key(self) -> str: ...  # the launch step's parameter for its version, for the rules its lint applies
+
+    @property
+    def draft_not_used_causes(self) -> str: ...  # what to look at when its acceptance stays at 1 under load
+
     # lines of a running server that end or doom it: (kind "crashed" | "oom" | "hung", pattern, what to do), first match wins
-    crash_lines: tuple[tuple[str, re.Pattern, str], ...]
-    group: Any  # its launch over several nodes (plan_group, run_group, wait_group_ready, GroupWatcher, emit); None without
+    @property
+    def crash_lines(self) -> tuple[tuple[str, re.Pattern, str], ...]: ...
+
+    @property
+    def group(self) -> Any: ...  # its launch over several nodes (plan_group, run_group, wait_group_ready, GroupWatcher, emit)
 
     # --- its command line --------------------------------------------------------------------------
     def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: "DepthConfig | None", algorithm: str,

@@ -9,7 +9,7 @@ from typing import Any
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.depth import DepthConfig, with_depth
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
-from cockpit.serving.engine import Capabilities, LiveLine, LogReading, counter_deltas
+from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading, counter_deltas
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport, apply_fix
 from cockpit.sglang import diagnose, launch, lint, loglines
@@ -133,4 +133,4 @@ class SGLang:
         return tokens / verifies if verifies > 0 and tokens >= 0 else None
 
 
-ENGINE = SGLang()
+ENGINE: Engine = SGLang()

@@ -10,7 +10,7 @@ from typing import Any
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.depth import DepthConfig
-from cockpit.serving.engine import Capabilities, LiveLine, LogReading
+from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
 from cockpit.vllm import argv as vllm_argv_words
@@ -143,4 +143,4 @@ class VLLM:
         return metrics.acceptance_between(before, after)
 
 
-ENGINE = VLLM()
+ENGINE: Engine = VLLM()

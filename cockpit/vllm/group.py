@@ -383,8 +383,6 @@ class emit:  # noqa: N801 - the data-parallel and model forms' hand-off (vllm/gr
     @staticmethod
     def lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
-        if image == "lmsysorg/sglang:latest":  # the CLI's default is SGLang's image
-            image = "vllm/vllm-openai:latest"
         leader, worker_sh, what = _commands(spec, base, nodes, local, "$(LWS_LEADER_ADDRESS)", "$LWS_WORKER_INDEX")
         name = f"cockpit-{spec.name}".lower().replace("_", "-")
         header = (f"# cockpit plan emit {spec.name} --format lws: vLLM {what} as a LeaderWorkerSet.\n"

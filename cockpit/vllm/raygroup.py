@@ -273,8 +273,6 @@ def emit_lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai
     from cockpit.serving.emit import lws_manifest
 
     nodes, gpus, world, port, server, extra, http_port = _hand_off(kind, spec, python, gpus_per_node)
-    if image == "lmsysorg/sglang:latest":  # the CLI's default is SGLang's image
-        image = "vllm/vllm-openai:latest"
     head = [w for w in ray_start(python, "", port, gpus, True, None, extra) if w != "--block"]
     worker = ray_start(python, "$(LWS_LEADER_ADDRESS)", port, gpus, False, None, extra)
     leader = (_q(head) + f" && until {_q([python, '-c', CLUSTER_READY])} \"127.0.0.1:{port}\" {nodes} {world}; do sleep 5; done"
