@@ -332,6 +332,7 @@ def _parse_host(check: Checker, name: str, data: Any) -> HostConfig:
 
 
 def parse_config(text: str, path: str = "<config>") -> Config:
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows editors write one): TOML has none, the file means the same
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -164,3 +164,16 @@ def test_an_alert_resolves_once_when_its_condition_clears_and_the_log_says_raise
         ("resolved", False, 1000.0), ("raised", True, 1000.0), ("resolved", True, 1020.0), ("resolved", False, 1020.0),
         ("raised", True, 1040.0)]
     assert len(hook.bodies) == 3 and "cleared" in json.dumps(hook.bodies[1])
+
+
+def test_alert_test_without_a_terminal_says_so_and_exits_0_when_the_others_worked(tmp_path, hook):
+    """Issue 50: from cron or a script (no controlling terminal), `alert test` said "terminal: failed", rc 1, though its
+    URL was delivered."""
+    config = tmp_path / "c.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\n\n[alerts]\nurls = ["json://127.0.0.1:{hook.port}/x"]\n')
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "s")}
+    result = subprocess.run([sys.executable, "-m", "cockpit", "alert", "test", "-c", str(config), "--json"], capture_output=True,
+                            text=True, timeout=60, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    channels = json.loads(result.stdout)["channels"]
+    assert result.returncode == 0 and channels["urls"] == "ok" and channels["terminal"].startswith("skipped: no terminal")
+    assert result.stderr == ""

@@ -121,3 +121,35 @@ def test_state_written_in_the_old_shape_still_loads(tmp_path):
 @pytest.mark.parametrize("evidence", [{}, {"pid": "12", "log": "/l"}, {"pid": 0, "log": "/l"}, None, [1, 2]])
 def test_no_process_read_from_evidence_of_another_shape(evidence):
     assert LaunchedProcess.from_evidence(evidence) is None
+
+
+async def test_ctrl_c_says_how_to_quit_in_plain_words():
+    """Issue 50: Ctrl-C showed Textual's raw markup (`Press [b]ctrl+q[/b] ...`)."""
+    from cockpit.ui.app import CockpitApp
+
+    app = CockpitApp(parse_config(LOCAL))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+c")
+        await eventually(lambda: any("to quit" in n.message for n in app._notifications), what="the hint shown")
+        [hint] = [n for n in app._notifications if "to quit" in n.message]
+        assert "[" not in hint.message and "ctrl+q" in hint.message and app.is_running
+
+
+def test_a_config_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """Issue 50: a config saved by an editor that writes a UTF-8 BOM gave a cryptic TOML error."""
+    plain = parse_config(LOCAL)
+    marked = parse_config("\ufeff" + LOCAL)
+    assert [h.name for h in marked.hosts] == [h.name for h in plain.hosts]
+
+
+def test_a_utf16_log_is_named_with_the_conversion_to_run(tmp_path):
+    """Issue 50: a UTF-16 log (PowerShell's `>`) was "binary file" with no hint."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "server.log"
+    log.write_bytes("INFO start\nerror: argument --dtype: invalid choice\n".encode("utf-16"))
+    for args, stdin in ((["parse-log", str(log)], None), (["parse-log", "-"], log.read_bytes())):
+        done = subprocess.run([sys.executable, "-m", "cockpit", *args], input=stdin, capture_output=True, timeout=60)
+        said = done.stderr.decode()
+        assert done.returncode == 2 and "UTF-16" in said and "iconv -f utf-16 -t utf-8" in said and "Traceback" not in said

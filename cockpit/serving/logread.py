@@ -140,7 +140,11 @@ def bounded_lines(handle, max_line: int = MAX_LINE, first=None):
 
 
 def _check_text(head: bytes, name: str) -> None:
-    """A compressed log is named as such (what to run instead), not diagnosed as text."""
+    """A compressed log is named as such (what to run instead), not diagnosed as text; so is a UTF-16 one (Windows
+    tools, PowerShell's `>`), with the conversion to run."""
+    shown = name if name != "standard input" else "FILE"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) >= 8 and head[1:8:2] == b"\x00\x00\x00\x00" and b"\x00" not in head[0:8:2]):
+        raise CockpitError(f"{name}: UTF-16 text, not UTF-8: convert it with `iconv -f utf-16 -t utf-8 {shown} | cockpit parse-log -`")
     if head.startswith(b"\x1f\x8b"):
         raise CockpitError(f"{name}: a gzip file: read it with `zcat {name if name != 'standard input' else 'FILE'} | cockpit parse-log -`")
     if head.startswith((b"\x28\xb5\x2f\xfd", b"BZh", b"\xfd7zXZ")):

@@ -347,5 +347,11 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
             self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name or event.worker.group} failed",
                         severity="error", timeout=15)
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C (Textual binds it to this): how to quit, in plain words (Textual's own message carries markup that the
+        cockpit's notifications show as it is)."""
+        keys = sorted(key for key, active in self.active_bindings.items() if active.binding.action in ("quit", "app.quit"))
+        self.notify(f"Ctrl+C does not quit the cockpit: press {' or '.join(keys) or 'ctrl+q'} to quit", title="Quit?")
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen.for_widget(self.focused))
