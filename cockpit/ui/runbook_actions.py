@@ -87,7 +87,7 @@ class RunbookActions(RunbookApp):
             self.post_message(StepRefused(name, exc.reasons))
 
     async def _confirm(self, plan: str) -> bool:
-        answer = await self.push_screen_wait(ConfirmScreen("This step changes things on a host:", plan))
+        answer = await self.push_screen_wait(ConfirmScreen("This changes things on a host:", plan))
         return bool(answer)
 
     def action_force_step(self, name: str) -> None:

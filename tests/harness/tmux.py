@@ -77,12 +77,12 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     key("n")  # the training run (a stand-in) finishes into its checkpoint
     wait_screen(session, "1/8 passed", timeout=60)
     key("n")
-    wait_screen(session, "This step changes things on a host")
+    wait_screen(session, "This changes things on a host")
     assert "train_eagle3.py --demo" in joined(screen(session)), screen(session)  # exactly what will be killed
     key("y")
     wait_screen(session, "2/8 passed")
     key("n")
-    wait_screen(session, "This step changes things on a host")
+    wait_screen(session, "This changes things on a host")
     assert "old_sglang_server.py" in joined(screen(session)), screen(session)
     key("y")
     wait_screen(session, "3/8 passed")
@@ -93,7 +93,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
         time.sleep(0.2)
     assert "30000/143771M" not in screen(session)  # the stale memory is gone from GPU 5
     key("n")
-    wait_screen(session, "This step changes things on a host")
+    wait_screen(session, "This changes things on a host")
     assert "layers.0.* to midlayer.*" in joined(screen(session)), screen(session)
     key("y")
     wait_screen(session, "5/8 passed")
@@ -104,14 +104,14 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     assert "fix: --speculative-num-steps 16 --speculative-eagle-topk 1 --speculative-num-draft-tokens 17" in joined(shown), shown
     assert "press f" in shown
     key("f")
-    wait_screen(session, "This step changes things on a host")
+    wait_screen(session, "This changes things on a host")
     assert "--speculative-num-steps 16" in joined(screen(session))
     key("y")
     wait_screen(session, "6/8 passed", timeout=30)
     key("n")
     wait_screen(session, "7/8 passed", timeout=60)
     key("n")
-    wait_screen(session, "This step changes things on a host")
+    wait_screen(session, "This changes things on a host")
     assert "Relaunch" in screen(session)
     key("y")
     shown = wait_screen(session, "sweep done", timeout=180)
