@@ -64,7 +64,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("app.toggle_log", "l", "toggle_log", "log", help="the command log: every command run on a host (again, in it: hide it)", palette="Toggle command log",
            palette_help="every command run on a host, with its exit status", when="large"),
     Action("app.hide_pane", "escape", "hide_pane", "hide pane", show=False, key_display="Esc",
-           help="hide the pane in focus (a small terminal: back to the hosts)"),
+           help="leave a zoom, else hide the pane in focus (a small terminal: back to the hosts)"),
     Action("app.copied", "Y", "show_copied", "show copied", show=False, help="what the last y copied, to select by mouse "
            "(a terminal that ignores OSC 52)", palette="Show what was copied",
            palette_help="the last copy's text, selectable (a terminal that ignores OSC 52)"),
