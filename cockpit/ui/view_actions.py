@@ -165,15 +165,17 @@ class ViewActions(ViewsApp):
     def action_hide_pane(self) -> None:
         """Escape: leave a zoom first; else hide the pane in focus (the hosts and the checklist of a large terminal stay);
         where there is nothing to leave, say so (a key that does nothing says why)."""
-        if getattr(self, "zoomed", None) is not None and self._view_of_focus() == "hosts":
-            self._say(self.hosts_view.toggle_zoom(self._focused_host()))  # the same as z again: every host shown
+        if self.hosts_view.zoomed is not None and self._view_of_focus() == "hosts":
+            problem = self.hosts_view.toggle_zoom(self._focused_host())  # the same as z again: every host shown
+            if problem:
+                self.notify(problem, severity="warning")
             return
         target = self.layout_state.hide(self._view_of_focus())
         if target is not None:
             self.apply_layout()
             self._focus_view(target)
         else:
-            self._say(f"Esc hides a pane: {self._view_of_focus()} stays on a terminal this size")
+            self.notify(f"Esc hides a pane: {self._view_of_focus()} stays on a terminal this size", severity="warning")
 
     def _focus_view(self, view: str) -> None:
         pane = self._panes().get(view)
