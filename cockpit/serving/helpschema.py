@@ -190,6 +190,22 @@ class FlagSchema:
             flags.append(Flag(**raw))
         return cls(prog=data.get("prog", ""), version=data.get("version"), flags=flags)
 
+    @classmethod
+    def from_rows(cls, prog: str, version: str, rows) -> "FlagSchema":
+        """A parser recorded from a release's wheel (each engine's data/versions.json): one row a flag,
+        [options, type, choices, nargs, switch] and, where recorded, [open, required] (an open choice list: the release
+        lets plugins extend it, so its values are not judged)."""
+        flags = []
+        for options, kind, choices, nargs, switch, *more in rows:
+            opened, required = (list(more) + [False, False])[:2]
+            longs = [o for o in options if o.startswith("--")] or options
+            negation = next((o for o in longs[1:] if o.startswith("--no-") and o[5:] == longs[0][2:]), None)
+            aliases = tuple(o for o in options if o != longs[0] and o != negation)
+            flags.append(Flag(longs[0], aliases, not switch, nargs if nargs in ("?", "+", "*") else None, None,
+                              tuple(choices) if choices and not opened else None, bool(required), negation, "",
+                              kind or ("" if switch else None)))
+        return cls(prog=prog, version=version, flags=flags)
+
 
 # --- parsing ------------------------------------------------------------------------------------------
 

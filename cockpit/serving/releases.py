@@ -10,10 +10,12 @@ that a flag too new or too old for the release is named as such, with what that 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from cockpit.diagnosis import Diagnosis
+from cockpit.serving.helpschema import FlagSchema
 
 _NUMBERS = re.compile(r"^v?(\d+(?:\.\d+)*)")
 
@@ -41,8 +43,7 @@ class Releases:
     engine: str  # as messages name it: "vLLM", "SGLang"
     versions: tuple[str, ...]
     line: int  # 2 for vLLM (0.10), 3 for SGLang (0.5.5)
-    options_of: Callable[[str], Iterable[tuple[str, ...]]] | None = field(default=None, compare=False, hash=False)
-    choices_of: Callable[[str, str], tuple[str, ...] | None] | None = field(default=None, compare=False, hash=False)
+    schema_of: Callable[[str], FlagSchema] | None = field(default=None, compare=False, hash=False)  # a release's recorded flags
 
     def key(self, version: str) -> tuple[int, ...]:
         return version_key(version) or ()
@@ -93,36 +94,79 @@ class Releases:
         return Diagnosis("version_nearest", how, None, version, severity="info") if how else None
 
     # --- each flag's span ----------------------------------------------------------------------------
+    @cached_property
+    def _members(self) -> dict[str, frozenset[str]]:
+        """Every option string each recorded release takes (read once: the spans, the groups and the checks share it)."""
+        return {v: frozenset(self.schema_of(v).options) if self.schema_of else frozenset() for v in self.versions}
+
+    def members(self, version: str) -> frozenset[str]:
+        """Every option string the recorded release `version` takes."""
+        return self._members.get(version, frozenset())
+
+    @cached_property
+    def _spans(self) -> dict[str, tuple[str, str]]:
+        out: dict[str, tuple[str, str]] = {}
+        for version in self.versions:
+            for option in self._members[version]:
+                out[option] = (out[option][0], version) if option in out else (version, version)
+        return out
+
     def spans(self) -> dict[str, tuple[str, str]]:
         """option string -> (the first, the last) recorded release that takes it."""
-        return _spans(self)
+        return self._spans
+
+    @cached_property
+    def _groups(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for version in self.versions if self.schema_of else ():  # oldest first: the newest release's grouping wins
+            for flag in self.schema_of(version).flags:  # type: ignore[misc]
+                options = flag.option_strings
+                longs = tuple(sorted(options, key=lambda o: (not o.startswith("--"), options.index(o))))
+                for option in options:
+                    out[option] = longs
+        return out
 
     def groups(self) -> dict[str, tuple[str, ...]]:
         """option string -> the option strings of its flag in the newest release that has it (-sc -> --speculative-config)."""
-        return _groups(self)
+        return self._groups
 
-    def span_words(self, option: str, version: str | None) -> str | None:
-        """When `option` came or went, as seen from the release judging `version` ("arrived after 0.18.1 (first recorded
-        in 0.19.1)", "was last recorded in 0.9.2, gone by 0.10.2", "is missing from 0.5.6.post2, though 0.5.5.post3 and 0.5.7
-        take it"); None: that release takes it, or no recorded one does."""
-        span = self.spans().get(option)
+    def _when(self, having: list[str], version: str | None) -> str | None:
+        """When something the releases `having` take came or went, as seen from the release judging `version`; None:
+        that release has it too, or none has it."""
         chosen = self.nearest(version)
-        if span is None or chosen is None or option in self.members(chosen):
+        if not having or chosen is None or chosen in having:
             return None
-        first, last = span
-        at, index = self.key(chosen), {v: i for i, v in enumerate(self.versions)}
-        if self.key(first) < at < self.key(last):  # taken before and after, not by this one
-            having = [v for v in self.versions if option in self.members(v)]
-            earlier = max((v for v in having if self.key(v) < at), key=self.key)
-            later = min((v for v in having if self.key(v) > at), key=self.key)
-            return f"is missing from {chosen}, though {earlier} and {later} take it"
+        index, at = {v: i for i, v in enumerate(self.versions)}, self.key(chosen)
+        first, last = having[0], having[-1]
         if at < self.key(first):
             before = self.versions[index[first] - 1] if index[first] > 0 else None
             return f"arrived after {before} (first recorded in {first})" if before else f"arrived by {first}"
         if at > self.key(last):
             after = self.versions[index[last] + 1] if index[last] + 1 < len(self.versions) else None
             return f"was last recorded in {last}" + (f", gone by {after}" if after else "")
-        return None
+        earlier = max((v for v in having if self.key(v) < at), key=self.key)
+        later = min((v for v in having if self.key(v) > at), key=self.key)
+        return f"is missing from {chosen}, though {earlier} and {later} take it"
+
+    def span_words(self, option: str, version: str | None) -> str | None:
+        """When `option` came or went, as seen from the release judging `version` ("arrived after 0.18.1 (first recorded
+        in 0.19.1)", "was last recorded in 0.9.2, gone by 0.10.2", "is missing from 0.5.6.post2, though 0.5.5.post3 and 0.5.7
+        take it"); None: that release takes it, or no recorded one does."""
+        return self._when([v for v in self.versions if option in self._members[v]], version)
+
+    def choice_words(self, option: str, value: str, version: str | None) -> str | None:
+        """When a flag's value came or went, as seen from the release judging `version` (EAGLE3 for
+        --speculative-algorithm on SGLang 0.4.2: "arrived after 0.4.3.post4 (first recorded in 0.4.4.post4)"); None: no
+        recorded release takes it either, or this one does (in another case: eagle3 for EAGLE3)."""
+        if self.schema_of is None:
+            return None
+        folded = value.casefold()
+
+        def takes(version: str) -> bool:
+            flag = self.schema_of(version).get(option)  # type: ignore[misc]
+            return flag is not None and folded in {c.casefold() for c in flag.choices or ()}
+
+        return self._when([v for v in self.versions if takes(v)], version)
 
     def out_of_range(self, option: str, version: str | None) -> Diagnosis | None:
         """`option` is unknown to the release judging `version` but some recorded release takes it: when it came or went,
@@ -132,75 +176,8 @@ class Releases:
             return None
         chosen = self.nearest(version) or ""
         shown = version or chosen
-        instead = [o for o in self.groups().get(option, ()) if o != option and self._takes(chosen, o)]
+        instead = [o for o in self.groups().get(option, ()) if o != option and o in self.members(chosen)]
         arrived = when.startswith("arrived")
         text = f"{option} is not a flag of {self.engine} {shown}: it {when}" + (
             f"; {shown} takes {instead[0]}" if instead else ": upgrade, or leave it out" if arrived else ": leave it out")
         return Diagnosis("flag_not_in_release", text, option, None, tuple(instead[:1]), replacement=(instead[0],) if instead else None)
-
-    def choice_words(self, option: str, value: str, version: str | None) -> str | None:
-        """When a flag's value came or went, as seen from the release judging `version` (EAGLE3 for
-        --speculative-algorithm on SGLang 0.4.2: "arrived after 0.4.3.post4 (first recorded in 0.4.4.post4)"); None: no
-        recorded release takes it either."""
-        if self.choices_of is None:
-            return None
-        folded = value.casefold()  # eagle3 for EAGLE3: the same value in another case
-        having = [v for v in self.versions if folded in {c.casefold() for c in self.choices_of(v, option) or ()}]
-        chosen = self.nearest(version)
-        if not having or chosen is None:
-            return None
-        if chosen in having:
-            return None
-        index, at = {v: i for i, v in enumerate(self.versions)}, self.key(chosen)
-        if at < self.key(having[0]):
-            before = self.versions[index[having[0]] - 1] if index[having[0]] > 0 else None
-            return f"arrived after {before} (first recorded in {having[0]})" if before else f"arrived by {having[0]}"
-        if at > self.key(having[-1]):
-            return f"was last recorded in {having[-1]}"
-        before = max((v for v in having if self.key(v) < at), key=self.key)
-        after = min((v for v in having if self.key(v) > at), key=self.key)
-        return f"is missing from {chosen}, though {before} and {after} take it"
-
-    def members(self, version: str) -> frozenset[str]:
-        """Every option string the recorded release `version` takes."""
-        return _members(self, version)
-
-    def _takes(self, version: str, option: str) -> bool:
-        return option in self.members(version)
-
-
-_SPANS: dict[tuple[str, tuple[str, ...]], dict[str, tuple[str, str]]] = {}
-_MEMBERS: dict[tuple[str, str], frozenset[str]] = {}
-
-
-def _members(releases: Releases, version: str) -> frozenset[str]:
-    memo = (releases.engine, version)
-    if memo not in _MEMBERS:
-        _MEMBERS[memo] = frozenset(o for options in (releases.options_of(version) if releases.options_of else ()) for o in options)
-    return _MEMBERS[memo]
-_GROUPS: dict[tuple[str, tuple[str, ...]], dict[str, tuple[str, ...]]] = {}
-
-
-def _spans(releases: Releases) -> dict[str, tuple[str, str]]:
-    memo = (releases.engine, releases.versions)
-    if memo not in _SPANS:
-        out: dict[str, tuple[str, str]] = {}
-        for version in releases.versions:
-            for options in releases.options_of(version) if releases.options_of else ():
-                for option in options:
-                    out[option] = (out[option][0], version) if option in out else (version, version)
-        _SPANS[memo] = out
-    return _SPANS[memo]
-
-
-def _groups(releases: Releases) -> dict[str, tuple[str, ...]]:
-    memo = (releases.engine, releases.versions)
-    if memo not in _GROUPS:
-        out: dict[str, tuple[str, ...]] = {}
-        for version in releases.versions:  # oldest first: the newest release's grouping wins
-            for options in releases.options_of(version) if releases.options_of else ():
-                longs = tuple(sorted(options, key=lambda o: (not o.startswith("--"), options.index(o))))
-                for option in options:
-                    out[option] = longs
-        _GROUPS[memo] = out
-    return _GROUPS[memo]

@@ -10,7 +10,7 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-from cockpit.serving.helpschema import Flag, FlagSchema
+from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.releases import Releases, version_key
 
 
@@ -24,18 +24,9 @@ def table() -> dict[str, dict]:
     return {v: raw[v] for v in sorted(raw, key=_key)}
 
 
-def _options_of(version: str) -> list[tuple[str, ...]]:
-    return [tuple(row[0]) for row in table()[version].get("flags", ())]
-
-
-def _choices_of(version: str, option: str) -> tuple[str, ...] | None:
-    flag = _schema_of(version).get(option)
-    return flag.choices if flag is not None else None
-
-
 @lru_cache(maxsize=1)
 def releases() -> Releases:
-    return Releases("SGLang", tuple(table()), 3, _options_of, _choices_of)
+    return Releases("SGLang", tuple(table()), 3, _schema_of)
 
 
 def known(version: str | None) -> str:
@@ -59,14 +50,7 @@ def messages(version: str) -> dict[str, list[str]]:
 
 @lru_cache(maxsize=None)
 def _schema_of(recorded_version: str) -> FlagSchema:
-    flags = []
-    for options, kind, choices, nargs, switch, opened, required in table()[recorded_version].get("flags", ()):
-        longs = [o for o in options if o.startswith("--")] or options
-        negation = next((o for o in longs[1:] if o.startswith("--no-") and o[5:] == longs[0][2:]), None)
-        aliases = tuple(o for o in options if o != longs[0] and o != negation)
-        flags.append(Flag(longs[0], aliases, not switch, nargs if nargs in ("?", "+", "*") else None, None,
-                          tuple(choices) if choices and not opened else None, required, negation, "", kind or ("" if switch else None)))
-    return FlagSchema(prog="python -m sglang.launch_server", version=recorded_version, flags=flags)
+    return FlagSchema.from_rows("python -m sglang.launch_server", recorded_version, table()[recorded_version].get("flags", ()))
 
 
 def shipped_schema(version: str | None) -> FlagSchema | None:

@@ -275,18 +275,9 @@ def _kv_fix(longest: int, args: dict, number: int) -> Diagnosis:
 
 
 def _given_config(lines: list[str]) -> dict | None:
-    """The speculative config of the `non-default args: {...}` line vLLM logs at start (a Python literal)."""
-    import ast
-
-    for line in lines:
-        if "non-default args: " in line and "speculative_config" in line:
-            try:
-                args = ast.literal_eval(line.split("non-default args: ", 1)[1].strip())
-            except (ValueError, SyntaxError):
-                return None
-            config = args.get("speculative_config") if isinstance(args, dict) else None
-            return config if isinstance(config, dict) else None
-    return None
+    """The speculative config of the `non-default args: {...}` line vLLM logs at start."""
+    config = _given_args(lines).get("speculative_config")
+    return config if isinstance(config, dict) else None
 
 
 def _unknown_key(key: str, version: str | None, number: int) -> Diagnosis:
@@ -305,8 +296,9 @@ def _unknown_key(key: str, version: str | None, number: int) -> Diagnosis:
 def _fraction(value: float, number: int | None) -> Diagnosis:
     """--gpu-memory-utilization refused: a percentage written for the fraction is offered as the fraction."""
     from cockpit.serving.lint import out_of_range
+    from cockpit.vllm.versions import RANGES
 
-    [found] = out_of_range("--gpu-memory-utilization", value, (0.0, 1.0, True)) or [Diagnosis(
+    [found] = out_of_range("--gpu-memory-utilization", value, RANGES["--gpu-memory-utilization"]) or [Diagnosis(
         "invalid_value", "--gpu-memory-utilization is a fraction of the GPU: above 0 and at most 1", "--gpu-memory-utilization",
         None, ("--gpu-memory-utilization 0.9",))]
     return replace(found, line=number)

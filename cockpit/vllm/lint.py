@@ -17,7 +17,8 @@ from cockpit.vllm.argv import normalise, strip_launcher
 from cockpit.vllm.fixes import SHORT_SPEC, fixes_for_line
 from cockpit.vllm.crosswalk import sglang_to_vllm
 
-from cockpit.vllm.versions import (LEGACY_FLAGS, SWITCHES, Era, beyond_read, era, era_of_host, judged_by, label, recorded, releases, shipped_schema, short_sc)
+from cockpit.vllm.versions import (LEGACY_FLAGS, RANGES, SWITCHES, Era, beyond_read, era, era_of_host, judged_by, label, recorded,
+                                   releases, shipped_schema)
 from cockpit.vllm.versions import schema_of as _schema_of
 
 ENGINE = "vLLM"
@@ -75,7 +76,7 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
         head = word.split("=", 1)[0]
         if head in ("--speculative-config", "-sc"):
             value, position = _take(args, position, word)
-            if head == "-sc" and (schema is not None and schema.get("-sc") is None or schema is None and not short_sc(rules_of)):
+            if head == "-sc" and not takes("-sc", schema, rules_of):
                 dated = releases().out_of_range("-sc", version) or Diagnosis(
                     "flag_not_in_release", f"-sc is not a flag of {label(version, chosen)}: write --speculative-config", "-sc", None)
                 out.append(Diagnosis(dated.kind, dated.message, "-sc", value, ("--speculative-config",),
@@ -163,10 +164,6 @@ def lint(argv: list[str], version: str | None = None, schema: FlagSchema | None 
         out.append(Diagnosis("missing_required", "no model: `vllm serve MODEL` (or --model MODEL)", "--model", None, ("vllm serve MODEL",)))
     report.diagnoses.sort(key=lambda d: d.severity == "info")  # what is wrong first; how it was judged after
     return report
-
-
-# what vLLM checks of a value after parsing (its CacheConfig: 0 < gpu_memory_utilization <= 1)
-RANGES = {"--gpu-memory-utilization": (0.0, 1.0, True)}
 
 
 def draft_parallelism(args: list[str], values: dict) -> list[Diagnosis]:

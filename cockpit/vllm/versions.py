@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from cockpit.serving.helpschema import Flag, FlagSchema
+from cockpit.serving.helpschema import FlagSchema
 
 NEWEST_READ = "0.34.0"
 READ = ("0.7.3", "0.8.0", "0.8.2", "0.8.3", "0.8.5", "0.10.2", "0.34.0")
@@ -35,6 +35,8 @@ LEGACY_FLAGS = {
     "--speculative-disable-mqa-scorer": "disable_mqa_scorer",
 }
 SWITCHES = {"--disable-logprobs-during-spec-decoding", "--speculative-disable-mqa-scorer"}
+# what vLLM checks of a value after parsing (its CacheConfig: 0 < gpu_memory_utilization <= 1): flag -> (low, high, low excluded)
+RANGES = {"--gpu-memory-utilization": (0.0, 1.0, True)}
 INT_KEYS = {"num_speculative_tokens", "draft_tensor_parallel_size", "max_model_len", "prompt_lookup_max", "prompt_lookup_min",
             "disable_by_batch_size"}
 
@@ -131,21 +133,12 @@ def recorded() -> tuple[str, ...]:
 
 def nearest(version: str) -> str | None:
     """The recorded version a version is judged by: itself, else the newest recorded of its own minor, else the newest
-    recorded before it; None for one older than every recording (the eras read by hand judge those: 0.8.0-0.8.4
-    differ from 0.8.5)."""
+    recorded before it (serving/releases.py, the same rule for every engine); None for one older than every recording
+    (the eras read by hand judge those: 0.8.0-0.8.4 differ from 0.8.5)."""
     parsed = parse_version(version)
-    if parsed is None or not recorded():
-        return None
-    text = version.strip().lstrip("v")
-    if text in recorded_facts():
-        return text
-    if parsed < _key(recorded()[0])[:3]:
-        return None
-    same_minor = [v for v in recorded() if _key(v)[:2] == parsed[:2]]
-    if same_minor:
-        return same_minor[-1]
-    before = [v for v in recorded() if _key(v) < parsed]
-    return before[-1] if before else None
+    if parsed is None or not recorded() or parsed < _key(recorded()[0])[:3]:
+        return None  # older than the first recording, even of its minor: 0.8.2's rules are not 0.8.5's
+    return releases().nearest(version)
 
 
 def facts(version: str | None) -> dict | None:
@@ -209,18 +202,7 @@ def shipped_schema(version: str | None) -> FlagSchema | None:
 
 @lru_cache(maxsize=None)  # one per recorded version (identify reads them all)
 def schema_of(recorded_version: str) -> FlagSchema:
-    flags = []
-    for options, kind, choices, nargs, switch in (facts(recorded_version) or {}).get("flags", []):
-        longs = [o for o in options if o.startswith("--")] or options
-        negation = next((o for o in longs[1:] if o.startswith("--no-") and o[5:] == longs[0][2:]), None)
-        aliases = tuple(o for o in options if o != longs[0] and o != negation)
-        flags.append(Flag(longs[0], aliases, not switch, nargs if nargs in ("?", "+", "*") else None, None,
-                          tuple(choices) if choices else None, False, negation, "", kind))
-    return FlagSchema(prog="vllm serve", version=recorded_version, flags=flags)
-
-
-def _options_of(version: str) -> list[tuple[str, ...]]:
-    return [tuple(row[0]) for row in recorded_facts()[version].get("flags", ())]
+    return FlagSchema.from_rows("vllm serve", recorded_version, (facts(recorded_version) or {}).get("flags", []))
 
 
 @lru_cache(maxsize=1)
@@ -228,17 +210,7 @@ def releases():
     """The recorded releases as the core reads them (each flag's span; a version's line is its minor)."""
     from cockpit.serving.releases import Releases
 
-    def choices_of(version: str, option: str) -> tuple[str, ...] | None:
-        flag = schema_of(version).get(option)
-        return flag.choices if flag is not None else None
-
-    return Releases("vLLM", recorded(), 2, _options_of, choices_of)
-
-
-def short_sc(version: str | None) -> bool:
-    """Whether the release judging `version` takes -sc for --speculative-config (its recording says)."""
-    f = facts(version)
-    return bool(f and f.get("short_sc"))
+    return Releases("vLLM", recorded(), 2, schema_of)
 
 
 def era_of_host(host: dict, version: str) -> Era:
