@@ -270,6 +270,7 @@ def test_layers0_checkpoint_is_judged_per_engine_and_version(tmp_path):
     """A checkpoint with layers.0.* keys (a vLLM-style export): not ready for SGLang 0.5.2, ready for 0.5.14, and
     ready for vLLM 0.10.2 (its loader takes layers.0.* as they are) when the run says vLLM serves it."""
     from cockpit.drafter.header import encode_header
+    from cockpit.drafter.inspect import ranges_of
 
     directory = write_checkpoint(tmp_path / "out" / "epoch_0", "E1", "outputs__tiny-llama-eagle3__epoch_0")
     raw = json.loads((directory / "model.safetensors").read_bytes()[8:8 + struct.unpack("<Q", (directory / "model.safetensors").read_bytes()[:8])[0]])
@@ -290,6 +291,15 @@ def test_layers0_checkpoint_is_judged_per_engine_and_version(tmp_path):
     assert old["key_layout"] == "layers.0.*" and old["verdict"].startswith("not ready for SGLang 0.5.2")
     assert new["verdict"] == "ready for SGLang 0.5.14"
     assert vllm["verdict"] == "ready for vLLM 0.10.2"
+    # the reason given is one that breaks the version asked about, never another engine's (vLLM 0.9-0.10.1's name rule
+    # was said for SGLang 0.5.2): over every version of each engine's ranges
+    for engine, versions in (("sglang", ("0.4.6", "0.5.2", "0.5.14")), ("vllm", ("0.8.4", "0.8.5", "0.9.2", "0.10.1.1", "0.10.2", "0.34.0"))):
+        for version in versions:
+            said = asyncio.run(go(version, engine))
+            why = said["verdict"].split(": ", 1)[1] if said["verdict"].startswith("not ready") else None
+            broken = [m for r in ranges_of(engine, version) for m in said["breaks"].get(r, ())]
+            assert (why is None) == (not broken), (engine, version, said["verdict"])
+            assert why is None or why == broken[0], (engine, version, said["verdict"])
     assert asyncio.run(go(None))["verdict"] == "ready for SGLang >=0.5.12"  # no version: every range it loads in
 
 

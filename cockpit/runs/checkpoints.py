@@ -39,12 +39,14 @@ class Checkpoint:
     needs_export: bool = False  # E4 training state: export to SGLang's layout first
     ready: dict = field(default_factory=dict)  # SGLang version range -> loads as is?
     problems: list = field(default_factory=list)
+    breaks: dict = field(default_factory=dict)  # version range -> the problems that break it (another range's are not its)
     mtime: float = 0.0
     files: int = 0
 
     def to_json(self) -> dict:
         return {"path": self.path, "name": self.name, "complete": self.complete, "why": self.why, "key_layout": self.key_layout,
-                "layout": self.layout, "needs_export": self.needs_export, "ready": self.ready, "problems": self.problems}
+                "layout": self.layout, "needs_export": self.needs_export, "ready": self.ready, "problems": self.problems,
+                "breaks": self.breaks}
 
     def verdict(self, version: str | None, engine: str = "sglang") -> str:
         """Whether the engine that will serve it loads it as it is (`engine`'s loader, for `version`, else each of its
@@ -59,7 +61,8 @@ class Checkpoint:
         ranges = ranges_of(engine, version)
         if version:
             ok = all(self.ready.get(r) for r in ranges)
-            return f"ready for {name} {version}" if ok else f"not ready for {name} {version}: " + "; ".join(self.problems[:1])
+            why = [message for r in ranges for message in self.breaks.get(r, ())][:1]  # this range's, not another engine's
+            return f"ready for {name} {version}" if ok else f"not ready for {name} {version}: " + "; ".join(why)
         ready = [r.removeprefix(name + " ") for r in ranges if self.ready.get(r)]  # vLLM's ranges carry its name
         return f"ready for {name} " + ", ".join(ready) if ready else f"not ready for any {name}"
 
@@ -148,6 +151,7 @@ async def inspect_checkpoint(transport: Transport, path: str, name: str, order: 
     verdicts = report.verdicts(engine="both")
     checkpoint.ready = {r: not verdicts[r] for r in EVERY}  # every engine's version ranges
     checkpoint.problems = [p.message for p in report.problems]
+    checkpoint.breaks = {r: [p.message for p in problems] for r, problems in verdicts.items() if problems}
     return checkpoint
 
 
