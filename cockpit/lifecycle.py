@@ -47,8 +47,10 @@ STATES: tuple[State, ...] = (
           "shows every user's pids)"),
     State("crashed", True, True, "its log's own words: a traceback, CUDA out of memory, an NCCL timeout, a killed rank; a "
                                  "server's crash text"),
-    State("oom", True, True, "out of memory as its manager or the kernel says it (OOMKilled, OUT_OF_MEMORY); a SIGKILL "
-                             "alone is not"),
+    State("oom", True, True, "out of memory as its manager or the kernel says it (OOMKilled, OUT_OF_MEMORY; the kernel "
+                             "log naming its pid, or its memory cgroup's oom_kill count rising since it was seen alive); a "
+                             "SIGKILL alone is not",
+          "the kernel log is root's (dmesg_restrict); the cgroup count is anyone's, for a process it saw alive"),
     State("unknown", False, False, "what could not be seen, said: a host that does not answer, descriptors of another user, "
                                    "one look that found it gone (the next decides), a log written within its cadence and "
                                    "no holder; the CLI exits 2",

@@ -17,6 +17,7 @@ from cockpit.drafter.acceptance import estimate
 from cockpit.format import clock as _clock, duration
 from cockpit.hosts.follow import LogFollower
 from cockpit.hosts.liveness import Liveness, probe
+from cockpit.hosts.oom import MemoryGroup, kernel_oom, memory_group
 from cockpit.hosts.transport import Transport, TransportError
 from cockpit.runs.checkpoints import Checkpoint, latest, scan
 from cockpit.runs.parse import CRASH_KINDS, Flag, TrainingLog
@@ -32,6 +33,7 @@ STATES = tuple(s.name for s in lifecycle.STATES if s.name not in ("idle", "hung"
 ENDED_STATES = lifecycle.TERMINAL
 DEFAULT_CADENCE_S = 10.0  # how long a log may be silent while its run moves, when neither the log nor watching says
 CONFIRM_AFTER_S = 0.25  # a look that found the trainer gone is followed this soon by the look that confirms it
+MEMCG_EVERY_S = 10.0  # how often a living process's memory cgroup counter is read again (a kill it survived is no later OOM's)
 ONE_SHOT_WAIT_S = 3.0  # the one-shot command's second look waits at most this long
 ENDED_POLL_S = 10.0  # a run that ended is read this often, not every poll_s: its restart (its log growing again) is seen then
 
@@ -136,6 +138,9 @@ class RunWatcher:
         self._cpu_rising: bool | None = None
         self._totals: Totals | None = None
         self._gone_looks = 0  # looks in a row that found it gone (and its log not grown)
+        self._memcg: MemoryGroup | None = None  # its process's memory cgroup and OOM kills, as last seen alive
+        self._memcg_at = 0.0
+        self._oom_said: str | None = None  # the kernel's word that it killed the run's process for memory
         self._first_gone_look: float | None = None  # the first of them
         self._growths: deque[float] = deque(maxlen=12)  # when its log was seen growing (the cadence, watched)
         self._confirming = False  # the last look found it gone once: the next one decides
@@ -196,6 +201,10 @@ class RunWatcher:
             self._live = await probe(self.transport, self.spec.log, self.spec.pid_file, self.spec.process, clock=self.clock,
                                      known_pids=self._known_pids)
             self._saw(self._live, now)
+            if self._live.state == "alive" and self._live.procs and self.manager is None:
+                first = self._live.procs[0].pid
+                if self._memcg is None or self._memcg.pid != first or now - self._memcg_at >= MEMCG_EVERY_S:
+                    self._memcg, self._memcg_at = await memory_group(self.transport, first), now
             if self._totals is None and self._live.procs:
                 await self._read_totals()
             uncertain = (self._live.state == "unknown" or (self._live.state == "gone" and not self._live.complete)) and not self._grew
@@ -209,6 +218,8 @@ class RunWatcher:
         if gone_now and self.spec.pid_file and self._pid_file_pid is None:
             with contextlib.suppress(TransportError, OSError, ValueError):
                 self._pid_file_pid = int((await self.transport.read_range(self.spec.pid_file, 0, 64)).decode("ascii", "replace").strip())
+        if gone_now and not self._grew and self._gone_looks < 2 and self._oom_said is None:
+            await self._read_kernel(now)
         if gone_now and not self._grew:
             self._gone_looks += 1
             self._first_gone_look = self._first_gone_look or now
@@ -218,6 +229,18 @@ class RunWatcher:
         events = self._events_since(status)
         self.status = status
         return status, events
+
+    async def _read_kernel(self, now: float) -> None:
+        """A look that found the run's process gone asks the kernel whether it killed it for memory (its log names the
+        pid; the memory cgroup it was seen in counted a kill since): SIGKILL by the OOM killer is an OOM, a SIGKILL alone
+        is not."""
+        if self.manager is not None:
+            return  # its manager says OOM where it was one (OOMKilled, OUT_OF_MEMORY)
+        pids = set(self._seen_pids) | ({self._pid_file_pid} if self._pid_file_pid else set())
+        if not pids and self._memcg is None:
+            return
+        last = self._seen_alive_at or self._log_mtime or (now - 600.0)
+        self._oom_said = await kernel_oom(self.transport, frozenset(pids), self._memcg, within_s=max(10.0, now - last + 5.0))
 
     async def _poll_log(self, now: float, catch_up: bool) -> None:
         assert self.follower is not None
@@ -273,7 +296,7 @@ class RunWatcher:
 
     def _saw(self, live: Liveness, now: float) -> None:
         if live.state == "alive":
-            self._seen_alive_at, self._pid_file_pid = now, None
+            self._seen_alive_at, self._pid_file_pid, self._oom_said = now, None, None
             if len(self._seen_pids) < 256:
                 self._seen_pids.update(live.pids)
             if live.how.startswith("processes writing") and live.pids:
@@ -443,6 +466,8 @@ class RunWatcher:
         stop = self._stopped_by_cockpit()
         if stop is not None and word != "finished" and not log.bar_complete:
             return "stopped", stop
+        if self._oom_said is not None:
+            return "oom", f"{self._oom_said}; {self._between_words()}" + said
         if word == "finished":
             return self._ended(now, f"the log: {log.finished}")
         if log.bar_complete:
@@ -528,7 +553,9 @@ class RunWatcher:
         return f"ended between {_clock(last[0])} ({last[1]}) and {_clock(first)} (the first look that found it gone)"
 
     def _died_words(self, now: float, gone_by: str) -> str:
-        return f"the trainer ended with no last word: {self._between_words()} ({gone_by})"
+        unseen = ("; whether the kernel's OOM killer ended it cannot be asked: its pid was never seen (set pid_file)"
+                  if not self._seen_pids and not self._pid_file_pid and self.manager is None else "")
+        return f"the trainer ended with no last word: {self._between_words()} ({gone_by}){unseen}"
 
     def _gpu_note(self) -> str:
         return self._gpus_said

@@ -19,7 +19,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENDINGS = ("sigkill", "exit0", "exit1", "stop")  # killed; finished (its completion line); crashed (a traceback); the cockpit's kill
+from harness.managers import MemoryCgroup, memory_cgroup
+
+# killed; killed by the kernel's OOM killer (it outgrows its memory cgroup's limit, or its container's --memory); finished
+# (its completion line); crashed (a traceback); the cockpit's kill
+ENDINGS = ("sigkill", "oom", "exit0", "exit1", "stop")
 # how the run's process is found (log_only: it opens its log per record; container: it runs in a real Docker container, its
 # log `docker logs`, its end Docker's word)
 SOURCES = ("writer", "pid_file", "pattern", "log_only", "container")
@@ -45,6 +49,11 @@ def finish(*_):
     write("step 1000: {'loss': 1.2, 'acc': 0.7}\nTraining completed at step 1000, saving final checkpoint...\n")
     os._exit(0)
 
+def hog(*_):
+    blocks = []
+    while True:  # written, not only reserved: the pages count against the cgroup's limit until the kernel kills it
+        blocks.append(b"x" * (8 << 20))
+
 def crash(*_):
     write('Traceback (most recent call last):\n  File "/opt/specforge/scripts/train_eagle3.py", line 812, in <module>\n'
           '    main()\nRuntimeError: CUDA error: an illegal memory access was encountered\n')
@@ -52,6 +61,7 @@ def crash(*_):
 
 signal.signal(signal.SIGUSR1, finish)
 signal.signal(signal.SIGUSR2, crash)
+signal.signal(signal.SIGHUP, hog)
 step = 0
 while True:
     step += 10
@@ -59,11 +69,27 @@ while True:
     time.sleep(0.3)
 '''
 
-# what each cell is told at last: (ending, source, viewer) -> state; the root rows by the evidence root sees, the user rows
-# by what an ordinary user can see of root's trainer (its descriptors are hidden; `ps` shows every user's pids)
-def expected(ending: str, source: str, viewer: str) -> str:
+SHELLS = ("watch", "oneshot")  # the watching loop (the TUI's, `runs --watch`); the one-shot command asked after the event
+
+
+# what each cell is told at last: (ending, source, viewer, shell) -> state; the root rows by the evidence root sees, the user
+# rows by what an ordinary user can see of root's trainer (its descriptors are hidden; `ps` shows every user's pids)
+def expected(ending: str, source: str, viewer: str, shell: str = "watch") -> str:
     if viewer == "user" and source == "container":
         return "unknown"  # an ordinary user may not ask Docker (its socket is root's): nothing of it can be read, said so
+    if ending == "oom":
+        if source == "container":
+            return "oom"  # Docker's OOMKilled
+        if viewer == "user" and source in ("writer", "log_only"):
+            return "unknown"  # as for any SIGKILL: its end cannot be seen
+        # the kernel's word needs the pid: its memory cgroup, read while the watching loop saw it alive (world-readable),
+        # or the kernel log naming the pid its pid file gives (root only: dmesg_restrict).  A trainer that holds nothing
+        # (log_only), or a one-shot look that never saw it alive, cannot ask: died, killed, cause not known
+        if source == "log_only":
+            return "died"
+        if shell == "oneshot":
+            return "oom" if (viewer == "root" and source == "pid_file") else "died"
+        return "oom"
     if ending == "exit0":
         return "finished"  # its own completion line, whoever looks
     if ending == "exit1":
@@ -89,6 +115,7 @@ class Cell:
     proc: subprocess.Popen  # the trainer (a container's: `docker wait`, which ends with it)
     event_at: float = 0.0
     container: str | None = None  # the container it runs in
+    cgroup: MemoryCgroup | None = None  # the memory cgroup it runs in (harness.managers.MemoryCgroup), for the oom ending
     pid: int = 0  # the trainer's pid on this machine
     looks: list = field(default_factory=list)  # (time, state, eta, why) of every change the watching CLI printed
 
@@ -156,8 +183,9 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
             name = f"{ending}-{source}"
             if source == "container":
                 box = f"{marker}-{name}"
+                memory = ("--memory", "96m", "--memory-swap", "96m") if ending == "oom" else ()
                 docker.run(box, "python3", str(script), "/dev/stdout", "held", "-", box, image=docker.HOSTUSR,
-                           options=("-v", "/usr:/usr:ro", "-v", f"{folder}:{folder}:ro"))
+                           options=("-v", "/usr:/usr:ro", "-v", f"{folder}:{folder}:ro", *memory))
                 pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
                                          timeout=30).stdout.strip() or 0)
                 waiter = subprocess.Popen(["docker", "wait", box], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -169,11 +197,13 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
             mode = "per-record" if source == "log_only" else "held"
             pid_file = str(folder / f"{name}.pid") if source == "pid_file" else "-"
             out = open(log, "a") if source != "log_only" else subprocess.DEVNULL  # noqa: SIM115 - the trainer's stdout
+            group = memory_cgroup(f"{marker}-{name}") if ending == "oom" else None
             proc = subprocess.Popen([sys.executable, str(script), str(log), mode, pid_file, f"{marker}-{name}"],
-                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=group.join if group is not None else None)
             if out is not subprocess.DEVNULL:
                 out.close()
-            running[name] = Cell(ending, source, proc, pid=proc.pid)
+            running[name] = Cell(ending, source, proc, pid=proc.pid, cgroup=group)
         watcher = subprocess.Popen(as_viewer(["timeout", "-s", "TERM", str(settle_s + truth_s + 2), *python[0], "-m", "cockpit",
                                               "runs", "--watch", "--json", "-c", str(config)]),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/", env=python[1])
@@ -204,7 +234,7 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
             if cell.ending == "stop":
                 continue
             cell.event_at = time.time()
-            sig = {"sigkill": signal.SIGKILL, "exit0": signal.SIGUSR1, "exit1": signal.SIGUSR2}[cell.ending]
+            sig = {"sigkill": signal.SIGKILL, "oom": signal.SIGHUP, "exit0": signal.SIGUSR1, "exit1": signal.SIGUSR2}[cell.ending]
             if cell.container is not None:  # as a user ends a container: through Docker
                 subprocess.run(["docker", "kill", "--signal", sig.name, cell.container], capture_output=True, timeout=30)
             else:
@@ -233,6 +263,8 @@ def run(folder: Path, viewer: str, as_viewer, python: tuple[list[str], dict], se
             if cell.proc.poll() is None:
                 cell.proc.kill()
                 cell.proc.wait()
+            if cell.cgroup is not None:
+                cell.cgroup.remove()
         if watcher is not None and watcher.poll() is None:
             watcher.kill()
             watcher.communicate()

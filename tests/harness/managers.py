@@ -358,3 +358,54 @@ def ordinary_cockpit(name: str = "cockpit-watcher") -> tuple[str, tuple[list[str
             pytest.fail(f"{user} cannot run the cockpit of this test run (.ci/run makes its venv readable)")
         pytest.skip(f"{user} cannot run the cockpit of this test run (its folders are not readable by other users)")
     return user, python
+
+
+# --- a memory cgroup (the kernel's OOM killer) ----------------------------------------------------------
+
+
+class MemoryCgroup:
+    """A memory cgroup with a hard limit, made by hand (cgroup v1's memory hierarchy, else v2's): a process put in it
+    that outgrows the limit is killed by the kernel's OOM killer, which counts the kill in the group and says it in the
+    kernel log, as it does a trainer on a host or under a cgroup-limited login."""
+
+    def __init__(self, name: str, limit_bytes: int) -> None:
+        v1 = Path("/sys/fs/cgroup/memory")
+        if (v1 / "memory.limit_in_bytes").exists():
+            self.path = v1 / name
+            self.path.mkdir(exist_ok=True)
+            (self.path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+            if (self.path / "memory.memsw.limit_in_bytes").exists():
+                (self.path / "memory.memsw.limit_in_bytes").write_text(str(limit_bytes))
+        else:
+            root = Path("/sys/fs/cgroup")
+            if "memory" not in (root / "cgroup.subtree_control").read_text().split():
+                (root / "cgroup.subtree_control").write_text("+memory")
+            self.path = root / name
+            self.path.mkdir(exist_ok=True)
+            (self.path / "memory.max").write_text(str(limit_bytes))
+            if (self.path / "memory.swap.max").exists():
+                (self.path / "memory.swap.max").write_text("0")
+
+    def join(self) -> None:
+        """Put the calling process in the group (a Popen's preexec_fn: the child, before it runs its program)."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)  # its last process is still being reaped
+
+
+def memory_cgroup(name: str, limit_bytes: int = 192 << 20) -> MemoryCgroup:
+    if os.geteuid() != 0:
+        _fail_or_skip("a memory cgroup for the OOM cases is made as root")
+    try:
+        return MemoryCgroup(name, limit_bytes)
+    except OSError as exc:
+        _fail_or_skip(f"no memory cgroup can be made here: {exc}")
+        raise
