@@ -90,6 +90,13 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             await pilot.press("y")
             await eventually(lambda: app.runbook.result("launch").state is StepState.PASSED, timeout=20, what="relaunched")
             await run_next(app, pilot, "ready", timeout=30)
+            # issue 46 item 8: one SGLang version on screen, the one the serving host runs (asked of it); ranges only in reasons
+            import re
+
+            verdict = app.query_one(RunsPane).statuses["eagle3-train"].latest_checkpoint["verdict"]
+            shown = " ".join([app.title, app.sub_title, verdict, *(app.runbook.result(n).message for n in ("draft-ready", "launch", "ready")),
+                              *(v.title for v in app.runbook.views())])
+            assert set(re.findall(r"SGLang (\d+\.\d+(?:\.\d+)*)(?![\d.-])", shown)) == {"0.5.2"}, shown
             # the launched server's memory on every GPU of its tensor parallelism, and its process
             await eventually(lambda: [g.memory_used_mib for g in app.panes["gpu-server"].snapshot.gpus] == [126518] * 8,
                              what="the server's memory on the 8 GPUs")

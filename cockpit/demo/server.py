@@ -1,5 +1,6 @@
 """DEMO SGLang server: `python -m sglang.launch_server` inside the demo runs this.  It replays the
-recorded SGLang 0.5.23 `--help` and argparse's crash for a bad flag (the real usage text), prints
+recorded SGLang 0.5.23 `--help` and argparse's crash for a bad flag (the real usage text), or another recorded
+release's parser rebuilt from its flags (SGLANG_STANDIN_VERSION: the demo's 0.5.2), prints
 SGLang's start-up lines, then answers /health (503, then 200), /server_info and a streaming
 /generate.  Speculative decoding is modelled (demo/specmodel.py): acceptance grows with depth and
 saturates, each draft step costs time, and a verify pass slows as the batch grows, so the best depth
@@ -8,6 +9,7 @@ demo's nvidia-smi (every GPU of its tensor parallelism) while it runs."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import atexit
 import contextlib
@@ -23,6 +25,37 @@ from cockpit.demo.specmodel import SpecModel
 
 HELP = resources.files("cockpit.sglang").joinpath("data", "help_0.5.23.txt")  # the real 0.5.23 --help
 PROG = "sglang serve"
+VERSION = "0.5.23"
+
+
+def recorded_parser(version: str) -> argparse.ArgumentParser:
+    """Another release's parser, rebuilt with argparse from the flags recorded from its wheel (cockpit/sglang/data/
+    versions.json: options, type, choices, nargs, switch, open, required): its own flags, choices and usage, argparse's
+    own words for a mistake.  `python -m sglang.launch_server` names itself `launch_server.py`."""
+    from cockpit.sglang.versions import table
+
+    parser = argparse.ArgumentParser(prog="launch_server.py")
+    for options, kind, choices, nargs, switch, open_choices, required in table()[version]["flags"]:
+        if switch or nargs == 0:
+            parser.add_argument(*options, action="store_true")
+            continue
+        kw: dict = {"type": {"int": int, "float": float}.get(kind or "", str)}
+        if choices and not open_choices:
+            kw["choices"] = choices
+        if nargs not in (None, 0):
+            kw["nargs"] = nargs
+        parser.add_argument(*options, required=bool(required), **kw)
+    return parser
+
+
+def release() -> tuple[str, str, argparse.ArgumentParser | None]:
+    """(the version it replays, its --help, its parser where rebuilt): 0.5.23's recorded --help, or (SGLANG_STANDIN_VERSION,
+    the demo's serving host) another recorded release's parser."""
+    version = os.environ.get("SGLANG_STANDIN_VERSION") or VERSION
+    if version == VERSION:
+        return version, HELP.read_text(), None
+    parser = recorded_parser(version)
+    return version, parser.format_help(), parser
 WORDS = "the draft proposes and the target verifies several tokens in one forward pass".split()
 
 
@@ -169,6 +202,7 @@ class DemoServer:
             while self.control().get("hang"):
                 await asyncio.sleep(0.2)  # it asks the scheduler, which is stuck: no answer
             info = {k.lstrip("-").replace("-", "_"): v for k, v in self.args.items()}
+            info["version"] = release()[0]  # as SGLang's get_server_info: its __version__ beside its args
             if self.model.speculative:
                 state = {"last_gen_throughput": self.last_throughput}
                 if self.total_verifies:  # as SGLang's scheduler: no figure before its first speculative step
@@ -290,10 +324,12 @@ def _unlink_if_there(path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    text = HELP.read_text()
+    _version, text, parser = release()
     if "-h" in argv or "--help" in argv:
         print(text, end="")
         return 0
+    if parser is not None:
+        parser.parse_args(argv)  # the release's own parser: its usage and error, exit 2, as the real one
     values, unknown = parse(argv, text)
     usage = text.split("\n\n", 1)[0]
     if unknown:

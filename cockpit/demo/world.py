@@ -69,6 +69,8 @@ class Story:
     runs_judge: str  # [runs.X]'s version line
 
 
+SGLANG_RELEASE = "0.5.2"  # the story's SGLang: one of 0.4.9-0.5.11, which skip a draft's layers.0.* keys silently
+
 STORIES: dict[str, Story] = {
     # vLLM <= 0.8.2's separate flags, on a vLLM 0.10.2 (vLLM logs its figures every 10 s; the demo is in a hurry)
     "vllm": Story('vllm = "0.10.2"                       # vLLM loads layers.0.* keys as they are',
@@ -79,7 +81,8 @@ STORIES: dict[str, Story] = {
     "sglang": Story('sglang = "0.5.2"', "",
                     lambda draft: ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft,
                                    "--num-speculative-tokens", "16"],
-                    "", "the SGLang server replays SGLang 0.5.23",
+                    "", "the SGLang server is a stand-in for SGLang 0.5.2 (its parser rebuilt from the flags recorded from "
+                        "its wheel)",
                     'sglang = "0.5.2"                      # the serving host\'s SGLang: checkpoints judged for it'),
 }
 
@@ -134,12 +137,15 @@ def write_draft(folder: Path) -> None:
         "tie_word_embeddings": False}, indent=2))
 
 
-def serving_python(root: Path, python: str) -> str:
+def serving_python(root: Path, python: str, sglang: str | None = None) -> str:
     """An interpreter for the demo's serving host: `python -m sglang.launch_server` and `python -m
-    vllm.entrypoints.cli.main serve` run the STAND-INs (demo/server.py, demo/vllm_server.py) in it."""
+    vllm.entrypoints.cli.main serve` run the STAND-INs (demo/server.py, demo/vllm_server.py) in it; `sglang`: the
+    SGLang release the host has (one recorded: its version, --help and parser everywhere the cockpit asks)."""
     shim = root / "shim" / "sglang"
     shim.mkdir(parents=True, exist_ok=True)
-    (shim / "__init__.py").write_text('"""cockpit DEMO: replays SGLang 0.5.23."""\n__version__ = "0.5.23"\n')
+    (shim / "__init__.py").write_text('"""cockpit DEMO: a STAND-IN for SGLang (0.5.23\'s recorded texts, or the release '
+                                      'SGLANG_STANDIN_VERSION names)."""\nimport os\n'
+                                      '__version__ = os.environ.get("SGLANG_STANDIN_VERSION") or "0.5.23"\n')
     (shim / "launch_server.py").write_text("import sys\nfrom cockpit.demo.server import main\nsys.exit(main())\n")
     cli = root / "shim" / "vllm" / "entrypoints" / "cli"  # `python -m vllm.entrypoints.cli.main serve` = `vllm serve`
     cli.mkdir(parents=True, exist_ok=True)
@@ -149,9 +155,10 @@ def serving_python(root: Path, python: str) -> str:
     for package in (root / "shim" / "vllm" / "entrypoints", cli):
         (package / "__init__.py").write_text("")
     (cli / "main.py").write_text("import sys\nfrom cockpit.demo.vllm_server import main\nsys.exit(main())\n")
+    release = [f"SGLANG_STANDIN_VERSION={shlex.quote(sglang)}", "export SGLANG_STANDIN_VERSION"] if sglang else []
     server_python = _script(root / "python-gpu-server", [
         f"PYTHONPATH={shlex.quote(str(root / 'shim'))}${{PYTHONPATH:+:$PYTHONPATH}}",
-        "export PYTHONPATH", f"exec {shlex.quote(python)} \"$@\""])
+        "export PYTHONPATH", *release, f"exec {shlex.quote(python)} \"$@\""])
     return server_python
 
 
@@ -206,10 +213,10 @@ def build(root: Path, engine: str = "sglang") -> DemoWorld:
         path = root / f"{host}.json"
         path.write_text(json.dumps(scenario))
         smi[host] = _script(root / f"nvidia-smi-{host}", [f"exec {shlex.quote(python)} -m cockpit.demo.replay {shlex.quote(str(path))} \"$@\""])
-    server_python = serving_python(root, python)
+    story = STORIES.get(engine)
+    server_python = serving_python(root, python, SGLANG_RELEASE if engine == "sglang" else None)
     draft = root / "outputs" / "epoch_1"  # the training run's last checkpoint (it writes it as the demo starts)
     port = _free_port()
-    story = STORIES.get(engine)
     if story is None:
         raise CockpitError(f"the demo tells its story with {' or '.join(STORIES)}; it has none for the engine '{engine}'")
     judge, engine_line, stats_env, server_words, runs_judge = (story.judge, story.engine_line, story.stats_env, story.server_words,
