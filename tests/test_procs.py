@@ -103,10 +103,11 @@ def test_cockpit_procs_shows_the_hosts_compute_processes_and_kills_only_through_
     out = cli("procs", "--json", "--interval", "0.3", "--config", str(config), env=env)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     [row] = json.loads(out.stdout)["processes"]
-    assert row["pid"] == holder.pid and row["gpus"] == [1, 3] and row["gpu_mib"] == 6000
+    assert row["pid"] == holder.pid and row["gpus"] == [1, 3] and row["gpu_mib"] == 6000 and row["gpu_mibs"] == [4000, 2000]
     assert "cockpit_procs_test" in row["command"] and row["rss_kib"] > 0 and row["cpu_percent"] is not None
     text = cli("procs", "--sort", "pid", "--asc", "--config", str(config), env=env)
-    assert text.returncode == 0 and "PID^" in text.stdout and "6000MiB" in text.stdout and "1,3" in text.stdout
+    assert text.returncode == 0 and "PID^" in text.stdout and "2000-4000MiB each" in text.stdout and "1,3" in text.stdout
+    assert "6000MiB" not in text.stdout  # memory as a GPU holds it, never summed over GPUs (issue 50 item 7)
     # no terminal, no --yes: the plan is shown, nothing is killed
     refused = cli("procs", "--kill", str(holder.pid), "--config", str(config), env=env)
     assert refused.returncode == 1 and f"{holder.pid}" in refused.stderr and "SIGTERM" in refused.stderr
@@ -168,7 +169,7 @@ async def test_the_process_pane_sorts_selects_copies_and_kills_through_the_plan(
         await eventually(lambda: any(r.pid == holder.pid for r in pane.rows), 15)
         assert pane.display and pane.host == "here"
         text = str(pane.content)
-        assert f"{holder.pid}" in text and "6000MiB" in text and "cockpit_procs_test" in text and "GPU-MEMv" in text
+        assert f"{holder.pid}" in text and "2000-4000MiB each" in text and "cockpit_procs_test" in text and "GPU-MEMv" in text
         pane.focus()
         await pilot.press("o")
         assert pane.sort == "cpu" and "%CPUv" in str(pane.content)
@@ -207,3 +208,22 @@ async def test_the_process_pane_sorts_selects_copies_and_kills_through_the_plan(
         await eventually(lambda: isinstance(app.screen, ConfirmScreen), 15)
         await pilot.press("y")
         await eventually(lambda: holder.poll() is not None, 20)
+
+
+def test_gpu_memory_is_shown_per_gpu_never_summed_over_them():
+    """Every spread of one process over 1-8 GPUs (alike, unlike, one unknown): the figure shown is one a GPU holds."""
+    import itertools
+    import re
+
+    from cockpit.hosts.proctable import ProcessTable, cells
+
+    for count, unlike, unknown in itertools.product(range(1, 9), (False, True), (False, True)):
+        mibs = [126518 - (i * 1000 if unlike else 0) for i in range(count)]
+        if unknown and count > 1:
+            mibs[-1] = None
+        [row] = ProcessTable().update([(4242, i, m) for i, m in enumerate(mibs)], "")
+        shown = cells(row)["gpu_mib"]
+        figures = [int(f) for f in re.findall(r"\d+", shown)]
+        known = [m for m in mibs if m is not None]
+        assert figures and max(figures) == max(known) and min(figures) >= min(known), (mibs, shown)
+        assert ("each" in shown) == (count > 1), (mibs, shown)

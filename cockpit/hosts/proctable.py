@@ -29,16 +29,29 @@ NOT_SEEN = "not in ps on this host (another PID namespace, e.g. a container, or 
 class ProcRow:
     pid: int
     gpus: tuple[int | None, ...]  # the GPU index of each GPU it holds
-    gpu_mib: int | None  # its GPU memory, summed over them
+    gpu_mib: int | None  # its GPU memory, summed over them (the sort's key)
     user: str | None = None
     cpu_percent: float | None = None  # of one core, between the last two polls (None: the first poll, or not seen)
     rss_kib: int | None = None
     run_s: int | None = None
     command: str | None = None
     seen: bool = True  # whether ps saw it (False: why in NOT_SEEN)
+    gpu_mibs: tuple[int | None, ...] = ()  # its memory on each GPU of `gpus`, in their order
+
+    @property
+    def per_gpu(self) -> str:
+        """Its memory as a GPU holds it: one GPU's figure, "N MiB each" on several alike, else the range (never the sum:
+        a 70B server on 8 GPUs holds 126518 MiB on each, not 1 TB)."""
+        known = [m for m in self.gpu_mibs if m is not None]
+        if not known:
+            return "-" if self.gpu_mib is None else f"{self.gpu_mib}MiB"
+        if len(self.gpu_mibs) == 1:
+            return f"{known[0]}MiB"
+        low, high = min(known), max(known)
+        return f"{high}MiB each" if low == high and len(known) == len(self.gpu_mibs) else f"{low}-{high}MiB each"
 
     def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "gpus": list(self.gpus), "gpu_mib": self.gpu_mib, "user": self.user, "cpu_percent": self.cpu_percent,
+        return {"pid": self.pid, "gpus": list(self.gpus), "gpu_mib": self.gpu_mib, "gpu_mibs": list(self.gpu_mibs), "user": self.user, "cpu_percent": self.cpu_percent,
                 "rss_kib": self.rss_kib, "run_s": self.run_s, "command": self.command, "seen": self.seen,
                 **({} if self.seen else {"why": NOT_SEEN})}
 
@@ -128,7 +141,8 @@ class ProcessTable:
         rows, last = [], {}
         for pid, gpus in held.items():
             known = [m for _, m in gpus if m is not None]
-            base = ProcRow(pid, tuple(sorted((i for i, _ in gpus), key=lambda i: (i is None, i or 0))), sum(known) if known else None)
+            ordered = sorted(gpus, key=lambda g: (g[0] is None, g[0] or 0))
+            base = ProcRow(pid, tuple(i for i, _ in ordered), sum(known) if known else None, gpu_mibs=tuple(m for _, m in ordered))
             ps = seen.get(pid)
             if ps is None:
                 rows.append(replace(base, seen=False))
@@ -199,7 +213,7 @@ def cells(row: ProcRow) -> dict[str, str]:
     """One row's cells as the table and `cockpit procs` show them."""
     return {"pid": str(row.pid), "user": row.user if row.user is not None else "?",
             "gpu": ",".join("?" if g is None else str(g) for g in row.gpus) or "-",
-            "gpu_mib": "-" if row.gpu_mib is None else f"{row.gpu_mib}MiB", "cpu": "-" if row.cpu_percent is None else f"{row.cpu_percent:.0f}",
+            "gpu_mib": row.per_gpu, "cpu": "-" if row.cpu_percent is None else f"{row.cpu_percent:.0f}",
             "rss": memory(row.rss_kib), "time": duration(row.run_s),
             "command": row.command if row.command is not None else "(not seen by ps: another PID namespace?)"}
 
