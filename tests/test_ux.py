@@ -92,3 +92,96 @@ async def test_no_color_and_16_colours(monkeypatch):
         from helpers import eventually
 
         await eventually(lambda: "no NVIDIA GPU driver" in str(app.panes["here"].content), what="the pane's words")
+
+
+async def test_q_asks_while_a_step_runs_and_says_what_keeps_running(tmp_path):
+    """Issue 50 item 2: q quits at once when nothing runs; while a step runs it asks, naming the step and saying the hosts
+    keep what was started; n keeps the cockpit (and the step), y quits."""
+    import asyncio
+
+    from cockpit.ui.screens.confirm import ConfirmScreen
+
+    config = parse_config('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n[storage]\n'
+                          f'dir = "{tmp_path}"\n[runbook]\nname = "q"\n[[runbook.steps]]\nname = "slow"\nkind = "command"\n'
+                          'host = "here"\nargv = ["sleep", "30"]\n')
+    app = CockpitApp(config)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.quit_words() is None  # nothing runs: q would quit at once
+        await pilot.press("n")
+        for _ in range(50):
+            if isinstance(app.screen, ConfirmScreen):
+                await pilot.press("y")  # the step's own confirmation, where it asks
+            if app.quit_words() is not None:
+                break
+            await asyncio.sleep(0.1)
+        words = app.quit_words()
+        assert words is not None and "'slow'" in words and "keeps running" in words
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Quit while a step runs?"
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.is_running and not isinstance(app.screen, ConfirmScreen) and app.quit_words() is not None
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+    assert not app.is_running
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_tab_moves_between_open_panes_or_says_why_and_still_moves_in_a_dialog(size):
+    """Issue 50 item 4: Tab does something everywhere: the next pane, the next button of a dialog, or a word saying why not."""
+    from cockpit.ui.screens.confirm import ConfirmScreen
+
+    one = parse_config('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n')
+    app = CockpitApp(one)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        before = app.focused
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is before and any("Tab moves between the open panes" in n.message for n in app._notifications)
+        app.push_screen(ConfirmScreen("Sure?", "a plan"))
+        await pilot.pause()
+        first = app.focused
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is not first and app.focused is not None and app.focused.id in ("yes", "no")
+    two = parse_config('[hosts.a]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n[hosts.b]\nlocal = true\n'
+                       'nvidia_smi = "/nonexistent/nvidia-smi"\n')
+    app = CockpitApp(two)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        seen = {app.focused}
+        for _ in range(3):
+            await pilot.press("tab")
+            await pilot.pause()
+            seen.add(app.focused)
+        assert len(seen) >= 2 and not any("Tab moves" in n.message for n in app._notifications)
+
+
+async def test_the_footer_never_cuts_a_key_mid_word_at_any_width():
+    """Issue 50 item 3: at every width and with every pane in focus, each key shown in the footer is whole (it ends
+    before the right edge and the palette key); one that does not fit is hidden whole, with those after it."""
+    from cockpit.ui.widgets.footer import CockpitFooter
+
+    config = parse_config('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n[runs.r]\nhost = "here"\n'
+                          'log = "/nonexistent/train.log"\n[runbook]\nname = "f"\n[[runbook.steps]]\nname = "s"\nkind = "command"\n'
+                          'host = "here"\nargv = ["true"]\n')
+    hidden_somewhere = False
+    for width in (80, 81, 93, 100, 117, 130):
+        app = CockpitApp(config)
+        async with app.run_test(size=(width, 24)) as pilot:
+            for key in ("p", "c", "t", "h"):
+                await pilot.press(key)
+                await pilot.pause()
+                await pilot.pause()
+                footer = app.query_one(CockpitFooter)
+                docked = [c for c in footer.children if c.has_class("-command-palette")]
+                limit = min([footer.region.right, *(c.region.x for c in docked)])
+                shown = [c for c in footer.children if c.display and c not in docked]
+                assert shown, (width, key)
+                assert all(c.region.right <= limit for c in shown), (width, key, [c.region for c in shown], limit)
+                hidden_somewhere |= any(not c.display for c in footer.children)
+    assert hidden_somewhere  # the narrow widths did need it

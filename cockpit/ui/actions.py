@@ -24,9 +24,11 @@ class Action:
     scope: str = "app"  # "app", or the pane whose bindings it is
     help: str = ""  # the longer description `?` shows (default: the footer's)
     when: str = ""  # in the footer only then (the app's check_action): "large" terminal, a "fix" offered, a "host" in focus, a "runbook"
+    priority: bool = False  # before the focused widget's and the screen's own bindings (Tab: the screen's focus_next)
 
     def binding(self) -> Binding:
-        return Binding(self.keys, self.action, self.description, show=self.show, key_display=self.key_display, id=self.id)
+        return Binding(self.keys, self.action, self.description, show=self.show, key_display=self.key_display, id=self.id,
+                       priority=self.priority)
 
     def bindings(self) -> list[Binding]:
         """Its binding; a key shown only at times (`when`) also gets a twin that is never shown and
@@ -65,6 +67,9 @@ ACTIONS: tuple[Action, ...] = (
            palette_help="every command run on a host, with its exit status", when="large"),
     Action("app.hide_pane", "escape", "hide_pane", "hide pane", show=False, key_display="Esc",
            help="leave a zoom, else hide the pane in focus (a small terminal: back to the hosts)"),
+    Action("app.next_pane", "tab", "next_pane(1)", "next pane", show=False, key_display="Tab", priority=True,
+           help="move to the next open pane (where only one is open, say so)"),
+    Action("app.previous_pane", "shift+tab", "next_pane(-1)", "previous pane", show=False, key_display="Shift+Tab", priority=True),
     Action("app.copied", "Y", "show_copied", "show copied", show=False, help="what the last y copied, to select by mouse "
            "(a terminal that ignores OSC 52)", palette="Show what was copied",
            palette_help="the last copy's text, selectable (a terminal that ignores OSC 52)"),

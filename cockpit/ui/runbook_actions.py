@@ -68,6 +68,39 @@ class RunbookActions(RunbookApp):
     def _busy(self) -> bool:
         return any(worker.group == "runbook" and worker.is_running for worker in self.workers)
 
+    def quit_words(self) -> str | None:
+        """What quitting now would leave behind, when a step is running (a launch, a sweep, a kill): the words of the
+        question `q` asks; None when nothing runs (q quits at once)."""
+        running = [w.name.removeprefix("step ").removeprefix("stop ") for w in self.workers if w.group == "runbook" and w.is_running]
+        if not running:
+            return None
+        lines = [f"running now: {', '.join(repr(n) for n in running)}; quitting stops it where it is (its result is not "
+                 "recorded)."]
+        runbook = self.runbook
+        if runbook is not None:
+            for view in runbook.views():
+                launched = runbook.launched(view.spec.name)
+                if launched is not None and launched.pid:
+                    lines.append(f"keeps running on {launched.host}: the server '{view.spec.name}' started (pid {launched.pid}); "
+                                 f"stop it with: cockpit plan stop {view.spec.name}")
+        lines.append("The hosts are not touched by quitting: what a step started keeps running there.")
+        return "\n".join(lines)
+
+    async def action_quit(self) -> None:
+        """q: quit at once, unless a step is running: then ask first, saying what keeps running on the hosts."""
+        words = self.quit_words()
+        if words is None:
+            self.exit()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+            else:
+                self.notify("Still here: the step goes on")
+
+        self.push_screen(ConfirmScreen("Quit while a step runs?", words), answered)
+
     def action_run_step(self, name: str, force_reason: str | None = None) -> None:
         runbook = self._writable("steps cannot run")
         if runbook is None:

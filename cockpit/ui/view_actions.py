@@ -177,6 +177,18 @@ class ViewActions(ViewsApp):
         else:
             self.notify(f"Esc hides a pane: {self._view_of_focus()} stays on a terminal this size", severity="warning")
 
+    def action_next_pane(self, direction: int) -> None:
+        """Tab / Shift+Tab: the next (previous) widget that takes the focus, as Textual's own focus chain; in a dialog
+        its buttons.  Where the focus cannot move (one pane open), say so and how to open another."""
+        before = self.focused
+        if direction > 0:
+            self.screen.focus_next()
+        else:
+            self.screen.focus_previous()
+        if self.focused is before and len(self.screen_stack) == 1:
+            self.notify(f"Tab moves between the open panes, and only {self._focused_view()} is open here: c checklist, "
+                        "s server, t runs, b bench, p processes, l log open others", severity="warning")
+
     def _focus_view(self, view: str) -> None:
         pane = self._panes().get(view)
         if view == "hosts":

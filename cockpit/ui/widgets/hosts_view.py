@@ -16,6 +16,10 @@ FLEET_AT = 16  # beyond this many hosts: one line per host (the fleet view); ent
 
 
 class HostsView(VerticalScroll):
+    # its host panes (or the fleet table) take the focus, never the container itself: Tab would stop on it and show
+    # nothing moved; focusing a pane scrolls it into view
+    can_focus = False
+
     def __init__(self, hosts: tuple[HostConfig, ...], ascii_only: bool = False, fleet_at: int = FLEET_AT, **kwargs):
         super().__init__(**kwargs)
         self.hosts = hosts
