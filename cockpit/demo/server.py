@@ -32,10 +32,9 @@ def recorded_parser(version: str) -> argparse.ArgumentParser:
     """Another release's parser, rebuilt with argparse from the flags recorded from its wheel (cockpit/sglang/data/
     versions.json: options, type, choices, nargs, switch, open, required): its own flags, choices and usage, argparse's
     own words for a mistake.  `python -m sglang.launch_server` names itself `launch_server.py`."""
-    from cockpit.sglang.versions import table
-
+    recorded = json.loads(resources.files("cockpit.sglang").joinpath("data", "versions.json").read_text())  # data, not code
     parser = argparse.ArgumentParser(prog="launch_server.py")
-    for options, kind, choices, nargs, switch, open_choices, required in table()[version]["flags"]:
+    for options, kind, choices, nargs, switch, open_choices, required in recorded[version]["flags"]:
         if switch or nargs == 0:
             parser.add_argument(*options, action="store_true")
             continue
