@@ -84,6 +84,8 @@ def _durations() -> dict[str, float]:
 
 
 def pytest_configure(config):
+    # tests that share one machine-wide thing that cannot take two at once run on one worker (pytest-xdist's loadgroup)
+    config.addinivalue_line("markers", "xdist_group(name): run on the same worker as the group's other tests")
     # a run that selects by marker (the fast loop, `-m 'not slow'`) leaves the deselected tests' snapshots unread: that
     # is no stale snapshot, so it warns instead of failing; a whole run still fails on one no test reads
     if getattr(config.option, "markexpr", "") and hasattr(config.option, "warn_unused_snapshots"):

@@ -224,6 +224,7 @@ def slurm_run(job: str, placement: Placement | None = None) -> RunWatcher:
     return RunWatcher(RunSpec(f"job{job}", "here", placement=placement or Placement("slurm", job), poll_s=0.5), local())
 
 
+@pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
 def test_slurm_jobs_end_as_slurm_says_with_its_reason_and_its_log(tmp_path):
     """A real Slurm: a job that completes is finished (Slurm's exit 0), one that exits 1, is cancelled or exceeds
     its --mem (killed by the cgroup, no line in its log) died, with Slurm's state and reason; the log is the job's
@@ -257,6 +258,7 @@ def test_slurm_jobs_end_as_slurm_says_with_its_reason_and_its_log(tmp_path):
     asyncio.run(go())
 
 
+@pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
 def test_a_slurm_job_by_name_pending_then_running_and_another_users_job(tmp_path):
     cluster = slurm()
     later = cluster.submit("sleep 60", "--begin=now+3600", "-J", "cockpit-later")
@@ -286,6 +288,7 @@ def test_a_slurm_job_by_name_pending_then_running_and_another_users_job(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
 def test_a_slurm_job_over_its_time_limit_and_one_whose_node_fails(tmp_path):
     """TIMEOUT arrives 64-82 s after the start (Slurm checks limits every 30 s); NODE_FAIL when the node is set
     DOWN under a --no-requeue job."""
@@ -649,6 +652,7 @@ def test_podman_containers_end_as_podman_says_its_oom_said_as_probably():
         engine.remove(*names)
 
 
+@pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
 def test_a_job_slurm_dropped_is_read_from_sacct_and_its_log_found_where_its_workdir_says(tmp_path):
     """Issue 46 item 7: once slurmctld drops a finished job (MinJobAge, 300 s), scontrol says `Invalid job id` and
     sacct 22.05 has no StdOut; the log was lost (`step None`, no last line) though slurm-%j.out was still in the job's

@@ -10,6 +10,7 @@ one line; in CI, failed).  An unprivileged user for the "another user's trainer"
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.tools import need
+from harness.tools import machine_lock, need
 
 MARK = "# written by the cockpit's tests (tests/harness/managers.py)"
 _STARTED: dict[str, object] = {}
@@ -154,13 +155,14 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
 
 def slurm() -> Slurm:
-    if "slurm" not in _STARTED:
-        if not _slurm_answers():
-            need("slurm")
-            if os.geteuid() != 0:
-                _fail_or_skip("a Slurm for the tests is started as root (slurmctld, slurmd, slurmdbd, munge)")
-            _start_slurm()
-        _STARTED["slurm"] = Slurm()
+    with machine_lock("slurm"):
+        if "slurm" not in _STARTED:
+            if not _slurm_answers():
+                need("slurm")
+                if os.geteuid() != 0:
+                    _fail_or_skip("a Slurm for the tests is started as root (slurmctld, slurmd, slurmdbd, munge)")
+                _start_slurm()
+            _STARTED["slurm"] = Slurm()
     return _STARTED["slurm"]  # type: ignore[return-value]
 
 
@@ -198,39 +200,40 @@ def _docker_answers() -> bool:
 
 
 def docker() -> Docker:
-    if "docker" not in _STARTED:
-        if not _docker_answers():
-            need("docker")
-            if os.geteuid() != 0:
-                _fail_or_skip("a Docker daemon for the tests is started as root")
-            log = open(tempfile.mktemp(prefix="cockpit-dockerd-", suffix=".log"), "w")
-            subprocess.Popen(["dockerd"], stdout=log, stderr=log, start_new_session=True)
-            deadline = time.monotonic() + 60
-            while not _docker_answers():
-                if time.monotonic() > deadline:
-                    _fail_or_skip("dockerd did not answer in 60 s")
-                time.sleep(1)
-        images = _run("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-        if Docker.BUSYBOX not in images:
-            root = Path(tempfile.mkdtemp())
-            (root / "bin").mkdir()
-            (root / "tmp").mkdir()
-            shutil.copy("/bin/busybox", root / "bin" / "busybox")
-            for applet in ("sh", "echo", "sleep", "cat", "dd", "date", "true", "false", "seq"):
-                os.symlink("busybox", root / "bin" / applet)
-            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-            _run("docker", "import", "-", Docker.BUSYBOX, stdin=tar.stdout, check=True)
-            tar.wait()
-        if Docker.HOSTUSR not in images:
-            root = Path(tempfile.mkdtemp())
-            for sub in ("usr", "tmp", "etc"):
-                (root / sub).mkdir()
-            for link, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/sbin")):
-                os.symlink(target, root / link)
-            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-            _run("docker", "import", "-", Docker.HOSTUSR, stdin=tar.stdout, check=True)
-            tar.wait()
-        _STARTED["docker"] = Docker()
+    with machine_lock("docker"):
+        if "docker" not in _STARTED:
+            if not _docker_answers():
+                need("docker")
+                if os.geteuid() != 0:
+                    _fail_or_skip("a Docker daemon for the tests is started as root")
+                log = open(tempfile.mktemp(prefix="cockpit-dockerd-", suffix=".log"), "w")
+                subprocess.Popen(["dockerd"], stdout=log, stderr=log, start_new_session=True)
+                deadline = time.monotonic() + 60
+                while not _docker_answers():
+                    if time.monotonic() > deadline:
+                        _fail_or_skip("dockerd did not answer in 60 s")
+                    time.sleep(1)
+            images = _run("docker", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+            if Docker.BUSYBOX not in images:
+                root = Path(tempfile.mkdtemp())
+                (root / "bin").mkdir()
+                (root / "tmp").mkdir()
+                shutil.copy("/bin/busybox", root / "bin" / "busybox")
+                for applet in ("sh", "echo", "sleep", "cat", "dd", "date", "true", "false", "seq"):
+                    os.symlink("busybox", root / "bin" / applet)
+                tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+                _run("docker", "import", "-", Docker.BUSYBOX, stdin=tar.stdout, check=True)
+                tar.wait()
+            if Docker.HOSTUSR not in images:
+                root = Path(tempfile.mkdtemp())
+                for sub in ("usr", "tmp", "etc"):
+                    (root / sub).mkdir()
+                for link, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/sbin")):
+                    os.symlink(target, root / link)
+                tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+                _run("docker", "import", "-", Docker.HOSTUSR, stdin=tar.stdout, check=True)
+                tar.wait()
+            _STARTED["docker"] = Docker()
     return _STARTED["docker"]  # type: ignore[return-value]
 
 
@@ -276,27 +279,28 @@ class Podman(Docker):
 
 
 def podman() -> Podman:
-    if "podman" not in _STARTED:
-        need("podman")
-        if os.geteuid() != 0:
-            _fail_or_skip("the Podman tests run rootful Podman (as root)")
-        conf = Path("/etc/containers/containers.conf")
-        if not conf.exists() or MARK in conf.read_text(errors="replace"):
-            conf.parent.mkdir(parents=True, exist_ok=True)
-            conf.write_text(PODMAN_CONF.format(mark=MARK))
-        if Podman.BUSYBOX not in _run("podman", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
-            root = Path(tempfile.mkdtemp())
-            (root / "bin").mkdir()
-            (root / "tmp").mkdir()
-            shutil.copy("/bin/busybox", root / "bin" / "busybox")
-            for applet in ("sh", "echo", "sleep", "cat", "dd", "true", "false"):
-                os.symlink("busybox", root / "bin" / applet)
-            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-            _run("podman", "import", "-q", "-", Podman.BUSYBOX, stdin=tar.stdout, check=True)
-            tar.wait()
-        if _run("podman", "run", "--rm", Podman.BUSYBOX, "true", timeout=60, cwd=tempfile.mkdtemp()).returncode != 0:
-            _fail_or_skip("podman cannot run a container here: " + _run("podman", "run", "--rm", Podman.BUSYBOX, "true").stderr[-300:])
-        _STARTED["podman"] = Podman()
+    with machine_lock("podman"):
+        if "podman" not in _STARTED:
+            need("podman")
+            if os.geteuid() != 0:
+                _fail_or_skip("the Podman tests run rootful Podman (as root)")
+            conf = Path("/etc/containers/containers.conf")
+            if not conf.exists() or MARK in conf.read_text(errors="replace"):
+                conf.parent.mkdir(parents=True, exist_ok=True)
+                conf.write_text(PODMAN_CONF.format(mark=MARK))
+            if Podman.BUSYBOX not in _run("podman", "images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
+                root = Path(tempfile.mkdtemp())
+                (root / "bin").mkdir()
+                (root / "tmp").mkdir()
+                shutil.copy("/bin/busybox", root / "bin" / "busybox")
+                for applet in ("sh", "echo", "sleep", "cat", "dd", "true", "false"):
+                    os.symlink("busybox", root / "bin" / applet)
+                tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+                _run("podman", "import", "-q", "-", Podman.BUSYBOX, stdin=tar.stdout, check=True)
+                tar.wait()
+            if _run("podman", "run", "--rm", Podman.BUSYBOX, "true", timeout=60, cwd=tempfile.mkdtemp()).returncode != 0:
+                _fail_or_skip("podman cannot run a container here: " + _run("podman", "run", "--rm", Podman.BUSYBOX, "true").stderr[-300:])
+            _STARTED["podman"] = Podman()
     return _STARTED["podman"]  # type: ignore[return-value]
 
 
@@ -311,7 +315,11 @@ def unprivileged(name: str = "cockpit-watcher") -> str:
     except KeyError:
         if os.geteuid() != 0 or shutil.which("useradd") is None:
             _fail_or_skip(f"no user {name}, and this test cannot add one (not root)")
-        _run("useradd", "-m", "-s", "/bin/sh", name, check=True)
+        with machine_lock("useradd"):
+            with contextlib.suppress(KeyError):
+                pwd.getpwnam(name)
+                return unprivileged(name)  # another worker made it meanwhile
+            _run("useradd", "-m", "-s", "/bin/sh", name, check=True)
     if os.geteuid() == 0:
         # not locked (useradd leaves '!'): sshd without PAM refuses a locked account even a key; no password either
         _run("usermod", "-p", "*", name)

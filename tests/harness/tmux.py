@@ -35,6 +35,17 @@ def joined(shown: str) -> str:
     return " ".join(lines) + "\n" + "".join(lines)
 
 
+def dialog(shown: str, edge: str = "█") -> str:
+    """The text inside a dialog drawn with `edge` (Textual's thick border), the panes beside it left out: its lines
+    joined as `joined` does, so a long line it wrapped reads whole whatever the paths' lengths."""
+    inner = []
+    for line in shown.splitlines():
+        parts = line.split(edge)
+        if len(parts) >= 3:
+            inner.append(parts[1])
+    return joined("\n".join(inner))
+
+
 def wait_screen(session: str, text: str, timeout: float = 20.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -78,7 +89,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     wait_screen(session, "1/8 passed", timeout=60)
     key("n")
     wait_screen(session, "This changes things on a host")
-    assert "train_eagle3.py --demo" in joined(screen(session)), screen(session)  # exactly what will be killed
+    assert "train_eagle3.py --demo" in dialog(screen(session)), screen(session)  # exactly what will be killed
     key("y")
     wait_screen(session, "2/8 passed")
     key("n")

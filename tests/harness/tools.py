@@ -9,10 +9,13 @@ CI (CI=true) a missing tool is a failure, never a silent skip.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 
 import pytest
@@ -59,6 +62,18 @@ def install_command(tool: str) -> str:
     return "apt-get install " + " ".join([*options, *packages])
 
 
+@contextlib.contextmanager
+def machine_lock(name: str):
+    """One test process at a time starts or sets up a machine-wide thing (a daemon, an image, an account): the
+    parallel workers of one run (pytest-xdist) share what the first one started."""
+    with open(os.path.join(tempfile.gettempdir(), f"cockpit-tests-{name}.lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _can_install() -> bool:
     return (hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get") is not None
             and os.environ.get("COCKPIT_NO_INSTALL") != "1")
@@ -85,7 +100,8 @@ def need(tool: str) -> None:
     if present():
         return
     if tool not in _TRIED and _can_install():
-        _TRIED[tool] = _install(tool)
+        with machine_lock("apt"):  # one apt-get at a time (dpkg's own lock refuses a second)
+            _TRIED[tool] = present() or _install(tool)
         if _TRIED[tool]:
             return
     message = f"{tool} is not installed: {install_command(tool)}"
