@@ -348,3 +348,55 @@ def test_a_pane_already_open_is_not_brought_to_the_front_by_news():
     state._close("log")
     state.reveal("log")  # closed: news opens it, in front
     assert state.shares(28)[0].keys() == {"log"}
+
+
+GRID = [(80, 24), (81, 25), (99, 27), (100, 28), (100, 30), (120, 40), (129, 36), (130, 36), (160, 48), (200, 60), (300, 80)]
+
+
+async def test_every_size_and_every_set_of_open_panes_keeps_the_floors(tmp_path, fixtures, monkeypatch):
+    """Issue 50 item 1: over a grid of sizes (odd ones included) and every set of open bottom panes, a large terminal keeps
+    the hosts and the checklist their rows (main_rows: at 130x36 the charts' own min-height took them, 4 rows left) and
+    every shown pane at least 3 rows of its own, all inside the screen; a small one fills the screen with the pane in view."""
+    import itertools
+
+    from harness.scenes import everything, runs_app
+
+    from cockpit.ui.layout import BOTTOM, VIEWS, main_rows
+    from cockpit.ui.widgets.footer import CockpitFooter
+
+    app = runs_app(tmp_path, fixtures, monkeypatch)
+    problems = []
+    async with app.run_test(size=(160, 48)) as pilot:
+        await everything(pilot)
+        for width, height in GRID:
+            await pilot.resize_terminal(width, height)
+            await pilot.pause()
+            state = app.layout_state
+            bottom = app.query_one(CockpitFooter).region.y
+            if state.compact:
+                for view, _key in VIEWS:
+                    state.view = view
+                    app.apply_layout()
+                    await pilot.pause()
+                    pane = app._panes()[view]
+                    shown = app.query_one("#main") if view in ("hosts", "checklist") else pane
+                    if pane.region.height < min(10, height - 8) or shown.region.bottom > bottom:
+                        problems.append(f"{width}x{height} small, {view}: {pane.region}")
+                continue
+            for count in range(len(BOTTOM) + 1):
+                for opened in itertools.combinations(BOTTOM, count):
+                    state.opened, state.order = set(opened), list(opened)
+                    app.apply_layout()
+                    await pilot.pause()
+                    rows = height - 2 - app.query_one(MessageBar).rows
+                    main = app.query_one("#main").region
+                    hosts, checklist = app.query_one("#hosts").region, app.query_one(ChecklistPane).region
+                    panes = [(v, app._panes()[v].region) for v in opened if not app._panes()[v].has_class("hidden")]
+                    where = f"{width}x{height} {'+'.join(opened) or 'none'}"
+                    if main.height < min(main_rows(rows), rows - 3 * len(panes)) or min(hosts.height, checklist.height) < 4:
+                        problems.append(f"{where}: main {main.height} rows (hosts {hosts.height}, checklist {checklist.height})")
+                    problems += [f"{where}: {v} {r.height} rows" for v, r in panes if r.height < 3]
+                    problems += [f"{where}: {v} runs past the footer" for v, r in panes if r.bottom > bottom]
+                    if opened and not panes:
+                        problems.append(f"{where}: every open pane hidden")
+    assert problems == [], "\n".join(problems[:20])

@@ -58,12 +58,15 @@ class ViewActions(ViewsApp):
                 continue
             pane.set_class(not state.shown(view), "hidden")
             if view in heights:  # its share of a large terminal (inline: the compact layout's CSS applies otherwise)
+                # never more than its share: a pane's own min-height (the charts' 14 rows) took the hosts' and the
+                # checklist's rows at 130x36 (issue 50 item 1)
+                pane.styles.min_height = 0
                 if view == "runs":
                     pane.styles.max_height = heights[view]  # as tall as its runs need, up to its share
                 else:
                     pane.styles.height = heights[view]
             else:
-                pane.styles.height = pane.styles.max_height = None
+                pane.styles.height = pane.styles.max_height = pane.styles.min_height = None
         tabs = self.query_one(TabLine)
         tabs.show_tabs(next(iter(heights), None), [v for v in tabbed if v in panes])
         self.query_one("#main").display = state.shown("hosts") or state.shown("checklist")
