@@ -745,7 +745,8 @@ def cmd_demo(args) -> int:
           flush=True)
     try:
         with drawn_on_the_terminal():
-            CockpitApp(Context.of(world.config), demo=True, **ui_options(args)).run()
+            app = CockpitApp(Context.of(world.config), demo=True, **ui_options(args))
+            app.run(mouse=app.mouse_on)
     finally:
         world.close()
     print(f"cockpit DEMO ended; its files are in {root}; its state: `{reads} plan show`")
@@ -754,7 +755,8 @@ def cmd_demo(args) -> int:
 
 def ui_options(args) -> dict:
     """The look the command line asks of the TUI (--theme, --ascii: before or after `demo`); None: the config's."""
-    return {"theme": getattr(args, "theme", None), "ascii_only": True if getattr(args, "ascii", False) else None}
+    return {"theme": getattr(args, "theme", None), "ascii_only": True if getattr(args, "ascii", False) else None,
+            "mouse": False if getattr(args, "no_mouse", False) else None}
 
 
 def cmd_ui(args) -> int:
@@ -766,7 +768,7 @@ def cmd_ui(args) -> int:
     check_theme_name(getattr(args, "theme", None))
     app = CockpitApp(ctx, read_only=getattr(args, "read_only", False), **ui_options(args))
     with drawn_on_the_terminal():
-        app.run()
+        app.run(mouse=app.mouse_on)
     return app.return_code or EXIT_OK
 
 

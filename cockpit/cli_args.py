@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--theme", metavar="NAME", help="cockpit-dark, cockpit-light, cockpit-contrast, cockpit-terminal (follows the terminal's palette), or a file in ~/.config/cockpit/themes")
     parser.add_argument("--ascii", action="store_true", help="every glyph ASCII: borders, bars, sparklines, charts, "
                         "scrollbars, marks (also [ui] ascii = true, or COCKPIT_ASCII=1)")
+    parser.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal (tmux selects text with it; "
+                        "also [ui] mouse = false; m switches it in the cockpit)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     status = _command(sub, "status", "every host and GPU, once or streaming (no TUI)", config=True, json=True)
@@ -219,8 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "demo's world there is replaced, a folder of other files refused")
     demo.add_argument("--theme", default=argparse.SUPPRESS, metavar="NAME", help="as `cockpit --theme` (written before or after demo)")
     demo.add_argument("--engine", choices=("sglang", "vllm"), default="sglang", help="the server the story launches: SGLang "
-                      "0.5.23 or vLLM 0.10.2, both replayed (stand-ins)")
+                      "0.5.2 or vLLM 0.10.2, both stand-ins")
     demo.add_argument("--ascii", action="store_true", default=argparse.SUPPRESS, help="as `cockpit --ascii` (written before or after demo)")
+    demo.add_argument("--no-mouse", action="store_true", default=argparse.SUPPRESS, help="as `cockpit --no-mouse` (written before or after demo)")
 
     init = _command(sub, "init", "a short questionnaire that writes a commented config")
     init.add_argument("path", nargs="?", metavar="FILE", help="where to write it (default: the XDG config file)")

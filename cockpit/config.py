@@ -104,6 +104,7 @@ class TelemetrySettings:
 class UiSettings:
     theme: str | None = setting(None)  # a theme file's name (themes/), or a Textual theme
     ascii: bool = setting(False)  # ASCII borders and glyphs (old terminals, some tmux setups)
+    mouse: bool = setting(True)  # the cockpit takes the mouse (clicks, wheel); false: the terminal (tmux) selects text
     keymap: tuple[tuple[str, str], ...] = setting((), toml=False)  # (binding id, keys): the [keymap] table
 
 

@@ -277,11 +277,25 @@ async def test_step_details_are_sentences_with_the_raw_evidence_one_key_away(tmp
         assert "8 GPUs of gpu-server sampled" in text and "GPU 5 30000 MiB" in text
         assert "pid 4242 (python3, 30000 MiB, GPU 5)" in text and "2 min ago" in text
         assert '"memory_used_mib"' not in text and str(int(report.evidence["time"])) not in text  # no JSON, no epoch
+        # x: the raw JSON in a view over the panes (wherever the checklist's detail lies), the evidence exactly
+        from cockpit.ui.screens.evidence import EvidenceScreen
+        from textual.widgets import TextArea
+        import json
+
         await pilot.press("x")
-        raw = str(checklist.render())
-        assert '"memory_used_mib"' in raw
+        await pilot.pause()
+        assert isinstance(app.screen, EvidenceScreen)
+        shown = app.screen.query_one(TextArea).text
+        assert '"memory_used_mib"' in shown and json.loads(shown) == json.loads(json.dumps(report.evidence, default=str))
         await pilot.press("x")
-        assert '"memory_used_mib"' not in str(checklist.render())
+        await pilot.pause()
+        assert not isinstance(app.screen, EvidenceScreen)
+        app.runbook.results.pop("clean")
+        app.runbook._changed()
+        await eventually(lambda: checklist.views[0].result is None, what="not run")
+        await pilot.press("x")  # a step with no evidence: says so, opens nothing
+        await pilot.pause()
+        assert not isinstance(app.screen, EvidenceScreen) and any("has none yet" in n.message for n in app._notifications)
 
 
 def test_open_panes_share_the_rows_and_stack_as_tabs_when_they_cannot():

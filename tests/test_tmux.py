@@ -101,3 +101,37 @@ def test_the_tui_draws_on_the_terminal_when_stderr_goes_to_a_file(tmp_path, sess
     time.sleep(2)
     said = err.read_text(errors="replace") if err.exists() else ""
     assert "\x1b[" not in said and "GPU 7" not in said, said[:500]
+
+
+def test_the_mouse_is_the_cockpits_or_the_terminals_as_asked(tmp_path, session):
+    """Issue 50 item 9: tmux's own mouse_any_flag (whether the program in the pane asked for mouse reports): on at start,
+    off after `m` (the terminal selects text), on again after `m`; `--no-mouse` starts without it."""
+    config = tmp_path / "c.toml"
+    config.write_text('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n')
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "tmux-256color"}
+
+    def flag() -> str:
+        return tmux("display-message", "-p", "-t", session, "#{mouse_any_flag}").strip()
+
+    def becomes(value: str) -> None:
+        deadline = time.monotonic() + 10
+        while flag() != value and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert flag() == value, (value, screen(session))
+
+    start(session, config, env)
+    wait_screen(session, "here")
+    becomes("1")
+    tmux("send-keys", "-t", session, "m")
+    becomes("0")
+    wait_screen(session, "mouse off")
+    tmux("send-keys", "-t", session, "m")
+    becomes("1")
+    tmux("send-keys", "-t", session, "q")
+    tmux("kill-session", "-t", session)
+    command = " ".join(["env", "-u", "COLUMNS", "-u", "LINES"] + [f"{k}={v}" for k, v in env.items()]
+                       + [sys.executable, "-m", "cockpit", "--no-mouse", "--config", str(config)])
+    new_session(session, 100, 30, command)
+    wait_screen(session, "here")
+    time.sleep(0.5)
+    assert flag() == "0"

@@ -70,6 +70,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("app.next_pane", "tab", "next_pane(1)", "next pane", show=False, key_display="Tab", priority=True,
            help="move to the next open pane (where only one is open, say so)"),
     Action("app.previous_pane", "shift+tab", "next_pane(-1)", "previous pane", show=False, key_display="Shift+Tab", priority=True),
+    Action("app.mouse", "m", "toggle_mouse", "mouse on/off", show=False, palette="Mouse on/off",
+           palette_help="off: the terminal (tmux) selects text with the mouse; on: clicks and the wheel reach the cockpit",
+           help="the mouse: the cockpit's (clicks, wheel) or the terminal's (select text); also --no-mouse, [ui] mouse = false"),
     Action("app.copied", "Y", "show_copied", "show copied", show=False, help="what the last y copied, to select by mouse "
            "(a terminal that ignores OSC 52)", palette="Show what was copied",
            palette_help="the last copy's text, selectable (a terminal that ignores OSC 52)"),
@@ -113,7 +116,7 @@ ACTIONS: tuple[Action, ...] = (
            help="copy the current match's line (or the last line) through OSC 52"),
     Action("checklist.copy", "y", "copy_selected", "copy", show=False, scope="checklist",
            help="copy the selected step's command line (shell-quoted), else its evidence (JSON), else its path: OSC 52"),
-    Action("checklist.raw", "x", "toggle_raw", "raw evidence", show=False, scope="checklist", help="the selected step's evidence as raw JSON (again: readable)"),
+    Action("checklist.raw", "x", "toggle_raw", "raw evidence", show=False, scope="checklist", help="the selected step's evidence as raw JSON, in a scrollable view (esc or x closes it)"),
 )
 SHOWN_WHEN = {"server.apply_fix": "a fix is offered"}  # in the footer only while it can do something
 

@@ -76,7 +76,8 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         return super().get_driver_class()
 
     def __init__(self, context: Context | Config, hub: TelemetryHub | None = None, ascii_only: bool | None = None,
-                 runbook: Runbook | None = None, read_only: bool = False, theme: str | None = None, demo: bool = False):
+                 runbook: Runbook | None = None, read_only: bool = False, theme: str | None = None, demo: bool = False,
+                 mouse: bool | None = None):
         super().__init__()
         self._own_hub = hub is None
         self.context = context if isinstance(context, Context) else Context.of(context, hub, runbook)
@@ -86,6 +87,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         self._theme_name = theme or self.config.ui.theme
         self.ascii_only = ascii_only if ascii_only is not None else (self.config.ui.ascii or os.environ.get("COCKPIT_ASCII") == "1")
         self._ascii_filter = AsciiOnly() if self.ascii_only else None
+        self.mouse_on = self.config.ui.mouse if mouse is None else mouse  # app.run(mouse=...); m switches it while running
         self.hosts_view = HostsView(self.config.hosts, self.ascii_only, id="hosts")
         self.layout_state = Layout()
         self.panes: dict[str, HostPane] = self.hosts_view.panes

@@ -48,6 +48,7 @@ class ViewsApp(_App):
     _keys_shown: tuple[bool, ...] | None
     _laid_out: bool
     _focused_host: Callable[[], HostPane | None]
+    mouse_on: bool
 
 
 class HostsApp(_App):

@@ -27,6 +27,21 @@ def terminal_driver(app):
     return getattr(app, "_driver", None) if mirrored() else None
 
 
+def mouse_switch(app):
+    """A function that turns the terminal's mouse reporting on or off while the app runs (Textual switches it only at
+    start, `App.run(mouse=...)`): the Linux driver's `_enable_mouse_support` / `_disable_mouse_support` (the escape
+    sequences it writes at start and exit), on the releases in READ_FROM only; elsewhere, or headless, None."""
+    driver = terminal_driver(app)
+    enable, disable = getattr(driver, "_enable_mouse_support", None), getattr(driver, "_disable_mouse_support", None)
+    if driver is None or not callable(enable) or not callable(disable) or getattr(driver, "is_headless", False):
+        return None
+
+    def switch(on: bool) -> None:
+        (enable if on else disable)()
+
+    return switch
+
+
 def terminal_theme_of(line_filter):
     """The terminal theme an ANSIToTruecolor filter reads, as part of ui/line_filters.py's cache key (a theme changed
     in place must not reuse the styles filtered for the old one).  `ANSIToTruecolor._terminal_theme` on the releases

@@ -180,6 +180,22 @@ class ViewActions(ViewsApp):
         else:
             self.notify(f"Esc hides a pane: {self._view_of_focus()} stays on a terminal this size", severity="warning")
 
+    def action_toggle_mouse(self) -> None:
+        """m: the mouse to the terminal (tmux selects text with it) or back to the cockpit.  Textual has no public way to
+        switch it while running: its Linux driver's own switches, on the releases the cockpit was read against
+        (ui/textual_internals.py); elsewhere it says how to start without the mouse."""
+        from cockpit.ui.textual_internals import mouse_switch
+
+        switch = mouse_switch(self)
+        if switch is None:
+            self.notify("m cannot switch the mouse with this Textual or terminal: start with --no-mouse (or [ui] mouse = false)",
+                        severity="warning")
+            return
+        self.mouse_on = not self.mouse_on
+        switch(self.mouse_on)
+        self.notify("mouse on: clicks and the wheel reach the cockpit (m: off)" if self.mouse_on else
+                    "mouse off: the terminal selects text with it (m: on again)")
+
     def action_next_pane(self, direction: int) -> None:
         """Tab / Shift+Tab: the next (previous) widget that takes the focus, as Textual's own focus chain; in a dialog
         its buttons.  Where the focus cannot move (one pane open), say so and how to open another."""

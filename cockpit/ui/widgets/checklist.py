@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 import time
 
@@ -25,8 +24,7 @@ MARK = {
 }
 
 
-def render_checklist(views: list[StepView], selected: int, width: int, ascii_only: bool = False, now: float | None = None,
-                     raw: bool = False) -> Text:
+def render_checklist(views: list[StepView], selected: int, width: int, ascii_only: bool = False, now: float | None = None) -> Text:
     now = now or time.time()
     text = Text(no_wrap=True, overflow="ellipsis")
     for number, view in enumerate(views):
@@ -78,10 +76,7 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
         if view.result.forced_reason:
             text.append(f"gate skipped: {view.result.forced_reason}\n", style="yellow")
         evidence = view.result.evidence
-        if raw and evidence:
-            for said_line in json.dumps(evidence, indent=1, default=str).splitlines():
-                text.append(said_line + "\n", style="dim")
-        elif evidence:
+        if evidence:
             for detail in view.details_now():
                 for piece in textwrap.wrap(detail, max(20, width - 4), subsequent_indent="    ", break_on_hyphens=False) or [""]:
                     text.append(f"  {piece}\n", style="dim")
@@ -113,7 +108,6 @@ class ChecklistPane(Widget, can_focus=True):
     def __init__(self, ascii_only: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.views: list[StepView] = []
-        self.raw = False  # the selected step's evidence as raw JSON
         self.ascii_only = ascii_only
         self.border_title = "checklist"
 
@@ -133,7 +127,7 @@ class ChecklistPane(Widget, can_focus=True):
         self.refresh()
 
     def render(self) -> Text:
-        return render_checklist(self.views, self.selected, self.content_region.width or 40, self.ascii_only, raw=self.raw)
+        return render_checklist(self.views, self.selected, self.content_region.width or 40, self.ascii_only)
 
     def on_mount(self) -> None:
         self._ages: tuple = ()
@@ -145,7 +139,7 @@ class ChecklistPane(Widget, can_focus=True):
         moving: list[tuple[str | None, ...]] = [(age(v.result.finished_at, now), v.freshness(now))
                                                 for v in self.views if v.result is not None and v.result.finished_at]
         view = self.selected_view
-        if view is not None and view.explain is not None and not self.raw:
+        if view is not None and view.explain is not None:
             moving.append(view.details_now())
         return tuple(moving)
 
@@ -163,8 +157,16 @@ class ChecklistPane(Widget, can_focus=True):
                 self.selected = index
 
     def action_toggle_raw(self) -> None:
-        self.raw = not self.raw
-        self.refresh()
+        """x: the selected step's evidence as raw JSON, in a scrollable view over the panes (where the checklist's own
+        detail may be below the fold); a step with none says so."""
+        from cockpit.ui.screens.evidence import EvidenceScreen
+
+        view = self.selected_view
+        if view is None or view.result is None or not view.result.evidence:
+            name = view.spec.name if view is not None else "no step"
+            self.app.notify(f"x shows a step's evidence: '{name}' has none yet (run it first)", severity="warning")
+            return
+        self.app.push_screen(EvidenceScreen(view.spec.name, view.result.evidence))
 
     def watch_selected(self) -> None:
         self.refresh()
