@@ -89,8 +89,8 @@ class CheckedConfig:
         for host in self.config.hosts:
             roles = f" [{', '.join(host.roles)}]" if host.roles else ""
             lines.append(f"  {host.label}{f' via {host.jump_host}' if host.jump_host else ''}{roles}")
-        lines += [f"  step {n}. {s.name}: {s.kind} on {', '.join(self.runbook.kind(s).hosts(s))}"
-                  for n, s in enumerate(self.runbook.steps, start=1)]
+        lines += [f"  step {n}. {s.name}: {self.runbook.kind(s).title(s)}"
+                  for n, s in enumerate(self.runbook.steps, start=1)]  # the step's words, never its kind's internal name
         lines += [f"  run {r.name} on {r.host}: " + ", ".join(x for x in (r.log, r.output_dir) if x) for r in self.runs.values()]
         if self.sweep is not None:
             lines.append(f"  sweep: relaunch '{self.sweep.launch_step}' for {', '.join(c.label for c in self.sweep.configs())}; "

@@ -438,7 +438,7 @@ def test_the_command_log_says_what_it_did_not_repeat():
     log = CommandLog()
     for _ in range(3):
         pane.add(log.finish(log.start("here", "nvidia-smi --query-compute-apps"), 0))
-    assert pane.shown == 1 and str(pane.border_title) == "command log · not repeated: 2 more successes of commands above"
+    assert pane.shown == 1 and str(pane.border_title) == "command log · 2 repeats of a command above that succeeded again, not shown"
 
 
 def test_the_destructive_mark_is_explained_where_it_is_shown():

@@ -185,3 +185,38 @@ async def test_the_footer_never_cuts_a_key_mid_word_at_any_width():
                 assert all(c.region.right <= limit for c in shown), (width, key, [c.region for c in shown], limit)
                 hidden_somewhere |= any(not c.display for c in footer.children)
     assert hidden_somewhere  # the narrow widths did need it
+
+
+async def test_read_only_hides_the_kill_key_and_k_says_why(tmp_path):
+    """Issue 50 item 7: --read-only offered `K kill` in the process table's footer.  Hidden there, and K answers."""
+    from cockpit.ui.widgets.proc_pane import ProcessPane
+
+    config = parse_config('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n')
+    for read_only in (False, True):
+        app = CockpitApp(config, read_only=read_only)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("p")
+            await pilot.pause()
+            pane = app.query_one(ProcessPane)
+            pane.focus()
+            await pilot.pause()
+            shown = {b.binding.key for b in app.active_bindings.values() if b.binding.show and b.enabled
+                     and pane.check_action(b.binding.action.split("(")[0], ("hidden",) if "hidden" in b.binding.action else ())}
+            assert ("K" in shown) is (not read_only), (read_only, shown)
+            await pilot.press("K")
+            await pilot.pause()
+            said = " ".join(n.message for n in app._notifications)
+            assert ("Read-only" in said) if read_only else ("no process selected" in said), said
+
+
+def test_help_has_one_row_per_key_and_no_internal_names():
+    """Issue 50 item 7: help listed ten 'zoom GPU N' rows; every help row's keys appear once per scope."""
+    from collections import Counter
+
+    from cockpit.ui import actions
+
+    for scope in ("app", "checklist", "procs", "logview", "bench", "runs"):
+        rows = actions.help_rows(scope)
+        assert sum("zoom GPU" in what for _, what, _ in rows) <= 1
+        doubled = [k for k, n in Counter(keys for keys, _, _ in rows).items() if n > 1]
+        assert doubled == [], (scope, doubled)

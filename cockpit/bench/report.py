@@ -193,5 +193,5 @@ def render_side_by_side(rows: list[dict[str, Any]], fmt: str = "text") -> str:
     for r in rows:
         parts = [f"{c[0]:>20} {c[1]:>7} {c[2]:>8}" for c in (cells(r[n]) for n in names)]
         lines.append(f"{r['config'][:44]:<44} {r['concurrency']:>4} " + " ".join(parts))
-    lines.append("(acceptance as SGLang counts it, with the bonus token, for both; ~ a noisy median; each speedup over its own baseline)")
+    lines.append("(acceptance length as SGLang and vLLM report it, the bonus token counted; ~ a noisy median; each speedup over its own baseline)")
     return "\n".join(lines)

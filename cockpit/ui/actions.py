@@ -23,7 +23,8 @@ class Action:
     writes: bool = False  # runs a step or changes a host: not in read-only mode
     scope: str = "app"  # "app", or the pane whose bindings it is
     help: str = ""  # the longer description `?` shows (default: the footer's)
-    when: str = ""  # in the footer only then (the app's check_action): "large" terminal, a "fix" offered, a "host" in focus, a "runbook"
+    when: str = ""  # in the footer only then (the app's check_action): "large" terminal, a "fix" offered, a "host" in focus, a "runbook",
+    # "writable" (not --read-only: the pane's own check_action)
     priority: bool = False  # before the focused widget's and the screen's own bindings (Tab: the screen's focus_next)
 
     def binding(self) -> Binding:
@@ -96,7 +97,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("procs.sort", "o", "next_sort", "sort by", scope="procs", help="sort by the next column (pid, user, GPU, GPU memory, "
            "CPU, RSS, run time, command)"),
     Action("procs.reverse", "O", "reverse_sort", "reverse", scope="procs", help="reverse the sort"),
-    Action("procs.kill", "K", "kill_selected", "kill", scope="procs", writes=True, help="kill the selected process: its plan "
+    Action("procs.kill", "K", "kill_selected", "kill", scope="procs", writes=True, when="writable", help="kill the selected process: its plan "
            "(pid, user, GPU memory) first, then SIGTERM and SIGKILL after 10 s; your own processes only unless the host sets "
            "kill_any_user = true"),
     Action("procs.filter", "slash", "filter", "filter", key_display="/", scope="procs",
@@ -136,7 +137,7 @@ PANE_HELP = {
     "predicted vs measured acceptance); [ and ] show throughput, acceptance, latency and concurrency charts.",
     "runs": "Training runs ([runs.NAME] in the config): state and progress with the time left, loss and accuracy per "
     "TTT position (train or eval, as the log gives it), the acceptance length a topk-1 chain at the serving depth "
-    "should reach (with the bonus token, as SGLang counts it, and without), the newest complete checkpoint with "
+    "should reach (with the bonus token, as SGLang and vLLM report it, and without), the newest complete checkpoint with "
     "its key layout and verdict, and every flag with the log line that shows it. Alerts go out when a run "
     "finishes, crashes or stalls, and when a checkpoint is ready ([alerts]).",
     "checklist": "The checklist: the runbook's steps in order. A step is blocked until every step before it "
@@ -180,8 +181,17 @@ def ids() -> set[str]:
 
 
 def help_rows(*scopes: str) -> list[tuple[str, str, str]]:
-    """(keys, what it does, id) for the `?` help of these scopes."""
-    return [(a.shown_keys, a.help or a.description, a.id) for a in ACTIONS if a.scope in scopes]
+    """(keys, what it does, id) for the `?` help of these scopes; the ten digit keys of a zoomed host in one row."""
+    rows: list[tuple[str, str, str]] = []
+    for a in ACTIONS:
+        if a.scope not in scopes:
+            continue
+        if a.id.startswith("host.zoom_gpu_"):
+            if a.id == "host.zoom_gpu_0":
+                rows.append(("0-9", "zoom GPU N (in a zoomed host)", "host.zoom_gpu_N"))
+            continue
+        rows.append((a.shown_keys, a.help or a.description, a.id))
+    return rows
 
 
 def palette(read_only: bool) -> list[Action]:

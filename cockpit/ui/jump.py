@@ -21,8 +21,8 @@ class JumpProvider(Provider):
             places.append((f"host {host.name}", "its GPUs and processes", partial(app.jump_to_host, host.name)))  # type: ignore[attr-defined]
         runbook = app.runbook  # type: ignore[attr-defined]
         if runbook is not None:
-            for spec in runbook.spec.steps:
-                places.append((f"step {spec.name}", f"{spec.kind} on {spec.host}", partial(app.jump_to_step, spec.name)))  # type: ignore[attr-defined]
+            for view in runbook.views():  # the step's own words (its title), never its kind's internal name
+                places.append((f"step {view.spec.name}", view.title, partial(app.jump_to_step, view.spec.name)))  # type: ignore[attr-defined]
         for name in app.context.runs:  # type: ignore[attr-defined]
             places.append((f"run {name}", "the training runs pane", partial(app.press_view, "runs")))  # type: ignore[attr-defined]
         available = app._panes()  # type: ignore[attr-defined]

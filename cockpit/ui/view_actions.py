@@ -114,6 +114,8 @@ class ViewActions(ViewsApp):
             shown = bool(panes and panes.first().top_fix is not None and not self.read_only)
         elif rule == "host":
             shown = isinstance(self.screen_stack[0].focused, HostPane) or self.zoomed is not None
+        elif rule == "writable":
+            shown = not self.read_only
         else:  # runbook
             shown = self.runbook is not None and not self.read_only
         return (not shown) if twin else shown

@@ -46,7 +46,7 @@ class HelpScreen(ModalScreen[None]):
         from cockpit.ui.widgets.runs_pane import RunsPane
         from cockpit.ui.widgets.server_log import ServerLogPane
 
-        rows = actions.help_rows("app") + [("tab / shift+tab", "move focus between panes", "")]
+        rows = actions.help_rows("app")
         chain = [focused, *(focused.ancestors if focused is not None else [])]
         for kind, name in ((ChecklistPane, "checklist"), (CommandLogPane, "log"), (ServerLogPane, "server"), (BenchPane, "bench"),
                            (RunsPane, "runs")):

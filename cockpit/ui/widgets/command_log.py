@@ -60,7 +60,7 @@ class CommandLogPane(BoundedRichLog):
         if not record.running and record.exit_status == 0 and record.kind == "run":
             if key in self._seen_ok:
                 self.repeats_hidden += 1
-                self.border_title = f"command log · not repeated: {plural(self.repeats_hidden, 'more success', 'more successes')} of commands above"
+                self.border_title = f"command log · {plural(self.repeats_hidden, 'repeat', 'repeats')} of a command above that succeeded again, not shown"
                 return
             self._seen_ok[key] = None
             if len(self._seen_ok) > SEEN_AT_MOST:  # each pid's `ps -p PID`, each kill: forget the oldest

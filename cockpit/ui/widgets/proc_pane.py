@@ -138,7 +138,17 @@ class ProcessPane(Static, can_focus=True):
         self.descending = not self.descending
         self._draw()
 
-    def action_kill_selected(self) -> None:
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """K in the footer only where it can kill (not --read-only); its hidden twin answers otherwise, saying why."""
+        if actions.visibility_rule(action) != "writable":
+            return True
+        writable = not getattr(self.app, "read_only", False)
+        return (not writable) if parameters == ("hidden",) else writable
+
+    def action_kill_selected(self, _shown: str = "") -> None:
+        if getattr(self.app, "read_only", False):
+            self.app.notify("Read-only mode: no process can be killed", severity="warning")
+            return
         row = self.selected()
         if row is None or self.host is None:
             self.app.notify("no process selected", severity="warning")

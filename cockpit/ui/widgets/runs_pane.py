@@ -79,7 +79,7 @@ def run_block(status: RunStatus, width: int) -> Group:
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append("  acceptance ")
         line.append(f"{estimate['with_bonus']:.2f}", style="bold")
-        line.append(" with the bonus token (as SGLang counts), ")
+        line.append(" with the bonus token (the acceptance length SGLang and vLLM report), ")
         line.append(f"{estimate['without_bonus']:.2f}", style="bold")
         line.append(f" without; topk-1 chain, depth {estimate['depth']}, {estimate['source']} accuracy (an estimate)", style="dim")
         lines.append(line)
