@@ -414,3 +414,21 @@ async def test_every_size_and_every_set_of_open_panes_keeps_the_floors(tmp_path,
                     if opened and not panes:
                         problems.append(f"{where}: every open pane hidden")
     assert problems == [], "\n".join(problems[:20])
+
+
+def test_the_checklist_detail_never_splits_a_path_in_two():
+    """Issue 50 item 8: a path longer than the pane was cut into two pieces that read as two words (`/tmp/co`,
+    `ckpit-demo...`).  At every width, each path shows whole or cut once at the edge with an ellipsis."""
+    from cockpit.runbook.model import StepResult, StepSpec, StepView
+    from cockpit.ui.widgets.checklist import render_checklist
+
+    path = "/tmp/cockpit-demo-4242/outputs/epoch_1/model.safetensors"
+    spec = StepSpec("draft-ready", "drafter_check", "gpu-server")
+    result = StepResult(StepState.PASSED, 1.0, 2.0, "ready", evidence={"path": path})
+    view = StepView(spec, result, StepState.PASSED, "draft ready", "checks the draft", False,
+                    details=(f"checked {path} (its headers only)", f"renamed 10 keys in {path}"))
+    for width in range(24, 100):
+        lines = render_checklist([view], 0, width).plain.splitlines()
+        pieces = [w for line in lines for w in line.split() if w.startswith("/tmp/") or "cockpit-demo" in w]
+        assert pieces and all(w == path or (w.endswith("…") and path.startswith(w[:-1])) for w in pieces), (width, pieces)
+        assert not any(line.strip().startswith(("ckpit", "outputs/", "model.safetensors")) for line in lines), (width, lines)

@@ -78,7 +78,10 @@ def render_checklist(views: list[StepView], selected: int, width: int, ascii_onl
         evidence = view.result.evidence
         if evidence:
             for detail in view.details_now():
-                for piece in textwrap.wrap(detail, max(20, width - 4), subsequent_indent="    ", break_on_hyphens=False) or [""]:
+                # a path or a word longer than the line stays whole (cut at the edge with …), never split into two
+                # that read as two (issue 50 item 8: `/tmp/co` `ckpit-demo`): y copies it whole
+                for piece in textwrap.wrap(detail, max(20, width - 4), subsequent_indent="    ", break_on_hyphens=False,
+                                           break_long_words=False) or [""]:
                     text.append(f"  {piece}\n", style="dim")
             text.append("  (x: the raw evidence)\n", style="dim italic")
         if view.result.output:
