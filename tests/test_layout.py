@@ -382,6 +382,8 @@ async def test_every_size_and_every_set_of_open_panes_keeps_the_floors(tmp_path,
     problems = []
     async with app.run_test(size=(160, 48)) as pilot:
         await everything(pilot)
+        listing = app.query_one(ChecklistPane)
+        listing.selected = len(listing.views) - 1  # the last step selected: the one a tall list would hide
         for width, height in GRID:
             await pilot.resize_terminal(width, height)
             await pilot.pause()
@@ -409,6 +411,9 @@ async def test_every_size_and_every_set_of_open_panes_keeps_the_floors(tmp_path,
                     where = f"{width}x{height} {'+'.join(opened) or 'none'}"
                     if main.height < min(main_rows(rows), rows - 3 * len(panes)) or min(hosts.height, checklist.height) < 4:
                         problems.append(f"{where}: main {main.height} rows (hosts {hosts.height}, checklist {checklist.height})")
+                    drawn = listing.render().plain.splitlines()[:listing.content_region.height]
+                    if not any(line.startswith(">") for line in drawn):
+                        problems.append(f"{where}: the selected step is not in the checklist's rows: {drawn}")
                     problems += [f"{where}: {v} {r.height} rows" for v, r in panes if r.height < 3]
                     problems += [f"{where}: {v} runs past the footer" for v, r in panes if r.bottom > bottom]
                     if opened and not panes:

@@ -129,6 +129,28 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     assert "Decision" in shown and re.search(r"d16 +\d\.\d\d +\d\.\d\d +\d\.\d\d", shown), shown  # each config, three numbers
     assert "gate closed" not in shown  # the sweep's own relaunches do not invalidate the gate it re-verifies
     shown = wait_screen(session, "8/8 passed", timeout=60)  # the recommended config left running, every step passed
+    if not compact:
+        every_size_keeps_the_floors(session, key)
     key("q")
     return shown
+
+
+def every_size_keeps_the_floors(session: str, key) -> None:
+    """Issue 50: every pane open (runs, server, bench, log), the window resized as a user's tmux does: at each size
+    the GPU rows and the checklist's current step still show (a small terminal: the hosts one key away)."""
+    for view in ("t", "l", "s", "b"):
+        key(view)
+        time.sleep(0.4)
+    for width, height in ((100, 30), (130, 36), (80, 24), (160, 48)):
+        tmux("resize-window", "-t", session, "-x", str(width), "-y", str(height))
+        time.sleep(1.0)
+        if width < 100:
+            key("h")
+            time.sleep(0.5)
+        shown = screen(session)
+        gpus = re.findall(r"GPU \d ", shown)
+        assert len(gpus) >= 2, (width, height, shown)
+        assert "8/8 passed" in shown, (width, height, shown)
+        if width >= 100:
+            assert re.search(r"> \S+ \d\. [\w-]+ @", shown), (width, height, shown)  # the selected step, marked
 

@@ -24,10 +24,14 @@ MARK = {
 }
 
 
-def render_checklist(views: list[StepView], selected: int, width: int, ascii_only: bool = False, now: float | None = None) -> Text:
+def render_checklist(views: list[StepView], selected: int, width: int, ascii_only: bool = False, now: float | None = None,
+                     where: list[int] | None = None) -> Text:
+    """The checklist's text; `where` (when given) gets the line the selected step starts on."""
     now = now or time.time()
     text = Text(no_wrap=True, overflow="ellipsis")
     for number, view in enumerate(views):
+        if number == selected and where is not None:
+            where.append(text.plain.count("\n"))
         glyph, ascii_glyph, style = MARK[view.state]
         mark = ascii_glyph if ascii_only else glyph
         line = Text(no_wrap=True, overflow="ellipsis")
@@ -130,7 +134,17 @@ class ChecklistPane(Widget, can_focus=True):
         self.refresh()
 
     def render(self) -> Text:
-        return render_checklist(self.views, self.selected, self.content_region.width or 40, self.ascii_only)
+        """The checklist, its selected step always inside the pane's rows (issue 50: at 100x30 with every pane open the
+        checklist had 3 rows and showed steps 1-3 while step 8 ran): the lines above it give way to one line saying so."""
+        where: list[int] = []
+        text = render_checklist(self.views, self.selected, self.content_region.width or 40, self.ascii_only, where=where)
+        rows, line = self.content_region.height, (where[0] if where else 0)
+        if rows >= 3 and line + 2 > rows:
+            lines = text.split("\n", allow_blank=True)
+            cut = line + 3 - rows  # its line and its title in view, below the line that says what is above
+            above = Text(f"  ({cut} lines above: k or up)" if self.ascii_only else f"  ↑ {cut} lines above (k or ↑)", style="dim")
+            text = Text("\n", no_wrap=True, overflow="ellipsis").join([above, *lines[cut:]])
+        return text
 
     def on_mount(self) -> None:
         self._ages: tuple = ()
