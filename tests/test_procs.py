@@ -194,6 +194,13 @@ async def test_the_process_pane_sorts_selects_copies_and_kills_through_the_plan(
         assert [r.pid for r in pane.ordered()] == [holder.pid] and "/cockpit_procs (1 of" in pane.border_title
         await pilot.press("slash", "ctrl+u", "enter")
         assert pane.filter_text == "" and "/" not in pane.border_title.split("·")[-1]
+        # issue 50 item 6: a filter that hides every row says so (y and K name the filter, not ps) and Esc clears it
+        await pilot.press("slash", *"zzz", "enter")
+        assert "no process matches /zzz (Esc: every process)" in str(pane.content)
+        await pilot.press("y")
+        assert any("the filter /zzz hides every process" in n.message for n in app._notifications)
+        await pilot.press("escape")
+        assert pane.filter_text == "" and [r.pid for r in pane.ordered()] == [holder.pid] and pane.display
         await pilot.press("K")
         try:
             await eventually(lambda: isinstance(app.screen, ConfirmScreen), 15)

@@ -220,3 +220,33 @@ def test_help_has_one_row_per_key_and_no_internal_names():
         assert sum("zoom GPU" in what for _, what, _ in rows) <= 1
         doubled = [k for k, n in Counter(keys for keys, _, _ in rows).items() if n > 1]
         assert doubled == [], (scope, doubled)
+
+
+async def test_a_step_that_ends_off_screen_is_said_in_the_message_line(tmp_path):
+    """Issue 50 item 3: at 80x24 with the hosts in view, `n` passed a step with no word; it is said now (and not where
+    the checklist shows it: no noise in a large terminal)."""
+    import asyncio
+
+    from cockpit.ui.screens.confirm import ConfirmScreen
+
+    text = ('[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n[storage]\n'
+            f'dir = "{tmp_path}"\n[runbook]\nname = "said"\n[[runbook.steps]]\nname = "hello"\nkind = "command"\n'
+            'host = "here"\nargv = ["true"]\n')
+    for size, expect in (((80, 24), True), ((160, 48), False)):
+        app = CockpitApp(parse_config(text))
+        async with app.run_test(size=size) as pilot:
+            app.runbook.reset()
+            await pilot.pause()
+            app.action_focus_hosts() if hasattr(app, "action_focus_hosts") else None
+            await pilot.pause()
+            await pilot.press("n")
+            for _ in range(50):
+                if isinstance(app.screen, ConfirmScreen):
+                    await pilot.press("y")
+                result = app.runbook.result("hello")
+                if result is not None and result.state.value == "passed":
+                    break
+                await asyncio.sleep(0.1)
+            await pilot.pause()
+            said = [n.message for n in app._notifications if "step 1 'hello' passed" in n.message]
+            assert bool(said) is expect, (size, [n.message for n in app._notifications])

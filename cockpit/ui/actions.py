@@ -102,6 +102,8 @@ ACTIONS: tuple[Action, ...] = (
            "kill_any_user = true"),
     Action("procs.filter", "slash", "filter", "filter", key_display="/", scope="procs",
            help="show only the processes a regular expression matches (anywhere in the row; case-smart); empty: all"),
+    Action("procs.clear_filter", "escape", "clear_filter", "clear filter", show=False, key_display="Esc", scope="procs",
+           help="clear the filter (with none: as Esc elsewhere, hide the pane)"),
     Action("procs.copy", "y", "copy_selected", "copy command", scope="procs", help="copy the selected process's command line "
            "(OSC 52: works over ssh, and in tmux with set-clipboard on)"),
     Action("logview.search", "slash", "search", "search", key_display="/", scope="logview",

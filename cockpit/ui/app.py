@@ -98,6 +98,7 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
         self._unsubscribe: list = []
         self._keys_shown: tuple[bool, ...] | None = None  # the footer's conditional keys as last shown (show_keys)
         self._laid_out = False  # on_mount has applied the first layout (resizes before it follow no focus)
+        self._step_states: dict | None = None  # each step's (state, finished at, message, number) as last shown
         from cockpit.alerts import Alerter
 
         self.alerter = Alerter(self.context.alerts, terminal=self._terminal_write)
@@ -290,12 +291,29 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
     def on_runbook_changed(self, message: RunbookChanged) -> None:
         if self.runbook is None:
             return
+        self._say_ended_steps()
         for pane in self.query(ChecklistPane):
             pane.show(self.runbook.views())
             self._show_views()
             self._follow_latest_server()
             self._alert_sweeps()
         self._revise_blocked_messages()
+
+    def _say_ended_steps(self) -> None:
+        """A step that has just passed or failed is said in the message line where the checklist is not on screen (a
+        small terminal showing another pane): `n` never passes a step silently (issue 50 item 3)."""
+        from cockpit.runbook.model import StepState
+
+        assert self.runbook is not None
+        now = {v.spec.name: (v.state, v.result.finished_at if v.result else None, v.result.message if v.result else "", n)
+               for n, v in enumerate(self.runbook.views(), start=1)}
+        before, self._step_states = self._step_states, now
+        if before is None or self.layout_state.shown("checklist"):
+            return
+        for name, (state, finished, said, number) in now.items():
+            if state in (StepState.PASSED, StepState.FAILED) and before.get(name, (None, None))[:2] != (state, finished):
+                self.notify(f"step {number} '{name}' {state.value}: {said[:160]}", title="checklist",
+                            severity="information" if state is StepState.PASSED else "error", timeout=6)
 
     def _revise_blocked_messages(self) -> None:
         """A step's 'blocked' message names steps that had not passed: each that has passed since is dropped from it,

@@ -149,13 +149,32 @@ class ProcessPane(Static, can_focus=True):
         if getattr(self.app, "read_only", False):
             self.app.notify("Read-only mode: no process can be killed", severity="warning")
             return
+        if self._hidden_by_filter():
+            return
         row = self.selected()
         if row is None or self.host is None:
             self.app.notify("no process selected", severity="warning")
             return
         self.post_message(KillRequested(self.host, row.pid))
 
+    def _hidden_by_filter(self) -> bool:
+        """Every row hidden by the filter (not by ps): said so, naming it, where a key finds no row."""
+        if self.filter_text and self.rows and not self.ordered():
+            self.app.notify(f"no row shown: the filter /{self.filter_text} hides every process (Esc clears it)", severity="warning")
+            return True
+        return False
+
+    def action_clear_filter(self) -> None:
+        """Esc: clear the filter where one is set; else what Esc does elsewhere (leave a zoom, hide the pane)."""
+        if self.filter_text:
+            self.set_filter("")
+            self.app.notify("filter cleared: every process shown")
+            return
+        self.app.action_hide_pane()  # type: ignore[attr-defined]
+
     def action_copy_selected(self) -> None:
+        if self._hidden_by_filter():
+            return
         row = self.selected()
         if row is None or row.command is None:
             self.app.notify("no command line to copy (the process is not seen by ps here)", severity="warning")
@@ -176,7 +195,7 @@ class ProcessPane(Static, can_focus=True):
             lines.append(Text(f"could not read: {self.error}", style="yellow", no_wrap=True, overflow="ellipsis"))
         if not rows:
             empty = "focus a host, then p" if not self.host else (
-                f"no process matches /{self.filter_text} (/ then enter: all)" if self.rows else "no compute process on its GPUs")
+                f"no process matches /{self.filter_text} (Esc: every process)" if self.rows else "no compute process on its GPUs")
             lines.append(Text(empty, style="dim"))
         else:
             shown = [cells(r) for r in rows]
