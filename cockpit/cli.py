@@ -438,7 +438,15 @@ def cmd_drafter(args) -> int:
         engine = args.engine or next((name for name in LOADERS if given.get(name)), DEFAULT_LOADER)
         version = given.get(engine) if engine in LOADERS else None
         report = inspect_draft(args.path)
-        emit(args, report.to_json(version, engine), render_report(report, version, args.keys, engine))
+        said = {}
+        if getattr(args, "target", None):
+            from cockpit.drafter.target import check_against, read_target
+
+            against = check_against(report, read_target(args.target))
+            report.problems.extend(against.problems)
+            report.notes.extend(against.notes)
+            said = {"target": against.target.to_json()}
+        emit(args, {**report.to_json(version, engine), **said}, render_report(report, version, args.keys, engine))
         return EXIT_OK if report.ready(version, engine) else EXIT_PROBLEM
     if args.drafter_command == "fix-keys":
         return cmd_fix_keys(args)

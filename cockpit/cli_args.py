@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--engine", choices=("sglang", "vllm", "both"), default=None,
                          help="whose loader judges it (default: sglang; vllm with --vllm; both: every range of each)")
     inspect.add_argument("--keys", action="store_true", help="list every key with dtype and shape")
+    inspect.add_argument("--target", metavar="MODEL", help="check it against the target it will serve with: the target's folder "
+                         "or config.json (hidden size, vocabulary, the layers it reads, MLA; a mismatch is a problem for every engine)")
     fix = _command(drafter_sub, "fix-keys", "rename keys (default layers.0. to midlayer.) in place, crash-safe", config=True, json=True,
                    yes="rewrite without asking")
     fix.add_argument("path", metavar="PATH")

@@ -44,7 +44,19 @@ async def inspect_on(hub, host: str, path: str):
 
 
 async def _inspect(ctx: RunContext, spec: StepSpec):
-    return await inspect_on(ctx.hub, spec.host, draft_path(ctx, spec))
+    report = await inspect_on(ctx.hub, spec.host, draft_path(ctx, spec))
+    target = spec.params.get("target")
+    if target:
+        from cockpit.drafter.target import check_against, read_target, read_target_on
+
+        if ctx.hub.config.host(spec.host).local:
+            facts = await asyncio.to_thread(read_target, str(target))
+        else:
+            facts = await read_target_on(ctx.hub.pool.get(spec.host), str(target))
+        against = check_against(report, facts)
+        report.problems.extend(against.problems)
+        report.notes.extend(against.notes)
+    return report
 
 
 async def _fix(ctx: RunContext, spec: StepSpec):
@@ -66,6 +78,8 @@ class DrafterCheck(StepKind):
         "sglang": Param(str, None, help="the SGLang version that will load it (default: any supported version)"),
         "vllm": Param(str, None, help="instead: the vLLM version that will load it (vLLM's loader judges it)"),
         "fix": Param(bool, True, help="offer the layers.0. -> midlayer. fix when it is the problem"),
+        "target": Param(str, None, help="the target model's folder (or its config.json) on the host: the draft is checked "
+                        "against it (hidden size, vocabulary, the layers it reads); a mismatch fails the step"),
     }
 
     @staticmethod
