@@ -24,10 +24,12 @@ def screen_text(app) -> str:
 
 
 @pytest.mark.parametrize("argv", [["--ascii", "--theme", "cockpit-light", "demo"], ["demo", "--ascii", "--theme", "cockpit-light"],
-                                  ["--ascii"], ["--theme", "cockpit-light", "--ascii", "--read-only"]])
+                                  ["--ascii"], ["--theme", "cockpit-light", "--ascii", "--read-only"],
+                                      ["--ascii", "demo", "--no-mouse"], ["--no-mouse", "--ascii"]])
 def test_the_flags_count_wherever_they_are_written(argv):
     options = ui_options(build_parser().parse_args(argv))
-    assert options == {"theme": "cockpit-light" if "--theme" in argv else None, "ascii_only": True}
+    assert options == {"theme": "cockpit-light" if "--theme" in argv else None, "ascii_only": True,
+                       "mouse": False if "--no-mouse" in argv else None}
 
 
 def test_every_glyph_keeps_its_width_and_becomes_ascii():

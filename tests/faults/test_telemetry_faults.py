@@ -101,7 +101,7 @@ def finish(run, fault, injected, recoveries, start, lost_history=0, note=""):
     assert not run.watch.wrong, run.watch.wrong[:5]
     assert lost_history == 0, "the faulted host's history lost samples"
     assert missed == 0 and gap < STEADY_GAP_LIMIT_S, f"steady hosts stalled: longest gap {gap:.2f} s"
-    assert run.probe.responsive, run.probe.verdict()
+    assert run.probe.answered, run.probe.verdict()
     return row
 
 

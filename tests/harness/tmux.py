@@ -94,7 +94,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     wait_screen(session, "2/8 passed")
     key("n")
     wait_screen(session, "This changes things on a host")
-    assert "old_sglang_server.py" in joined(screen(session)), screen(session)
+    assert "old_sglang_server.py" in dialog(screen(session)), screen(session)
     key("y")
     wait_screen(session, "3/8 passed")
     key("n")
@@ -105,7 +105,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     assert "30000/143771M" not in screen(session)  # the stale memory is gone from GPU 5
     key("n")
     wait_screen(session, "This changes things on a host")
-    assert "layers.0.* to midlayer.*" in joined(screen(session)), screen(session)
+    assert "layers.0.* to midlayer.*" in dialog(screen(session)), screen(session)
     key("y")
     wait_screen(session, "5/8 passed")
     key("n")  # the story's crash, refused before launch
@@ -116,7 +116,7 @@ def walk_demo(session: str, cockpit: list[str], env: dict[str, str], demo_dir, s
     assert "press f" in shown
     key("f")
     wait_screen(session, "This changes things on a host")
-    assert "--speculative-num-steps 16" in joined(screen(session))
+    assert "--speculative-num-steps 16" in dialog(screen(session)), screen(session)
     key("y")
     wait_screen(session, "6/8 passed", timeout=30)
     key("n")
