@@ -806,7 +806,9 @@ def cmd_procs(args) -> int:
         if args.interval > 0 and rows:
             await asyncio.sleep(args.interval)
             rows = await table.poll(transport, compute)
-        rows = sort_rows(rows, args.sort, not args.asc)
+        from cockpit.where.owners import with_owners
+
+        rows = sort_rows(await with_owners(transport, rows), args.sort, not args.asc)
         emit(args, {"host": host.name, "sort": args.sort, "descending": not args.asc,
                     "processes": [r.to_json() for r in rows]}, f"{host.name}:\n" + render_table(rows, args.sort, not args.asc))
         return EXIT_OK

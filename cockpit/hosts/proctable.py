@@ -37,6 +37,7 @@ class ProcRow:
     command: str | None = None
     seen: bool = True  # whether ps saw it (False: why in NOT_SEEN)
     gpu_mibs: tuple[int | None, ...] = ()  # its memory on each GPU of `gpus`, in their order
+    owner: str | None = None  # who holds it, as its cgroup and its manager say ("Slurm job 4412 train-eagle (alice)")
 
     @property
     def per_gpu(self) -> str:
@@ -51,7 +52,7 @@ class ProcRow:
         return f"{high}MiB each" if low == high and len(known) == len(self.gpu_mibs) else f"{low}-{high}MiB each"
 
     def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "gpus": list(self.gpus), "gpu_mib": self.gpu_mib, "gpu_mibs": list(self.gpu_mibs), "user": self.user, "cpu_percent": self.cpu_percent,
+        return {"pid": self.pid, "gpus": list(self.gpus), "gpu_mib": self.gpu_mib, "gpu_mibs": list(self.gpu_mibs), "owner": self.owner, "user": self.user, "cpu_percent": self.cpu_percent,
                 "rss_kib": self.rss_kib, "run_s": self.run_s, "command": self.command, "seen": self.seen,
                 **({} if self.seen else {"why": NOT_SEEN})}
 
@@ -223,12 +224,15 @@ def render_table(rows: list[ProcRow], sort: str = "gpu_mib", descending: bool = 
     if not rows:
         return "no compute process on its GPUs"
     shown = [cells(r) for r in rows]
-    widths = {c: max(len(HEADINGS[c]) + 1, *(len(s[c]) for s in shown)) for c in COLUMNS if c != "command"}
+    columns = COLUMNS if not any(r.owner for r in rows) else (*COLUMNS[:-1], "owner", "command")  # OWNER where one is known
+    for row, s in zip(rows, shown):
+        s["owner"] = row.owner or "-"
+    widths = {c: max(len(HEADINGS.get(c, c.upper())) + 1, *(len(s[c]) for s in shown)) for c in columns if c != "command"}
     mark = "v" if descending else "^"
-    head = "  ".join((HEADINGS[c] + (mark if c == sort else "")).ljust(widths[c]) if c != "command" else HEADINGS[c] + (mark if c == sort else "")
-                     for c in COLUMNS)
+    head = "  ".join((HEADINGS.get(c, c.upper()) + (mark if c == sort else "")).ljust(widths[c]) if c != "command"
+                     else HEADINGS[c] + (mark if c == sort else "") for c in columns)
     lines = [head]
     for s in shown:
         lines.append("  ".join(s[c].rjust(widths[c]) if c in ("pid", "gpu_mib", "cpu", "rss", "time") else
-                               (s[c].ljust(widths[c]) if c != "command" else s[c]) for c in COLUMNS))
+                               (s[c].ljust(widths[c]) if c != "command" else s[c]) for c in columns))
     return "\n".join(lines)

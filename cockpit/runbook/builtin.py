@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import shlex
@@ -54,8 +55,24 @@ class GpuClean(StepKind):
     async def _judge(self, ctx: RunContext, spec: StepSpec, host: str):
         snapshot = await ctx.hub.gate_sample(ctx.hub.config.host(host))  # with its processes (over SSH for a Prometheus host)
         ctx.hub.publish(snapshot)
-        return judge(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
-                     spec.params.get("expect_gpus"))
+        report = judge(snapshot, spec.params.get("max_used_mib", DEFAULT_MAX_USED_MIB), spec.params.get("gpus"),
+                       spec.params.get("expect_gpus"))
+        pids = sorted({p.pid for p in snapshot.processes})
+        if report.clean or not pids:
+            return report
+        # who holds each GPU (issue 51 item 5): its cgroup's owner, named by its manager, and how that manager stops it
+        from cockpit.hosts.owner import owners_of
+        from cockpit.where.owners import name_owners
+
+        with contextlib.suppress(TransportError, OSError):
+            transport = ctx.transport(host)
+            named = await name_owners(transport, await owners_of(transport, pids))
+            if named:
+                held = [f"GPU {p.gpu_index} held by {named[p.pid].words} (pid {p.pid}; stop it with `{' '.join(named[p.pid].stop_argv())}`)"
+                        for p in snapshot.processes if p.pid in named]
+                report = dataclasses.replace(report, reasons=(*report.reasons, *dict.fromkeys(held)),
+                                             evidence={**report.evidence, "owners": {str(pid): n.to_json() for pid, n in named.items()}})
+        return report
 
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
@@ -97,8 +114,15 @@ class GpuClean(StepKind):
         memory = ", ".join(f"GPU {g['index']} {g['memory_used_mib']} MiB" for g in used) or "every one at 0 MiB"
         lines = [f"{plural(len(gpus), 'GPU')} of {evidence.get('host')} sampled {age(evidence.get('time'))}: {memory}"]
         procs = evidence.get("processes") or []
+        owners = evidence.get("owners") if isinstance(evidence.get("owners"), dict) else {}
+
+        def whose(pid) -> str:
+            owner = owners.get(str(pid)) if isinstance(owners, dict) else None
+            return f", {owner.get('words')}" if isinstance(owner, dict) and owner.get("words") else ""
+
         lines.append("no compute process" if not procs else "compute processes: " + "; ".join(
-            f"pid {p.get('pid')} ({p.get('name') or '?'}, {p.get('used_memory_mib')} MiB, GPU {p.get('gpu_index')})" for p in procs))
+            f"pid {p.get('pid')} ({p.get('name') or '?'}, {p.get('used_memory_mib')} MiB, GPU {p.get('gpu_index')}{whose(p.get('pid'))})"
+            for p in procs))
         return lines
 
     def contradicted_by(self, spec: StepSpec, snapshot: HostSnapshot) -> list[str]:

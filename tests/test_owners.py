@@ -1,0 +1,139 @@
+"""Issue 51 item 5: who holds each GPU, from the process's cgroup, named by its manager: a real Docker container and a
+real Slurm job (the managers CI starts), every cgroup layout a host may have (cgroup v1 and v2, cgroupfs and systemd
+drivers), and `cockpit procs` showing the owner beside the process the GPU lists."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.managers import docker, slurm
+
+from cockpit.config import HostConfig
+from cockpit.hosts.commandlog import CommandLog
+from cockpit.hosts.local import LocalTransport
+from cockpit.hosts.owner import Owner, owner_of, owners_of
+from cockpit.where.owners import name_owners
+
+CID = "3f2a9c" + "0" * 58
+UID = "5b7e1c2d-0a1b-4c3d-9e8f-0123456789ab"
+LAYOUTS = {
+    # how each manager's processes look in /proc/PID/cgroup, by cgroup version and driver
+    "docker v1 cgroupfs": (f"12:memory:/docker/{CID}\n1:name=systemd:/docker/{CID}\n", Owner("docker", CID)),
+    "docker v2 systemd": (f"0::/system.slice/docker-{CID}.scope\n", Owner("docker", CID)),
+    "podman v2 systemd": (f"0::/machine.slice/libpod-{CID}.scope/container\n", Owner("podman", CID)),
+    "podman conmon": (f"0::/machine.slice/libpod-conmon-{CID}.scope\n", Owner("podman", CID)),
+    "slurm v1": ("4:memory:/slurm/uid_1000/job_4412/step_0/task_0\n", Owner("slurm", "4412")),
+    "slurm v2": ("0::/system.slice/slurmstepd.scope/job_4412/step_batch/user/task_0\n", Owner("slurm", "4412")),
+    "pod v1 cgroupfs": (f"9:memory:/kubepods/burstable/pod{UID}/{CID}\n", Owner("pod", UID)),
+    "pod v2 systemd": (f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID.replace('-', '_')}.slice/"
+                       f"cri-containerd-{CID}.scope\n", Owner("pod", UID)),
+    "a login": ("0::/user.slice/user-1000.slice/session-3.scope\n", None),
+    "root": ("0::/\n", None),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_cgroup_layout_names_its_owner(layout):
+    text, owner = LAYOUTS[layout]
+    assert owner_of(text.replace("\n", " ")) == owner
+    if owner is not None:
+        said = owner.describe()
+        assert said.split()[0] in ("Slurm", "docker", "podman", "Kubernetes") and owner.short in said
+
+
+def test_no_owner_is_made_up_from_a_lookalike():
+    for a, b in itertools.permutations(["/job_x/", "docker-123", "libpod-zz", "kubepods/podnot-a-uid", "/job_/"], 2):
+        assert owner_of(f"0::/{a}{b}") is None
+
+
+def _local() -> LocalTransport:
+    return LocalTransport(HostConfig(name="here", local=True), CommandLog())
+
+
+@pytest.mark.xdist_group("slurm")  # the single Slurm node: its jobs one worker at a time
+def test_a_real_container_and_a_real_slurm_job_are_named_by_their_managers():
+    engine = docker()
+    box = f"cockpit-owner-{os.getpid()}"
+    engine.run(box, "sleep", "300")
+    manager = slurm()
+    job = manager.submit("sleep 300", "-J", "cockpit-owner")
+    try:
+        pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
+                                 timeout=30).stdout.strip())
+        manager.wait(job, {"RUNNING"})
+        pids: list[int] = []
+        deadline = time.monotonic() + 30
+        while not pids and time.monotonic() < deadline:
+            listed = subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, timeout=30).stdout
+            pids = [int(line.split()[0]) for line in listed.splitlines()[1:] if line.split() and line.split()[0].isdigit()]
+            time.sleep(0.3)
+        assert pids, f"Slurm listed no pid for job {job}"
+
+        async def look():
+            transport = _local()
+            owners = await owners_of(transport, [pid, pids[-1], os.getpid()])
+            return owners, await name_owners(transport, owners)
+
+        owners, named = asyncio.run(look())
+        assert owners[pid].kind == "docker" and owners[pids[-1]] == Owner("slurm", job) and os.getpid() not in owners
+        assert named[pid].words == f"docker container {box} (image {engine.BUSYBOX})" and f"Slurm job {job} cockpit-owner (root)" == named[pids[-1]].words
+        assert named[pid].stop_argv() == ["docker", "stop", owners[pid].short] and named[pids[-1]].stop_argv() == ["scancel", job]
+    finally:
+        engine.remove(box)
+        subprocess.run(["scancel", job], capture_output=True, timeout=30)
+
+
+def test_cockpit_procs_shows_the_container_holding_a_gpu(standin_path, tmp_path):
+    """The GPU lists a container's process (its host pid): `cockpit procs` says whose it is."""
+    engine = docker()
+    box = f"cockpit-gpu-owner-{os.getpid()}"
+    engine.run(box, "sleep", "300")
+    try:
+        pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
+                                 timeout=30).stdout.strip())
+        (standin_path / "default.json").write_text(json.dumps({"gpus": 2, "processes": [
+            {"pid": pid, "name": "python3", "used_memory": 30000, "gpu": 1}]}))
+        config = tmp_path / "c.toml"
+        config.write_text('[hosts.here]\nlocal = true\ntelemetry = "smi"\n')
+        env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+        done = subprocess.run([sys.executable, "-m", "cockpit", "procs", "--json", "--config", str(config)], capture_output=True,
+                              text=True, timeout=60, env=env)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        [row] = json.loads(done.stdout)["processes"]
+        assert row["pid"] == pid and row["owner"] == f"docker container {box} (image {engine.BUSYBOX})"
+        text = subprocess.run([sys.executable, "-m", "cockpit", "procs", "--config", str(config)], capture_output=True, text=True,
+                              timeout=60, env=env).stdout
+        assert "OWNER" in text and f"docker container {box}" in text
+    finally:
+        engine.remove(box)
+
+
+def test_the_gate_names_the_owner_holding_a_gpu_and_how_to_stop_it(standin_path, tmp_path):
+    """verify's evidence: 'GPU 1 held by docker container NAME', with the owner's own stop command."""
+    engine = docker()
+    box = f"cockpit-gate-owner-{os.getpid()}"
+    engine.run(box, "sleep", "300")
+    try:
+        pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
+                                 timeout=30).stdout.strip())
+        (standin_path / "default.json").write_text(json.dumps({"gpus": 2, "processes": [
+            {"pid": pid, "name": "python3", "used_memory": 30000, "gpu": 1}]}))
+        config = tmp_path / "c.toml"
+        config.write_text(f'[hosts.here]\nlocal = true\ntelemetry = "smi"\n[storage]\ndir = "{tmp_path}/state"\n[runbook]\nname = "g"\n'
+                          '[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "here"\n')
+        done = subprocess.run([sys.executable, "-m", "cockpit", "--config", str(config), "plan", "run", "clean", "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.stderr == "", done.stderr
+        said = json.dumps(json.loads(done.stdout))
+        assert done.returncode != 0 and f"GPU 1 held by docker container {box}" in said, said[:1000]
+        assert f"docker stop {subprocess.run(['docker', 'inspect', '--format', '{{.Id}}', box], capture_output=True, text=True).stdout[:12]}" in said
+    finally:
+        engine.remove(box)
