@@ -137,3 +137,32 @@ def test_the_gate_names_the_owner_holding_a_gpu_and_how_to_stop_it(standin_path,
         assert f"docker stop {subprocess.run(['docker', 'inspect', '--format', '{{.Id}}', box], capture_output=True, text=True).stdout[:12]}" in said
     finally:
         engine.remove(box)
+
+
+async def test_the_process_table_shows_the_owner(standin_path, tmp_path):
+    """p in the TUI: the OWNER column names the container holding the GPU (asked once per pid)."""
+    from helpers import eventually
+
+    from cockpit.config import parse_config
+    from cockpit.ui.app import CockpitApp
+    from cockpit.ui.widgets.proc_pane import ProcessPane
+
+    engine = docker()
+    box = f"cockpit-pane-owner-{os.getpid()}"
+    engine.run(box, "sleep", "300")
+    try:
+        pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
+                                 timeout=30).stdout.strip())
+        (standin_path / "default.json").write_text(json.dumps({"gpus": 2, "processes": [
+            {"pid": pid, "name": "python3", "used_memory": 30000, "gpu": 1}]}))
+        app = CockpitApp(parse_config('[hosts.here]\nlocal = true\ntelemetry = "smi"\n[telemetry]\nprocesses_interval_s = 1\n'))
+        async with app.run_test(size=(200, 40)) as pilot:
+            await eventually(lambda: app.hub.latest.get("here") is not None and app.hub.latest["here"].processes, 15)
+            app.panes["here"].focus()
+            await pilot.press("p")
+            pane = app.query_one(ProcessPane)
+            await eventually(lambda: any(r.owner for r in pane.rows), 20, what="the owner named")
+            text = str(pane.content)
+            assert "OWNER" in text and f"docker container {box}" in text and "…" in text  # its image cut at the column, said so
+    finally:
+        engine.remove(box)

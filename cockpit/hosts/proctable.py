@@ -207,7 +207,12 @@ def memory(kib: int | None) -> str:
 
 
 HEADINGS = {"pid": "PID", "user": "USER", "gpu": "GPU", "gpu_mib": "GPU-MEM", "cpu": "%CPU", "rss": "RSS", "time": "TIME",
-            "command": "COMMAND"}
+            "command": "COMMAND", "owner": "OWNER"}
+
+
+def columns_for(rows: list[ProcRow]) -> tuple[str, ...]:
+    """The columns shown: OWNER (a Slurm job, a container, a pod) before the command where any row has one."""
+    return COLUMNS if not any(r.owner for r in rows) else (*COLUMNS[:-1], "owner", "command")
 
 
 def cells(row: ProcRow) -> dict[str, str]:
@@ -215,7 +220,7 @@ def cells(row: ProcRow) -> dict[str, str]:
     return {"pid": str(row.pid), "user": row.user if row.user is not None else "?",
             "gpu": ",".join("?" if g is None else str(g) for g in row.gpus) or "-",
             "gpu_mib": row.per_gpu, "cpu": "-" if row.cpu_percent is None else f"{row.cpu_percent:.0f}",
-            "rss": memory(row.rss_kib), "time": duration(row.run_s),
+            "rss": memory(row.rss_kib), "time": duration(row.run_s), "owner": row.owner or "-",
             "command": row.command if row.command is not None else "(not seen by ps: another PID namespace?)"}
 
 
@@ -224,12 +229,10 @@ def render_table(rows: list[ProcRow], sort: str = "gpu_mib", descending: bool = 
     if not rows:
         return "no compute process on its GPUs"
     shown = [cells(r) for r in rows]
-    columns = COLUMNS if not any(r.owner for r in rows) else (*COLUMNS[:-1], "owner", "command")  # OWNER where one is known
-    for row, s in zip(rows, shown):
-        s["owner"] = row.owner or "-"
-    widths = {c: max(len(HEADINGS.get(c, c.upper())) + 1, *(len(s[c]) for s in shown)) for c in columns if c != "command"}
+    columns = columns_for(rows)
+    widths = {c: max(len(HEADINGS[c]) + 1, *(len(s[c]) for s in shown)) for c in columns if c != "command"}
     mark = "v" if descending else "^"
-    head = "  ".join((HEADINGS.get(c, c.upper()) + (mark if c == sort else "")).ljust(widths[c]) if c != "command"
+    head = "  ".join((HEADINGS[c] + (mark if c == sort else "")).ljust(widths[c]) if c != "command"
                      else HEADINGS[c] + (mark if c == sort else "") for c in columns)
     lines = [head]
     for s in shown:

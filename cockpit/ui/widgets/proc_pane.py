@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
-from cockpit.hosts.proctable import COLUMNS, HEADINGS, ProcessTable, ProcRow, cells, sort_rows
+from cockpit.hosts.proctable import COLUMNS, HEADINGS, ProcessTable, ProcRow, cells, columns_for, sort_rows
 from cockpit.hosts.transport import TransportError
 from cockpit.ui import actions
 from cockpit.ui.messages import CopyRequested, KillRequested
@@ -53,6 +53,7 @@ class ProcessPane(Static, can_focus=True):
         self.filter_text = ""
         self._filter: re.Pattern | None = None
         self._table = ProcessTable()
+        self._owners: dict[int, str | None] = {}  # pid -> who holds it (None: a bare process), for the pids shown now
         self._shown: tuple | None = None
 
     # --- what the app asks ------------------------------------------------------------------------
@@ -61,7 +62,7 @@ class ProcessPane(Static, can_focus=True):
         """Show this host's processes (the host in focus when the pane was opened)."""
         if host != self.host:
             self.host, self.rows, self.selected_pid, self.error = host, [], None, None
-            self._table = ProcessTable()
+            self._table, self._owners = ProcessTable(), {}
             self._draw()
 
     def on_mount(self) -> None:
@@ -80,11 +81,27 @@ class ProcessPane(Static, can_focus=True):
                 snapshot = app.hub.latest.get(host)  # type: ignore[attr-defined]
                 compute = [(p.pid, p.gpu_index, p.used_memory_mib) for p in (snapshot.processes if snapshot else ())]
                 try:
-                    rows = await self._table.poll(app.hub.pool.get(app.config.host(host)), compute)  # type: ignore[attr-defined]
+                    transport = app.hub.pool.get(app.config.host(host))  # type: ignore[attr-defined]
+                    rows = await self._owned(transport, await self._table.poll(transport, compute))
                     self.post_message(ProcessesPolled(host, rows, None))
                 except (TransportError, OSError, asyncio.TimeoutError) as exc:
                     self.post_message(ProcessesPolled(host, [], f"{host}: {exc}"))
             await asyncio.sleep(interval)
+
+    async def _owned(self, transport, rows: list[ProcRow]) -> list[ProcRow]:
+        """Each row with its owner (cockpit/where/owners.py), asked once per pid: a container's or a job's name does not
+        change while its process lives (the cache holds only the pids on the GPUs now)."""
+        from dataclasses import replace
+
+        from cockpit.hosts.owner import owners_of
+        from cockpit.where.owners import name_owners
+
+        fresh = [r.pid for r in rows if r.pid not in self._owners]
+        if fresh:
+            named = await name_owners(transport, await owners_of(transport, fresh))
+            self._owners.update({pid: named[pid].words if pid in named else None for pid in fresh})
+        self._owners = {r.pid: self._owners.get(r.pid) for r in rows}
+        return [replace(r, owner=self._owners[r.pid]) if self._owners.get(r.pid) else r for r in rows]
 
     def on_processes_polled(self, message: ProcessesPolled) -> None:
         if message.host != self.host:
@@ -199,14 +216,20 @@ class ProcessPane(Static, can_focus=True):
             lines.append(Text(empty, style="dim"))
         else:
             shown = [cells(r) for r in rows]
-            widths = {c: max(len(HEADINGS[c]) + 1, *(len(s[c]) for s in shown)) for c in COLUMNS if c != "command"}
+            columns = columns_for(rows)
+            widths = {c: max(len(HEADINGS[c]) + 1, *(len(s[c]) for s in shown)) for c in columns if c != "command"}
             widths["user"] = min(widths["user"], 10)
+            if "owner" in widths:
+                widths["owner"] = min(widths["owner"], 48)
+
+            def fit(text: str, wide: int) -> str:
+                return text if len(text) <= wide else text[: wide - 1] + "…"  # cut once, and said to be cut
 
             def line(values: dict[str, str]) -> str:
-                return " ".join(values[c][: widths[c]].rjust(widths[c]) if c in NUMERIC else values[c][: widths[c]].ljust(widths[c])
-                                for c in COLUMNS if c != "command") + " " + values["command"]
+                return " ".join(fit(values[c], widths[c]).rjust(widths[c]) if c in NUMERIC else fit(values[c], widths[c]).ljust(widths[c])
+                                for c in columns if c != "command") + " " + values["command"]
 
-            head = {c: HEADINGS[c] + ("v" if self.descending else "^") * (c == self.sort) for c in COLUMNS}
+            head = {c: HEADINGS[c] + ("v" if self.descending else "^") * (c == self.sort) for c in columns}
             lines.append(Text(line(head)[:width], style="bold", no_wrap=True))
             for row, values in zip(rows, shown):
                 style = "reverse" if row is selected and self.has_focus else ("bold" if row is selected else "")
