@@ -54,6 +54,24 @@ def test_no_owner_is_made_up_from_a_lookalike():
         assert owner_of(f"0::/{a}{b}") is None
 
 
+@pytest.fixture
+def container():
+    """A real Docker container running `sleep`: (its name, its host pid), removed after the test."""
+    engine = docker()
+    box = f"cockpit-owner-box-{os.getpid()}-{time.monotonic_ns()}"
+    engine.run(box, "sleep", "300")
+    pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
+                             timeout=30).stdout.strip())
+    yield box, pid
+    engine.remove(box)
+
+
+def _on_gpu(standin_path, pid: int) -> None:
+    """The stand-in nvidia-smi lists `pid` on GPU 1 (30000 MiB), as a GPU lists a container's process by its host pid."""
+    (standin_path / "default.json").write_text(json.dumps({"gpus": 2, "processes": [
+        {"pid": pid, "name": "python3", "used_memory": 30000, "gpu": 1}]}))
+
+
 def _local() -> LocalTransport:
     return LocalTransport(HostConfig(name="here", local=True), CommandLog())
 
@@ -91,55 +109,40 @@ def test_a_real_container_and_a_real_slurm_job_are_named_by_their_managers():
         subprocess.run(["scancel", job], capture_output=True, timeout=30)
 
 
-def test_cockpit_procs_shows_the_container_holding_a_gpu(standin_path, tmp_path):
+def test_cockpit_procs_shows_the_container_holding_a_gpu(standin_path, tmp_path, container):
     """The GPU lists a container's process (its host pid): `cockpit procs` says whose it is."""
-    engine = docker()
-    box = f"cockpit-gpu-owner-{os.getpid()}"
-    engine.run(box, "sleep", "300")
-    try:
-        pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
-                                 timeout=30).stdout.strip())
-        (standin_path / "default.json").write_text(json.dumps({"gpus": 2, "processes": [
-            {"pid": pid, "name": "python3", "used_memory": 30000, "gpu": 1}]}))
-        config = tmp_path / "c.toml"
-        config.write_text('[hosts.here]\nlocal = true\ntelemetry = "smi"\n')
-        env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-        done = subprocess.run([sys.executable, "-m", "cockpit", "procs", "--json", "--config", str(config)], capture_output=True,
-                              text=True, timeout=60, env=env)
-        assert done.returncode == 0 and done.stderr == "", done.stderr
-        [row] = json.loads(done.stdout)["processes"]
-        assert row["pid"] == pid and row["owner"] == f"docker container {box} (image {engine.BUSYBOX})"
-        text = subprocess.run([sys.executable, "-m", "cockpit", "procs", "--config", str(config)], capture_output=True, text=True,
-                              timeout=60, env=env).stdout
-        assert "OWNER" in text and f"docker container {box}" in text
-    finally:
-        engine.remove(box)
+    box, pid = container
+    _on_gpu(standin_path, pid)
+    config = tmp_path / "c.toml"
+    config.write_text('[hosts.here]\nlocal = true\ntelemetry = "smi"\n')
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    done = subprocess.run([sys.executable, "-m", "cockpit", "procs", "--json", "--config", str(config)], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    [row] = json.loads(done.stdout)["processes"]
+    assert row["pid"] == pid and row["owner"] == f"docker container {box} (image {docker().BUSYBOX})"
+    text = subprocess.run([sys.executable, "-m", "cockpit", "procs", "--config", str(config)], capture_output=True, text=True,
+                          timeout=60, env=env).stdout
+    assert "OWNER" in text and f"docker container {box}" in text
 
 
-def test_the_gate_names_the_owner_holding_a_gpu_and_how_to_stop_it(standin_path, tmp_path):
+def test_the_gate_names_the_owner_holding_a_gpu_and_how_to_stop_it(standin_path, tmp_path, container):
     """verify's evidence: 'GPU 1 held by docker container NAME', with the owner's own stop command."""
-    engine = docker()
-    box = f"cockpit-gate-owner-{os.getpid()}"
-    engine.run(box, "sleep", "300")
-    try:
-        pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
-                                 timeout=30).stdout.strip())
-        (standin_path / "default.json").write_text(json.dumps({"gpus": 2, "processes": [
-            {"pid": pid, "name": "python3", "used_memory": 30000, "gpu": 1}]}))
-        config = tmp_path / "c.toml"
-        config.write_text(f'[hosts.here]\nlocal = true\ntelemetry = "smi"\n[storage]\ndir = "{tmp_path}/state"\n[runbook]\nname = "g"\n'
-                          '[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "here"\n')
-        done = subprocess.run([sys.executable, "-m", "cockpit", "--config", str(config), "plan", "run", "clean", "--json"],
-                              capture_output=True, text=True, timeout=60)
-        assert done.stderr == "", done.stderr
-        said = json.dumps(json.loads(done.stdout))
-        assert done.returncode != 0 and f"GPU 1 held by docker container {box}" in said, said[:1000]
-        assert f"docker stop {subprocess.run(['docker', 'inspect', '--format', '{{.Id}}', box], capture_output=True, text=True).stdout[:12]}" in said
-    finally:
-        engine.remove(box)
+    box, pid = container
+    _on_gpu(standin_path, pid)
+    config = tmp_path / "c.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\ntelemetry = "smi"\n[storage]\ndir = "{tmp_path}/state"\n[runbook]\nname = "g"\n'
+                      '[[runbook.steps]]\nname = "clean"\nkind = "gpu_clean"\nhost = "here"\n')
+    done = subprocess.run([sys.executable, "-m", "cockpit", "--config", str(config), "plan", "run", "clean", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stderr == "", done.stderr
+    said = json.dumps(json.loads(done.stdout))
+    assert done.returncode != 0 and f"GPU 1 held by docker container {box}" in said, said[:1000]
+    ident = subprocess.run(["docker", "inspect", "--format", "{{.Id}}", box], capture_output=True, text=True, timeout=30).stdout
+    assert f"docker stop {ident[:12]}" in said
 
 
-async def test_the_process_table_shows_the_owner(standin_path, tmp_path):
+async def test_the_process_table_shows_the_owner(standin_path, container):
     """p in the TUI: the OWNER column names the container holding the GPU (asked once per pid)."""
     from helpers import eventually
 
@@ -147,22 +150,14 @@ async def test_the_process_table_shows_the_owner(standin_path, tmp_path):
     from cockpit.ui.app import CockpitApp
     from cockpit.ui.widgets.proc_pane import ProcessPane
 
-    engine = docker()
-    box = f"cockpit-pane-owner-{os.getpid()}"
-    engine.run(box, "sleep", "300")
-    try:
-        pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,
-                                 timeout=30).stdout.strip())
-        (standin_path / "default.json").write_text(json.dumps({"gpus": 2, "processes": [
-            {"pid": pid, "name": "python3", "used_memory": 30000, "gpu": 1}]}))
-        app = CockpitApp(parse_config('[hosts.here]\nlocal = true\ntelemetry = "smi"\n[telemetry]\nprocesses_interval_s = 1\n'))
-        async with app.run_test(size=(200, 40)) as pilot:
-            await eventually(lambda: app.hub.latest.get("here") is not None and app.hub.latest["here"].processes, 15)
-            app.panes["here"].focus()
-            await pilot.press("p")
-            pane = app.query_one(ProcessPane)
-            await eventually(lambda: any(r.owner for r in pane.rows), 20, what="the owner named")
-            text = str(pane.content)
-            assert "OWNER" in text and f"docker container {box}" in text and "…" in text  # its image cut at the column, said so
-    finally:
-        engine.remove(box)
+    box, pid = container
+    _on_gpu(standin_path, pid)
+    app = CockpitApp(parse_config('[hosts.here]\nlocal = true\ntelemetry = "smi"\n[telemetry]\nprocesses_interval_s = 1\n'))
+    async with app.run_test(size=(200, 40)) as pilot:
+        await eventually(lambda: app.hub.latest.get("here") is not None and app.hub.latest["here"].processes, 15)
+        app.panes["here"].focus()
+        await pilot.press("p")
+        pane = app.query_one(ProcessPane)
+        await eventually(lambda: any(r.owner for r in pane.rows), 20, what="the owner named")
+        text = str(pane.content)
+        assert "OWNER" in text and f"docker container {box}"[:47] in text and "…" in text  # its image cut at the column, said so
