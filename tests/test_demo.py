@@ -126,6 +126,20 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
             server = app.runbook.launched("launch")
             assert f"--speculative-num-steps {decisions[8]['best_depth']['steps']}" in " ".join(server.argv)
             assert not [n for n in app._notifications if "died" in (n.title or "")], "a planned relaunch raised an error toast"
+            # issue 51 item 1: the sweep's baseline rows are what the live verdict compares against, and `cockpit server`
+            # says the verdict (the recommended config left running, idle now: not judged, said so)
+            from cockpit.bench.steps import sweep_baseline
+
+            baseline = sweep_baseline(app.runbook)
+            assert baseline is not None and set(baseline.tok_s) == {r["concurrency"] for r in rows} and "sweep" in baseline.source
+            import json as _json
+            import subprocess
+            import sys
+
+            said = subprocess.run([sys.executable, "-m", "cockpit", "--config", str(world.root / "demo.toml"), "server", "--json"],
+                                  capture_output=True, text=True, timeout=60)
+            verdict = _json.loads(said.stdout)["speculation"]
+            assert verdict is not None and verdict["state"] in ("idle", "paying", "even", "not_paying"), verdict
             assert app.query_one(ServerLogPane).status.alive
             # issue 46 item 1: the cockpit's own stop reads "stopped by you" (no PROCESS DEAD, no alert), and the step that
             # rested on the server turns stale, saying why

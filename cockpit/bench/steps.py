@@ -108,3 +108,26 @@ def _trained_accuracy(ctx: RunContext, spec: StepSpec) -> tuple[float, ...]:
 
 
 BENCH_KINDS = (BenchSweep,)
+
+
+def sweep_baseline(runbook):
+    """The baseline without speculation the runbook's last sweep measured (its `baseline` rows, and where it found
+    speculation should be off), for the live 'is speculation paying' verdict; None without a sweep that measured one."""
+    import time as _time
+
+    from cockpit.runbook.model import StepState
+    from cockpit.serving.paying import baseline_of
+
+    if runbook is None:
+        return None
+    found = None
+    for spec in runbook.spec.steps:
+        result = runbook.result(spec.name)
+        if spec.kind == BenchSweep.name and result is not None and result.state is StepState.PASSED and result.evidence.get("rows"):
+            if found is None or (result.finished_at or 0) > (found[1].finished_at or 0):
+                found = (spec, result)
+    if found is None:
+        return None
+    spec, result = found
+    when = _time.strftime("%Y-%m-%d %H:%M", _time.localtime(result.finished_at)) if result.finished_at else "an earlier run"
+    return baseline_of(result.evidence["rows"], result.evidence.get("decisions"), f"sweep '{spec.name}' of {when}")

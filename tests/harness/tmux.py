@@ -35,14 +35,27 @@ def joined(shown: str) -> str:
     return " ".join(lines) + "\n" + "".join(lines)
 
 
-def dialog(shown: str, edge: str = "█") -> str:
-    """The text inside a dialog drawn with `edge` (Textual's thick border), the panes beside it left out: its lines
-    joined as `joined` does, so a long line it wrapped reads whole whatever the paths' lengths."""
-    inner = []
-    for line in shown.splitlines():
-        parts = line.split(edge)
-        if len(parts) >= 3:
-            inner.append(parts[1])
+def dialog(shown: str, edge: str = "█", title: str = "This changes things on a host") -> str:
+    """The text inside the dialog titled `title`, drawn with `edge` (Textual's thick border), the panes beside it left
+    out: the columns between its left and right edges, as its title line has them (a sparkline beside it may draw the
+    same glyph), joined as `joined` does, so a long line it wrapped reads whole whatever the paths' lengths."""
+    import unicodedata
+
+    def cells(line: str) -> list[str]:  # one entry per terminal column (a wide glyph, an emoji, takes two)
+        out: list[str] = []
+        for char in line:
+            out.append(char)
+            if unicodedata.east_asian_width(char) in ("W", "F"):
+                out.append("\0")  # the second column of a wide glyph
+        return out
+
+    lines = ["".join(cells(line)) for line in shown.splitlines()]  # one character per column
+    top = next((line for line in lines if title in line), None)
+    if top is None:
+        return ""
+    at = top.index(title)
+    left, right = top.rfind(edge, 0, at), top.find(edge, at)
+    inner = [line[left + 1:right if right > left else None].replace("\0", "").rstrip() for line in lines if len(line) > left + 1]
     return joined("\n".join(inner))
 
 

@@ -87,9 +87,10 @@ def spark(values: list[float | None], top: float | None = None) -> str:
     return "".join(" " if v is None else SPARK[min(len(SPARK) - 1, int(len(SPARK) * max(0.0, v) / high))] for v in values)
 
 
-def live_text(figures: dict) -> Text:
+def live_text(figures: dict, verdict=None) -> Text:
     """The serving server's figures on one line (the flags on their own lines): throughput, requests,
-    KV usage, acceptance (window, lifetime) with its recent history."""
+    KV usage, acceptance (window, lifetime) with its recent history; then whether speculation pays at this load
+    (serving/paying.py: `verdict`), where there is a load to judge."""
     text = Text(no_wrap=True, overflow="ellipsis")
     if not figures or not figures.get("sources"):
         return text
@@ -127,6 +128,10 @@ def live_text(figures: dict) -> Text:
     history = [w["accept_length"] for w in figures.get("history") or []][-24:]
     if any(v is not None for v in history):
         text.append("  " + spark(history), style="cyan")
+    flagged = {f.get("kind") for f in figures.get("flags") or []}
+    if verdict is not None and verdict.state != "idle" and not (verdict.state == "collapsed" and "draft_not_used" in flagged):
+        style = {"paying": "bold green", "not_paying": "bold yellow", "collapsed": "bold red", "inactive": "bold red"}.get(verdict.state, "")
+        text.append(f"\nspeculation: {verdict.words}", style=style)
     for flag in figures.get("flags") or []:
         text.append(f"\n! {flag['kind']}: {flag['message']}", style="bold red")
     return text
@@ -207,8 +212,17 @@ class ServerLogPane(Vertical):
         if status.group:
             found = group_text(status.group) + (Text("\n") + found if found.plain else Text())
         self._update("#server-diagnoses", found)
-        self._update("#server-live", live_text(status.figures))
+        self._update("#server-live", live_text(status.figures, self._verdict(status.figures)))
         self.query_one("#server-live", Static).display = bool(status.figures.get("sources"))
+
+    def _verdict(self, figures: dict):
+        """Is speculation paying at this load: the live figures against the runbook's last sweep's baseline."""
+        from cockpit.bench.steps import sweep_baseline
+        from cockpit.serving.paying import judge
+
+        accept = figures.get("accept_length") or {}
+        speculative = any(accept.get(k) is not None for k in ("window", "lifetime", "counters", "last"))
+        return judge(figures, speculative, sweep_baseline(getattr(self.app, "runbook", None)))
 
     def _update(self, selector: str, text: Text) -> None:
         """A line of the pane drawn again only when what it says changed (a poll a second mostly changes nothing),

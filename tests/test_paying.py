@@ -1,0 +1,62 @@
+"""Issue 51 item 1: is speculation paying at this load?  The verdict over the space of what a live server shows
+(idle or serving, acceptance absent, collapsed or real, throughput above, even with or below the baseline, a baseline
+near this load or not), and from a real sweep's rows (the demo's stand-in server, whose speculation pays at low
+concurrency and not at high)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from cockpit.serving.paying import COLLAPSED_AT, MARGIN, Baseline, baseline_of, judge
+
+BASE = Baseline({1: 100.0, 8: 600.0, 32: 1500.0}, off_above=32, source="sweep 'sweep' of today")
+
+
+def figures(state="serving", running=8, tok_s=900.0, window=2.5, last=False):
+    return {"activity": {"state": state, "why": ""}, "running": running, "throughput_tok_s": tok_s, "figures_are_last": last,
+            "accept_length": {"window": window, "lifetime": None, "counters": None}}
+
+
+@pytest.mark.parametrize("state,running,ratio,window,near", list(itertools.product(
+    ("serving", "idle"), (0, 1, 8, 20, 100), (0.5, 0.97, 1.0, 1.8), (None, 1.0, 1.04, 2.5), (True, False))))
+def test_the_verdict_over_every_load_and_figure(state, running, ratio, window, near):
+    baseline = BASE if near else Baseline({512: 9000.0})
+    base = baseline.near(running)
+    tok_s = (base[1] if base else 600.0) * ratio
+    verdict = judge(figures(state, running, tok_s, window), True, baseline)
+    assert verdict is not None
+    if state != "serving" or running == 0:
+        assert verdict.state == "idle"
+    elif window is None:
+        assert verdict.state == "inactive"
+    elif window <= COLLAPSED_AT:
+        assert verdict.state == "collapsed" and f"{window:.2f}" in verdict.words
+    elif base is None:
+        assert verdict.state == "unknown" and "run the sweep" in verdict.words
+    elif ratio >= 1 + MARGIN:
+        assert verdict.state == "paying" and f"x{ratio:.2f}" in verdict.words and f"c={running}" in verdict.words
+    elif ratio <= 1 - MARGIN:
+        assert verdict.state == "not_paying" and "off above c=32" in verdict.words
+    else:
+        assert verdict.state == "even"
+    assert judge(figures(state, running, tok_s, window), False, baseline) is None  # no draft: no verdict
+
+
+def test_figures_that_are_the_last_ones_are_not_judged():
+    assert judge(figures(last=True), True, BASE).state == "idle"
+
+
+def test_a_baseline_is_only_near_within_a_factor_of_two():
+    assert BASE.near(8) == (8, 600.0) and BASE.near(12) == (8, 600.0) and BASE.near(20) == (32, 1500.0)
+    assert BASE.near(100) is None and BASE.near(0) is None and Baseline().near(8) is None
+
+
+def test_the_baseline_of_a_sweeps_rows_and_where_it_said_off():
+    rows = [{"config": "baseline", "concurrency": c, "throughput_median": t} for c, t in ((1, 90.0), (8, 700.0), (32, 1800.0))]
+    rows += [{"config": "depth 5", "concurrency": c, "throughput_median": t} for c, t in ((1, 180.0), (8, 1000.0), (32, 1700.0))]
+    decisions = [{"concurrency": 1, "best": "depth 5"}, {"concurrency": 8, "best": "depth 5"}, {"concurrency": 32, "best": "baseline"}]
+    baseline = baseline_of(rows, decisions, "s")
+    assert baseline == Baseline({1: 90.0, 8: 700.0, 32: 1800.0}, 32, "s")
+    assert baseline_of([r for r in rows if r["config"] != "baseline"]) is None
