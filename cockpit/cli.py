@@ -519,6 +519,12 @@ def cmd_bench(args) -> int:
         return cmd_bench_report(args)
     if args.bench_command == "sweep":
         return cmd_bench_sweep(args)
+    if args.bench_command == "schedule":
+        from cockpit.bench.steps import depth_schedule, render_schedule
+
+        schedule = depth_schedule(runbook_of(context(args)))
+        emit(args, schedule, render_schedule(schedule))
+        return EXIT_OK
     build_parser().parse_args(["bench", "--help"])
     return EXIT_UNREACHABLE
 

@@ -188,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--against", metavar="ID", help="another sweep side by side with it (an SGLang and a vLLM sweep of one drafter)")
     report.add_argument("--format", choices=("text", "md", "csv", "json"), default=None, help="md: a shareable Markdown report")
     report.add_argument("--out", metavar="FILE", help="write the report to FILE instead of printing it")
+    _command(bench_sub, "schedule", "the depth to serve at each load, from the runbook's last sweep, as the engine's own "
+             "command line per concurrency (and where speculation should be off)", json=True, config=True)
     _command(bench_sub, "sweep", "relaunch the server per depth config and benchmark each (see [bench] in the config)", config=True,
              json=True, yes="relaunch without asking").add_argument(
         "--after", choices=("recommended", "original", "stop"), help="what runs when it is done (default: [bench] after, recommended)")

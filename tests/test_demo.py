@@ -140,6 +140,17 @@ async def test_demo_walks_the_story_to_the_charts(tmp_path):
                                   capture_output=True, text=True, timeout=60)
             verdict = _json.loads(said.stdout)["speculation"]
             assert verdict is not None and verdict["state"] in ("idle", "paying", "even", "not_paying"), verdict
+            # issue 51 item 3: the depth per load, as SGLang's own flags on the launch step's line, from the same sweep
+            scheduled = subprocess.run([sys.executable, "-m", "cockpit", "--config", str(world.root / "demo.toml"), "bench",
+                                        "schedule", "--json"], capture_output=True, text=True, timeout=60)
+            assert scheduled.returncode == 0 and scheduled.stderr == "", scheduled.stderr
+            schedule = _json.loads(scheduled.stdout)
+            assert schedule["engine"] == "sglang" and {r["concurrency"] for r in schedule["rows"]} == set(decisions)
+            for row in schedule["rows"]:
+                best = decisions[row["concurrency"]]["best_depth"]
+                assert row["off"] or (f"--speculative-num-steps {best['steps']}" in row["argv"]
+                                      and f"--speculative-num-draft-tokens {best['draft_tokens']}" in row["argv"]
+                                      and "--num-speculative-tokens" not in row["argv"]), row
             assert app.query_one(ServerLogPane).status.alive
             # issue 46 item 1: the cockpit's own stop reads "stopped by you" (no PROCESS DEAD, no alert), and the step that
             # rested on the server turns stale, saying why

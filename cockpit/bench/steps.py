@@ -131,3 +131,60 @@ def sweep_baseline(runbook):
     spec, result = found
     when = _time.strftime("%Y-%m-%d %H:%M", _time.localtime(result.finished_at)) if result.finished_at else "an earlier run"
     return baseline_of(result.evidence["rows"], result.evidence.get("decisions"), f"sweep '{spec.name}' of {when}")
+
+
+def depth_schedule(runbook) -> dict[str, Any]:
+    """The depth to serve at each load (issue 51 item 3), from the runbook's last sweep: per concurrency its best
+    configuration (the median of its repeats, said when within the noise of the runner-up) as the engine's own command
+    line (SGLang's three flags, vLLM's --speculative-config JSON: the launch step's line with that depth), or off where
+    the baseline won; and the concurrency above which speculation should be off."""
+    from cockpit.format import shell_words
+    from cockpit.runbook.model import StepState
+    from cockpit.serving.depth import DepthConfig
+    from cockpit.serving.engines import engine_or_default
+
+    sweeps = [(spec, runbook.result(spec.name)) for spec in runbook.spec.steps if spec.kind == BenchSweep.name]
+    done = [(spec, result) for spec, result in sweeps if result is not None and result.state is StepState.PASSED
+            and result.evidence.get("decisions")]
+    if not done:
+        from cockpit.errors import CockpitError
+
+        raise CockpitError("no sweep has passed yet: run the sweep step first (its decisions are the schedule)")
+    spec, result = max(done, key=lambda pair: pair[1].finished_at or 0)
+    launch = spec.params.get("launch_step") or next((s.name for s in runbook.spec.steps if runbook.kind(s).launch), None)
+    launched = runbook.launched(launch) if launch else None
+    base = list(launched.argv) if launched is not None and launched.argv else []
+    serving = engine_or_default(runbook.spec.step(launch).params.get("engine") if launch else None)
+    rows, off_above = [], None
+    for decision in sorted(result.evidence["decisions"], key=lambda d: d.get("concurrency") or 0):
+        depth = DepthConfig.from_json(decision.get("best_depth"))
+        off = decision.get("best") == "baseline" or depth is None or depth.steps is None
+        if off and off_above is None:
+            off_above = decision.get("concurrency")
+        row = {"concurrency": decision.get("concurrency"), "best": decision.get("best"), "speedup": decision.get("speedup"),
+               "within_noise": bool(decision.get("within_noise")), "runner_up": decision.get("runner_up"), "off": off}
+        if not off and depth is not None and base:
+            row["argv"] = shell_words(serving.with_depth(base, depth))
+        rows.append(row)
+    return {"sweep": spec.name, "engine": serving.name, "launch_step": launch, "rows": rows, "off_above": off_above,
+            "note": None if base else f"'{launch}' has not launched: its command line per load is not known (depths only)"}
+
+
+def render_schedule(schedule: dict[str, Any]) -> str:
+    lines = [f"depth per load from sweep '{schedule['sweep']}' ({schedule['engine']}):"]
+    for row in schedule["rows"]:
+        head = f"  c={row['concurrency']}: "
+        if row["off"]:
+            lines.append(head + "speculation off (the baseline without it was fastest)")
+            continue
+        said = f"{row['best']}" + (f", {row['speedup']:.2f}x the baseline" if row.get("speedup") else "")
+        if row["within_noise"] and row.get("runner_up"):
+            said += f" (within noise of {row['runner_up']})"
+        lines.append(head + said)
+        if row.get("argv"):
+            lines.append(f"      {row['argv']}")
+    if schedule.get("off_above") is not None:
+        lines.append(f"speculation should be off from c={schedule['off_above']}")
+    if schedule.get("note"):
+        lines.append(f"note: {schedule['note']}")
+    return "\n".join(lines)
