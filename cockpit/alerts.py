@@ -28,7 +28,7 @@ from cockpit.paths import state_dir
 ALERT_KEYS = {"bell", "desktop", "command", "urls", "min_interval_s", "max_per_hour"}
 KINDS = ("run_finished", "run_crashed", "run_oom", "run_stalled", "run_died", "run_cancelled", "run_ended", "checkpoint",
          "server_crashed", "server_hung", "draft_not_used",
-         "server_oom", "sweep_done", "test")
+         "server_oom", "speculation", "sweep_done", "test")
 
 
 @dataclass(frozen=True)

@@ -60,3 +60,25 @@ def test_the_baseline_of_a_sweeps_rows_and_where_it_said_off():
     baseline = baseline_of(rows, decisions, "s")
     assert baseline == Baseline({1: 90.0, 8: 700.0, 32: 1800.0}, 32, "s")
     assert baseline_of([r for r in rows if r["config"] != "baseline"]) is None
+
+
+def test_a_turn_is_alerted_once_seen_in_two_looks_and_never_for_idle_or_unknown():
+    """The verdict's turns over every sequence of three looks: an alert only where a judged state different from the one
+    held is seen twice in a row (the first judged state is no turn); idle and unknown never alert nor reset."""
+    from cockpit.serving.paying import JUDGED, Verdict, VerdictTurns, verdict_alert
+
+    states = ("paying", "not_paying", "idle", "unknown")
+    for first, second, third in itertools.product(states, repeat=3):
+        turns = VerdictTurns()
+        turns.see(Verdict("paying", "x1.8")), turns.see(Verdict("paying", "x1.8"))  # held: paying
+        said = [turns.see(Verdict(s, s)) for s in (first, second, third)]
+        judged = [s for s in (first, second, third) if s in JUDGED]
+        for index, alert in enumerate(said):
+            if alert is not None:
+                assert alert.state == "not_paying" and [s for s in (first, second, third)[: index + 1] if s in JUDGED][-2:] == ["not_paying"] * 2
+        expected = any(judged[i:i + 2] == ["not_paying", "not_paying"] for i in range(len(judged)))
+        assert (sum(a is not None for a in said) == 1) is expected, (first, second, third, said)
+    fresh = VerdictTurns()
+    assert [fresh.see(Verdict("not_paying", "")) for _ in range(2)] == [None, None]  # the first judged state: no turn
+    alert = verdict_alert("launch", Verdict("not_paying", "not paying at this load: x0.80 at c=32"))
+    assert alert.key == "speculation:launch" and alert.level == "warning" and "x0.80" in alert.text

@@ -96,3 +96,37 @@ def baseline_of(rows: list[dict[str, Any]], decisions: list[dict[str, Any]] | No
         return None
     off = sorted(int(d["concurrency"]) for d in decisions or () if d.get("speculation_off") or d.get("best") == "baseline")
     return Baseline(tok_s, off[0] if off else None, source)
+
+
+JUDGED = ("paying", "not_paying", "even", "inactive", "collapsed")  # a verdict on a load (idle, unknown: none to judge)
+
+
+@dataclass
+class VerdictTurns:
+    """When the verdict turns, in two looks (one window's figures are no evidence of a change): the judged state held,
+    and the alert to send when a different judged state is seen twice in a row.  idle and unknown change nothing."""
+
+    held: str | None = None
+    _candidate: tuple[str, int] | None = None
+
+    def see(self, verdict: Verdict | None) -> Verdict | None:
+        """The verdict to alert on, once it has turned (None otherwise; the first judged state is no turn)."""
+        if verdict is None or verdict.state not in JUDGED:
+            return None
+        if verdict.state == self.held:
+            self._candidate = None
+            return None
+        count = self._candidate[1] + 1 if self._candidate and self._candidate[0] == verdict.state else 1
+        self._candidate = (verdict.state, count)
+        if count < 2:
+            return None
+        first, self.held, self._candidate = self.held is None, verdict.state, None
+        return None if first else verdict
+
+
+def verdict_alert(step: str, verdict: Verdict):
+    """The alert a turned verdict sends ([alerts]): one key per step, so a new turn replaces the last."""
+    from cockpit.alerts import Alert
+
+    level = "info" if verdict.state == "paying" else "warning" if verdict.state in ("not_paying", "even") else "error"
+    return Alert("speculation", f"speculation:{step}", f"{step}: speculation {verdict.state.replace('_', ' ')}", verdict.words, level)

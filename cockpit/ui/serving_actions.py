@@ -120,6 +120,11 @@ class ServingActions(ServingApp):
             if alert is not None:
                 self.raise_alert(alert)
             self._alert_server_flags(spec.name, message.status.figures.get("flags") or [])
+            turned = self.serving.turns.see(pane.verdict(message.status.figures))
+            if turned is not None:
+                from cockpit.serving.paying import verdict_alert
+
+                self.raise_alert(verdict_alert(spec.name, turned))
 
     def _alert_server_flags(self, step: str, flags: list[dict]) -> None:
         from cockpit.serving.live import flag_alert

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from cockpit.serving.paying import VerdictTurns
+
 
 @dataclass
 class ServerFollow:
@@ -14,12 +16,13 @@ class ServerFollow:
 
     watching: tuple | None = None
     raised: set[str] = field(default_factory=set)
+    turns: VerdictTurns = field(default_factory=VerdictTurns)  # whether speculation pays, as last held (two looks)
 
     def follow(self, key: tuple) -> bool:
         """Start following `key`; False when it is already the one followed."""
         if key == self.watching:
             return False
-        self.watching, self.raised = key, set()
+        self.watching, self.raised, self.turns = key, set(), VerdictTurns()
         return True
 
     def is_followed(self, target: str) -> bool:

@@ -212,10 +212,10 @@ class ServerLogPane(Vertical):
         if status.group:
             found = group_text(status.group) + (Text("\n") + found if found.plain else Text())
         self._update("#server-diagnoses", found)
-        self._update("#server-live", live_text(status.figures, self._verdict(status.figures)))
+        self._update("#server-live", live_text(status.figures, self.verdict(status.figures)))
         self.query_one("#server-live", Static).display = bool(status.figures.get("sources"))
 
-    def _verdict(self, figures: dict):
+    def verdict(self, figures: dict):
         """Is speculation paying at this load: the live figures against the runbook's last sweep's baseline."""
         from cockpit.bench.steps import sweep_baseline
         from cockpit.serving.paying import judge
