@@ -161,3 +161,16 @@ async def test_the_process_table_shows_the_owner(standin_path, container):
         await eventually(lambda: any(r.owner for r in pane.rows), 20, what="the owner named")
         text = str(pane.content)
         assert "OWNER" in text and f"docker container {box}"[:47] in text and "…" in text  # its image cut at the column, said so
+
+
+def test_the_kill_plan_names_the_owner_and_its_managers_stop(tmp_path, container):
+    """K / kill_stale on a container's process: the plan says whose it is and how its manager stops it."""
+    box, pid = container
+    config = tmp_path / "c.toml"
+    config.write_text(f'[hosts.here]\nlocal = true\nnvidia_smi = "/nonexistent/nvidia-smi"\n[storage]\ndir = "{tmp_path}/state"\n')
+    done = subprocess.run([sys.executable, "-m", "cockpit", "--config", str(config), "procs", "--kill", str(pid)],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1 and f"pid {pid} is in docker container {box}" in done.stderr, done.stderr
+    assert "its manager stops it with `docker stop" in done.stderr
+    assert subprocess.run(["docker", "inspect", "--format", "{{.State.Running}}", box], capture_output=True, text=True,
+                          timeout=30).stdout.strip() == "true"  # shown, not done: no --yes, no terminal

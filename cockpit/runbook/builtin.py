@@ -331,7 +331,25 @@ class KillStale(StepKind):
         for row in others:
             lines.append(f"  left alone: pid {row.pid} of user {row.user} also matches ({row.args[:120]}); "
                          "any_user = true would include it")
+        lines += await self._owners_said(ctx.transport(spec.host), found)
         return "\n".join(lines), (found, others)
+
+    @staticmethod
+    async def _owners_said(transport: Transport, found: list[ProcessRow]) -> list[str]:
+        """A process that a manager holds (a Slurm job, a container): said, with the manager's own way to stop it (a job's
+        step or a container with a restart policy may start it again after a kill)."""
+        from cockpit.hosts.owner import owners_of
+        from cockpit.where.owners import name_owners
+
+        try:
+            named = await name_owners(transport, await owners_of(transport, [row.pid for row in found]))
+        except (TransportError, OSError):
+            return []
+        said = []
+        for pid, owner in sorted(named.items()):
+            said.append(f"  pid {pid} is in {owner.words}: its manager stops it with `{' '.join(owner.stop_argv())}` "
+                        "(the kill here goes to the process only)")
+        return said
 
     async def _alive(self, transport: Transport, pids: list[int], found: list[ProcessRow]) -> list[int]:
         if not pids:
