@@ -692,3 +692,17 @@ def test_a_job_slurm_dropped_is_read_from_sacct_and_its_log_found_where_its_work
     assert status.state == "finished" and "COMPLETED" in status.evidence, status.evidence
     assert status.where["manager"]["log"] == f"{cluster.workdir}/slurm-{job}.out", status.where["manager"]
     assert status.step == 20 and status.read_error is None  # its log read from where its WorkDir says
+
+
+@pytest.mark.parametrize("status", ["exited", "stopped"])
+@pytest.mark.parametrize("code", [0, 1, 137])
+def test_podmans_stopped_is_an_exit_said_as_one(status, code):
+    """Podman says `stopped` for an exit whose cleanup has not run (a loaded machine sees it; `exited` a moment later):
+    the same phase and words as `exited`, never 'stopped' beside the cockpit's own 'stopped by you'."""
+    from cockpit.where.container import state_of
+
+    info = {"Id": "a" * 64, "State": {"Status": status, "Running": False, "ExitCode": code, "OOMKilled": False,
+                                      "StartedAt": "2026-12-07T10:00:00Z", "FinishedAt": "2026-12-07T10:01:00Z"}}
+    said = state_of("podman", "cockpit-p", info, "here")
+    same = state_of("podman", "cockpit-p", {**info, "State": {**info["State"], "Status": "exited"}}, "here")
+    assert (said.phase, said.describe()) == (same.phase, same.describe()) and "stopped" not in said.describe()

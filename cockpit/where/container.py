@@ -72,6 +72,10 @@ def state_of(engine: str, label: str, info: dict, host: str) -> ManagerState:
     else:
         phase, reason = RUNNING if state.get("Running") else FAILED, status
     ident = info.get("Id")
+    if status == "stopped":
+        # Podman's word for an exit whose cleanup has not run yet (it turns `exited` a moment later, sooner on an idle
+        # machine): an exit, said as one, never "stopped" beside the cockpit's own "stopped by you"
+        status = "exited"
     return ManagerState(manager, label, phase, status, None if code is None else str(code), reason, host, None, restarts,
                         started, finished, at=time.time(), cgroup_mark=ident if isinstance(ident, str) and len(ident) >= 12 else "")
 
