@@ -91,7 +91,9 @@ class DrafterCheck(StepKind):
 
     def title(self, spec: StepSpec) -> str:
         version, engine = self.judge(spec)
-        return spec.title or f"draft at {_label(spec)} ready for {'vLLM' if engine == 'vllm' else 'SGLang'} {version or '(any)'}"
+        from cockpit.serving.engines import label
+
+        return spec.title or f"draft at {_label(spec)} ready for {label(engine)} {version or '(any)'}"
 
     def validate(self, spec: StepSpec) -> str | None:
         if spec.params.get("sglang") and spec.params.get("vllm"):
