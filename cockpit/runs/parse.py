@@ -457,6 +457,19 @@ class TrainingLog:
                 self.notes.append(note)
             self.per_position.pop("eval", None)
 
+    def epoch_accuracies(self) -> dict[int, tuple[str, list[float]]]:
+        """Each epoch's accuracies by position as its log printed them, by the epoch number it printed ([K/N], from 1;
+        eval where it printed eval, else train): what a checkpoint of that epoch was judged on (the latest MAX_PENDING)."""
+        found: dict[int, tuple[str, list[float]]] = {}
+        for (src, when), accs in self._pending_epoch.items():
+            if not isinstance(when, int) or not accs:
+                continue
+            if src == "eval" or when not in found:
+                if src == "eval" and "eval" not in self.per_position and found.get(when, ("",))[0] == "train":
+                    continue  # SpecForge v0.1.0's "eval" lists were the train ones (dropped: see notes)
+                found[when] = (src, [accs[i] for i in sorted(accs)])
+        return found
+
     def _step_line(self, m: re.Match) -> None:
         # E3 prints "Eval - Step" for train records too: which one it is cannot be told, so "train"
         if m.group("what") != "Acc":

@@ -11,6 +11,7 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from cockpit import lifecycle
 from cockpit.drafter.acceptance import estimate
@@ -33,6 +34,7 @@ STATES = tuple(s.name for s in lifecycle.STATES if s.name not in ("idle", "hung"
 ENDED_STATES = lifecycle.TERMINAL
 DEFAULT_CADENCE_S = 10.0  # how long a log may be silent while its run moves, when neither the log nor watching says
 CONFIRM_AFTER_S = 0.25  # a look that found the trainer gone is followed this soon by the look that confirms it
+ESTIMATE_MARGIN = 0.02  # an earlier checkpoint "better" only when its predicted acceptance is over 2 % above the newest's
 MEMCG_EVERY_S = 10.0  # how often a living process's memory cgroup counter is read again (a kill it survived is no later OOM's)
 ONE_SHOT_WAIT_S = 3.0  # the one-shot command's second look waits at most this long
 ENDED_POLL_S = 10.0  # a run that ended is read this often, not every poll_s: its restart (its log growing again) is seen then
@@ -61,6 +63,7 @@ class RunStatus:
     per_position_source: str | None = None
     per_position_when: str | None = None
     estimate: dict | None = None
+    per_checkpoint: dict | None = None  # which checkpoint to ship, by the acceptance each one's epoch predicts
     latest_checkpoint: dict | None = None
     checkpoints: list = field(default_factory=list)
     flags: list = field(default_factory=list)
@@ -89,7 +92,7 @@ class RunStatus:
             "eta_range_s": None if self.eta_range is None else [round(x, 1) for x in self.eta_range], "eta_scope": self.eta_scope,
             "evidence": self.evidence, "process": self.process, "where": self.where, "totals": self.totals, "loss": self.loss, "acc": self.acc, "eval_loss": self.eval_loss,
             "per_position_acc": [round(a, 4) for a in self.per_position_acc], "per_position_source": self.per_position_source,
-            "estimated_accept_length": self.estimate, "latest_checkpoint": self.latest_checkpoint,
+            "estimated_accept_length": self.estimate, "per_checkpoint": self.per_checkpoint, "latest_checkpoint": self.latest_checkpoint,
             "checkpoints": [{"path": c["path"], "complete": c["complete"], "why": c.get("why") or None} for c in self.checkpoints],
             "flags": [f.to_json() for f in self.flags],
             "notes": self.notes, "finished": self.finished, "read_error": self.read_error,
@@ -637,6 +640,7 @@ class RunWatcher:
         status.history = [(p.step, p.loss, p.acc) for p in log.history]
         status.finished = log.finished
         status.checkpoints = [c.to_json() for c in self._checkpoints]
+        status.per_checkpoint = self._per_checkpoint()
         newest = latest(self._checkpoints)
         if newest is not None:
             status.latest_checkpoint = {**newest.to_json(), "verdict": newest.verdict(*self.spec.judge())}
@@ -645,6 +649,31 @@ class RunWatcher:
             status.latest_checkpoint = {**last.to_json(), "verdict": last.verdict(*self.spec.judge())}
         status.log_size = self.follower.offset if self.follower else None
         return status
+
+    def _per_checkpoint(self) -> dict | None:
+        """Which checkpoint to ship, by the acceptance its epoch's accuracies predict (issue 51 item 4, as an estimate:
+        no checkpoint is served here): each complete epoch_N checkpoint with the estimate at the serving depth, the best,
+        and whether an earlier one beats the newest (more than ESTIMATE_MARGIN: the accuracies of a late epoch can fall
+        while the loss still does)."""
+        by_epoch = self.log.epoch_accuracies()
+        rows: list[dict[str, Any]] = []
+        for checkpoint in sorted((c for c in self._checkpoints if c.complete and c.name.startswith("epoch_")), key=lambda c: c.order):
+            epoch = checkpoint.order[0]  # SpecForge saves epoch_K after the epoch it prints as [K+1/N]
+            if epoch + 1 not in by_epoch:
+                continue
+            source, accs = by_epoch[epoch + 1]
+            found = estimate(accs, self.spec.depth)
+            if found is not None:
+                rows.append({"checkpoint": checkpoint.name, "epoch": epoch, "estimate": round(found.with_bonus, 4), "source": source})
+        if len(rows) < 1:
+            return None
+        best, newest = max(rows, key=lambda r: (r["estimate"], r["epoch"])), rows[-1]
+        earlier = best is not newest and best["estimate"] > newest["estimate"] * (1 + ESTIMATE_MARGIN)
+        return {"rows": rows, "ship": best["checkpoint"] if earlier else newest["checkpoint"], "earlier_better": earlier,
+                "words": (f"{best['checkpoint']} predicts {best['estimate']:.2f}, the newest {newest['checkpoint']} "
+                          f"{newest['estimate']:.2f}: ship {best['checkpoint']}" if earlier else
+                          f"ship {newest['checkpoint']} (predicts {newest['estimate']:.2f}" +
+                          (f"; the best of {len(rows)} checkpoints)" if len(rows) > 1 else ")")) + " (estimated from accuracy)"}
 
     def _events_since(self, status: RunStatus) -> list[RunEvent]:
         events = []

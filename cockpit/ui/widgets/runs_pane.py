@@ -91,6 +91,13 @@ def run_block(status: RunStatus, width: int) -> Group:
         line.append(f"  {checkpoint.get('key_layout') or ''}  {checkpoint.get('verdict', '')}",
                     style="green" if checkpoint.get("complete") else "yellow")
         lines.append(line)
+    ship = status.per_checkpoint
+    if ship and len(ship["rows"]) > 1:  # which one to ship, where there is a choice
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append("  by checkpoint " + "  ".join(f"{r['checkpoint']} {r['estimate']:.2f}" for r in ship["rows"][-6:]) + " · ",
+                    style="dim")
+        line.append(ship["words"], style="bold yellow" if ship["earlier_better"] else "")
+        lines.append(line)
     for flag in status.flags:
         if flag.kind in ("died", "stalled"):
             continue  # the evidence line above says it
