@@ -671,13 +671,9 @@ def cmd_server(args) -> int:
         data["error"] = unreadable
         emit(args, data, f"cockpit: could not read the server: {unreadable}")
         return EXIT_UNREACHABLE
-    from cockpit.bench.steps import sweep_baseline
-    from cockpit.serving.paying import judge
+    from cockpit.bench.steps import live_verdict
 
-    launched = ctx.runbook.spec.step(target.step) if ctx.runbook is not None and target.step else None
-    speculative = bool(launched is not None and launched.params.get("draft_path")) or any(
-        v is not None for k, v in (data.get("accept_length") or {}).items() if k != "last_age_s")  # a draft launched, or acceptance read
-    verdict = judge(data, speculative, sweep_baseline(ctx.runbook))
+    verdict = live_verdict(ctx.runbook, target.step, data)
     data["speculation"] = verdict.to_json() if verdict is not None else None
     emit(args, data, render_live(data) + (f"\nspeculation: {verdict.words}" if verdict is not None else ""))
     return EXIT_PROBLEM if data["flags"] else EXIT_OK

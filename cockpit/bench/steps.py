@@ -133,6 +133,18 @@ def sweep_baseline(runbook):
     return baseline_of(result.evidence["rows"], result.evidence.get("decisions"), f"sweep '{spec.name}' of {when}")
 
 
+def live_verdict(runbook, step: str | None, figures: dict[str, Any]):
+    """Is speculation paying for the server a launch step started (or one named by hand: `step` None), from its live
+    figures: one rule for the CLI and the TUI.  Speculative where the step launched a draft or acceptance is read."""
+    from cockpit.serving.paying import judge
+
+    launched = runbook.spec.step(step) if runbook is not None and step else None
+    accept = figures.get("accept_length") or {}
+    speculative = bool(launched is not None and launched.params.get("draft_path")) or any(
+        accept.get(k) is not None for k in ("window", "lifetime", "counters", "last"))
+    return judge(figures, speculative, sweep_baseline(runbook))
+
+
 def depth_schedule(runbook) -> dict[str, Any]:
     """The depth to serve at each load (issue 51 item 3), from the runbook's last sweep: per concurrency its best
     configuration (the median of its repeats, said when within the noise of the runner-up) as the engine's own command

@@ -109,18 +109,21 @@ class ServingActions(ServingApp):
         if panes and self.serving.is_followed(message.target):
             from cockpit.serving.server import death_alert
 
+            from cockpit.bench.steps import live_verdict
+
             pane = panes.first()
             was_alive = pane.status.alive if pane.status else True
-            pane.show(message.status)
-            self.show_keys()
             spec, result = self.runbook.latest_launch("serve_launch") if self.runbook is not None else (None, None)
+            verdict = live_verdict(self.runbook, spec.name if spec is not None else None, message.status.figures)
+            pane.show(message.status, verdict)  # the verdict judged once a poll: drawn here, alerted below
+            self.show_keys()
             if spec is None:
                 return
             alert = death_alert(spec.name, result, was_alive, message.status)
             if alert is not None:
                 self.raise_alert(alert)
             self._alert_server_flags(spec.name, message.status.figures.get("flags") or [])
-            turned = self.serving.turns.see(pane.verdict(message.status.figures))
+            turned = self.serving.turns.see(verdict)
             if turned is not None:
                 from cockpit.serving.paying import verdict_alert
 

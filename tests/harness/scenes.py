@@ -53,6 +53,14 @@ def recorded_results(app, fixtures) -> None:
         app.hub.log.events.publish(CommandRecord(n, "gpu-server", command, "run", at, at + 0.2, status))
 
 
+def _show_as_polled(pilot, pane, status) -> None:
+    """A server poll's status shown as the app shows one: with the speculation verdict the app judges for it."""
+    from cockpit.bench.steps import live_verdict
+
+    spec, _ = pilot.app.runbook.latest_launch("serve_launch") if pilot.app.runbook is not None else (None, None)
+    pane.show(status, live_verdict(pilot.app.runbook, spec.name if spec is not None else None, status.figures))
+
+
 async def _keys(pilot, *keys: str) -> None:
     for key in keys:
         await pilot.press(key)
@@ -166,7 +174,7 @@ async def _serving(pilot) -> None:
     figures.lifetime_accept = 2.41
     pane = pilot.app.query_one(ServerLogPane)
     pane.follow("serve @gpu-server")
-    pane.show(ServerStatus("ready", True, LogReport(), LINES, figures.to_json()))
+    _show_as_polled(pilot, pane, ServerStatus("ready", True, LogReport(), LINES, figures.to_json()))
     if not pilot.app.layout_state.shown("server"):
         await _keys(pilot, "s")
 
@@ -197,7 +205,7 @@ async def _vllm_serving(pilot) -> None:
     figures.feed(VLLM_LINES)
     pane = pilot.app.query_one(ServerLogPane)
     pane.follow("serve @gpu-server (vLLM)")
-    pane.show(ServerStatus("ready", True, diagnose_lines(VLLM_LINES), VLLM_LINES, figures.to_json()))
+    _show_as_polled(pilot, pane, ServerStatus("ready", True, diagnose_lines(VLLM_LINES), VLLM_LINES, figures.to_json()))
     if not pilot.app.layout_state.shown("server"):
         await _keys(pilot, "s")
 

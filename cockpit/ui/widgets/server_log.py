@@ -10,6 +10,7 @@ from textual.widgets import Static
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving import engines
 from cockpit.serving.logread import LogReport
+from cockpit.serving.paying import Verdict
 from cockpit.serving.server import ServerStatus
 from cockpit.ui.widgets.bounded_log import BoundedRichLog
 from cockpit.format import shell_words
@@ -87,7 +88,7 @@ def spark(values: list[float | None], top: float | None = None) -> str:
     return "".join(" " if v is None else SPARK[min(len(SPARK) - 1, int(len(SPARK) * max(0.0, v) / high))] for v in values)
 
 
-def live_text(figures: dict, verdict=None) -> Text:
+def live_text(figures: dict, verdict: Verdict | None = None) -> Text:
     """The serving server's figures on one line (the flags on their own lines): throughput, requests,
     KV usage, acceptance (window, lifetime) with its recent history; then whether speculation pays at this load
     (serving/paying.py: `verdict`), where there is a load to judge."""
@@ -193,7 +194,7 @@ class ServerLogPane(Vertical):
         self.query_one("#server-live", Static).update("")
         self.query_one("#server-live", Static).display = False
 
-    def show(self, status: ServerStatus) -> None:
+    def show(self, status: ServerStatus, verdict: Verdict | None = None) -> None:
         if not self.query("#server-status"):
             return  # the pane is being taken down (the app exits): nothing to show it in
         self.status = status
@@ -212,17 +213,8 @@ class ServerLogPane(Vertical):
         if status.group:
             found = group_text(status.group) + (Text("\n") + found if found.plain else Text())
         self._update("#server-diagnoses", found)
-        self._update("#server-live", live_text(status.figures, self.verdict(status.figures)))
+        self._update("#server-live", live_text(status.figures, verdict))
         self.query_one("#server-live", Static).display = bool(status.figures.get("sources"))
-
-    def verdict(self, figures: dict):
-        """Is speculation paying at this load: the live figures against the runbook's last sweep's baseline."""
-        from cockpit.bench.steps import sweep_baseline
-        from cockpit.serving.paying import judge
-
-        accept = figures.get("accept_length") or {}
-        speculative = any(accept.get(k) is not None for k in ("window", "lifetime", "counters", "last"))
-        return judge(figures, speculative, sweep_baseline(getattr(self.app, "runbook", None)))
 
     def _update(self, selector: str, text: Text) -> None:
         """A line of the pane drawn again only when what it says changed (a poll a second mostly changes nothing),
