@@ -81,10 +81,17 @@ async def name_owners(transport: Transport, owners: dict[int, Owner]) -> dict[in
     return {pid: named[owner] for pid, owner in owners.items()}
 
 
-async def with_owners(transport: Transport, rows: list[ProcRow]) -> list[ProcRow]:
+async def with_owners(transport: Transport, rows: list[ProcRow], known: dict[int, str | None] | None = None) -> list[ProcRow]:
     """Each process-table row with who holds it: its cgroup's owner (a Slurm job, a container, a pod), named by its
-    manager; a bare process's row unchanged."""
+    manager; a bare process's row unchanged.  `known` (a resident table's): the pids already asked, kept to the pids of
+    `rows` (an owner does not change while its process lives)."""
     from dataclasses import replace
 
-    named = await name_owners(transport, await owners_of(transport, [r.pid for r in rows]))
-    return [replace(r, owner=named[r.pid].words) if r.pid in named else r for r in rows]
+    known = {} if known is None else known
+    fresh = [r.pid for r in rows if r.pid not in known]
+    if fresh:
+        named = await name_owners(transport, await owners_of(transport, fresh))
+        known.update({pid: named[pid].words if pid in named else None for pid in fresh})
+    for pid in set(known) - {r.pid for r in rows}:
+        del known[pid]  # bounded by the processes on the GPUs now
+    return [replace(r, owner=known[r.pid]) if known.get(r.pid) else r for r in rows]

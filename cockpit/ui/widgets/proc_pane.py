@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
+from cockpit.where.owners import with_owners
 from cockpit.hosts.proctable import COLUMNS, HEADINGS, ProcessTable, ProcRow, cells, columns_for, sort_rows
 from cockpit.hosts.transport import TransportError
 from cockpit.ui import actions
@@ -82,26 +83,12 @@ class ProcessPane(Static, can_focus=True):
                 compute = [(p.pid, p.gpu_index, p.used_memory_mib) for p in (snapshot.processes if snapshot else ())]
                 try:
                     transport = app.hub.pool.get(app.config.host(host))  # type: ignore[attr-defined]
-                    rows = await self._owned(transport, await self._table.poll(transport, compute))
+                    # each row's owner (a Slurm job, a container), asked once per pid: cockpit/where/owners.py
+                    rows = await with_owners(transport, await self._table.poll(transport, compute), self._owners)
                     self.post_message(ProcessesPolled(host, rows, None))
                 except (TransportError, OSError, asyncio.TimeoutError) as exc:
                     self.post_message(ProcessesPolled(host, [], f"{host}: {exc}"))
             await asyncio.sleep(interval)
-
-    async def _owned(self, transport, rows: list[ProcRow]) -> list[ProcRow]:
-        """Each row with its owner (cockpit/where/owners.py), asked once per pid: a container's or a job's name does not
-        change while its process lives (the cache holds only the pids on the GPUs now)."""
-        from dataclasses import replace
-
-        from cockpit.hosts.owner import owners_of
-        from cockpit.where.owners import name_owners
-
-        fresh = [r.pid for r in rows if r.pid not in self._owners]
-        if fresh:
-            named = await name_owners(transport, await owners_of(transport, fresh))
-            self._owners.update({pid: named[pid].words if pid in named else None for pid in fresh})
-        self._owners = {r.pid: self._owners.get(r.pid) for r in rows}
-        return [replace(r, owner=self._owners[r.pid]) if self._owners.get(r.pid) else r for r in rows]
 
     def on_processes_polled(self, message: ProcessesPolled) -> None:
         if message.host != self.host:
