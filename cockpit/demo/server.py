@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import atexit
 import contextlib
+import functools
 import json
 import os
 import re
@@ -47,9 +48,10 @@ def recorded_parser(version: str) -> argparse.ArgumentParser:
     return parser
 
 
+@functools.lru_cache(maxsize=1)
 def release() -> tuple[str, str, argparse.ArgumentParser | None]:
     """(the version it replays, its --help, its parser where rebuilt): 0.5.23's recorded --help, or (SGLANG_STANDIN_VERSION,
-    the demo's serving host) another recorded release's parser."""
+    the demo's serving host) another recorded release's parser.  Once per process: /server_info asks it at every poll."""
     version = os.environ.get("SGLANG_STANDIN_VERSION") or VERSION
     if version == VERSION:
         return version, HELP.read_text(), None
