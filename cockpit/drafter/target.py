@@ -64,6 +64,19 @@ def facts_of(config: Any, source: str) -> TargetFacts:
                        str(config.get("model_type") or "") or None, tuple(str(a) for a in arch))
 
 
+def _facts_of_bytes(data: bytes, given: str, config: str) -> TargetFacts:
+    """The one reading of a target's config.json bytes (at most MAX_CONFIG + 1 of them were read), wherever they came
+    from; `given` is what the user named, `config` the file read."""
+    if not data:
+        raise CockpitError(f"target {given}: no config.json there (give the target model's folder or its config.json)")
+    if len(data) > MAX_CONFIG:
+        raise CockpitError(f"target {given}: {config} is over {MAX_CONFIG >> 20} MiB: not a model's config.json")
+    try:
+        return facts_of(json.loads(data.decode("utf-8", errors="replace")), config)
+    except ValueError as exc:
+        raise CockpitError(f"{config}: not valid JSON ({exc})") from None
+
+
 def read_target(path: str) -> TargetFacts:
     """A target on this machine: its model folder or its config.json."""
     where = Path(path)
@@ -71,17 +84,11 @@ def read_target(path: str) -> TargetFacts:
     try:
         with config.open("rb") as handle:
             data = handle.read(MAX_CONFIG + 1)  # never a whole weights file read by mistake
-        if len(data) > MAX_CONFIG:
-            raise CockpitError(f"--target {path}: {config} is over {MAX_CONFIG >> 20} MiB: not a model's config.json")
-        text = data.decode("utf-8", errors="replace")
     except FileNotFoundError:
-        raise CockpitError(f"--target {path}: no config.json there (give the target model's folder or its config.json)") from None
+        data = b""
     except OSError as exc:
-        raise CockpitError(f"--target {path}: {exc.strerror or exc}") from None
-    try:
-        return facts_of(json.loads(text), str(config))
-    except ValueError as exc:
-        raise CockpitError(f"{config}: not valid JSON ({exc})") from None
+        raise CockpitError(f"target {path}: {exc.strerror or exc}") from None
+    return _facts_of_bytes(data, path, str(config))
 
 
 async def read_target_on(transport: Transport, path: str) -> TargetFacts:
@@ -92,14 +99,7 @@ async def read_target_on(transport: Transport, path: str) -> TargetFacts:
         data = await transport.read_range(config, 0, MAX_CONFIG + 1)
     except (TransportError, OSError) as exc:
         raise CockpitError(f"target {path} on {transport.name}: {config} cannot be read ({exc})") from None
-    if not data:
-        raise CockpitError(f"target {path} on {transport.name}: no config.json there (give the target model's folder or its config.json)")
-    if len(data) > MAX_CONFIG:
-        raise CockpitError(f"target {path} on {transport.name}: {config} is over {MAX_CONFIG >> 20} MiB: not a model's config.json")
-    try:
-        return facts_of(json.loads(data.decode("utf-8", errors="replace")), f"{config} on {transport.name}")
-    except ValueError as exc:
-        raise CockpitError(f"{config} on {transport.name}: not valid JSON ({exc})") from None
+    return _facts_of_bytes(data, f"{path} on {transport.name}", f"{config} on {transport.name}")
 
 
 @dataclass
