@@ -291,22 +291,22 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
     def on_runbook_changed(self, message: RunbookChanged) -> None:
         if self.runbook is None:
             return
-        self._say_ended_steps()
+        views = self.runbook.views()  # once per change: the checklist and the message line read the same views
+        self._say_ended_steps(views)
         for pane in self.query(ChecklistPane):
-            pane.show(self.runbook.views())
+            pane.show(views)
             self._show_views()
             self._follow_latest_server()
             self._alert_sweeps()
         self._revise_blocked_messages()
 
-    def _say_ended_steps(self) -> None:
+    def _say_ended_steps(self, views: list) -> None:
         """A step that has just passed or failed is said in the message line where the checklist is not on screen (a
         small terminal showing another pane): `n` never passes a step silently (issue 50 item 3)."""
         from cockpit.runbook.model import StepState
 
-        assert self.runbook is not None
         now = {v.spec.name: (v.state, v.result.finished_at if v.result else None, v.result.message if v.result else "", n)
-               for n, v in enumerate(self.runbook.views(), start=1)}
+               for n, v in enumerate(views, start=1)}
         before, self._step_states = self._step_states, now
         if before is None or self.layout_state.shown("checklist"):
             return
