@@ -381,20 +381,9 @@ class Runbook:
         if not await confirm(f"Stop the server of step '{name}': SIGTERM {what}, then SIGKILL after 10 s"):
             self.store.audit("declined", step=name, host=spec.host, plan=f"stop {what}")
             return "not confirmed: nothing was done"
-        why = "relaunched by the sweep" if planned else "stopped"
         if planned:
             self._relaunching.add(name)
-        # the cockpit's own action is evidence: recorded in the step before the processes are signalled, so whoever
-        # watches the server (this process, a TUI, a later `cockpit server`) reads its end as stopped, never a crash
-        when = self.clock()
-        stopped = {"at": when, "by": "the sweep" if planned else "you", "pids": [m.pid for m in alive],
-                   "hosts": [m.host or spec.host for m in alive], "action": "the sweep's relaunch" if planned else "plan stop"}
-        # stale, not failed: it passed, and no longer holds since its server was stopped
-        self.results[name] = replace(self.results[name], state=StepState.STALE,
-                                     message=f"server {why} ({what}); run the step to start it again",
-                                     evidence={**self.results[name].evidence, "stopped": stopped})
-        self._invalidate_dependents(name, f"its server ('{name}') was stopped by {stopped['by']} at {clock(when)}")
-        self._changed()
+        self._record_stop(name, [(m.host or spec.host, m.pid) for m in alive], "the sweep's relaunch" if planned else "plan stop")
         done = []
         for member in alive:
             host = member.host or spec.host
@@ -425,6 +414,36 @@ class Runbook:
                 self.results[spec.name] = replace(result, state=StepState.STALE, message=f"stale: {why}; run it again once "
                                                                                         f"'{name}' has started its server again")
 
+    def _record_stop(self, name: str, stopped_pids: list[tuple[str, int]], action: str) -> None:
+        """The cockpit's own action is evidence: recorded in the step before the processes are signalled, so whoever
+        watches the server (this process, a TUI, a later `cockpit server`) reads its end as stopped by you, never a
+        crash; the step turns stale (it passed, and no longer holds), and the steps that rested on its server too."""
+        planned = action == "the sweep's relaunch"
+        what = "; ".join(f"pid {pid} on {host}" for host, pid in stopped_pids)
+        when = self.clock()
+        stopped = {"at": when, "by": "the sweep" if planned else "you", "pids": [pid for _, pid in stopped_pids],
+                   "hosts": [host for host, _ in stopped_pids], "action": action}
+        why = "relaunched by the sweep" if planned else f"stopped ({action})"
+        self.results[name] = replace(self.results[name], state=StepState.STALE,
+                                     message=f"server {why}: {what}; run the step to start it again",
+                                     evidence={**self.results[name].evidence, "stopped": stopped})
+        self._invalidate_dependents(name, f"its server ('{name}') was stopped by {stopped['by']} at {clock(when)}")
+        self._changed()
+
+    def _servers_among(self, host: str, pids: list[int]) -> list[tuple[str, list[tuple[str, int]]]]:
+        """The launch steps whose running server has a process among `pids` on `host`: (step, those processes)."""
+        from cockpit.hosts.procs import group_of
+
+        found = []
+        for spec in self.spec.steps:
+            result = self.results.get(spec.name)
+            if result is None or result.state is not StepState.PASSED or not self.kind(spec).launch:
+                continue
+            hit = [(m.host or spec.host, m.pid) for m in group_of(result.evidence) if (m.host or spec.host) == host and m.pid in pids]
+            if hit:
+                found.append((spec.name, hit))
+        return found
+
     async def run_adhoc(self, spec: StepSpec, confirm: Confirm = deny) -> StepResult:
         """A step that is not the runbook's (the process table's kill): planned, shown and confirmed as the runbook's
         own are, audited alike, and kept out of the runbook's state."""
@@ -450,7 +469,16 @@ class Runbook:
         config = self.hub.config.host(host)
         spec = StepSpec(f"kill-{host}-{'-'.join(map(str, pids))}", "kill_stale", host,
                         {"pids": list(pids), "any_user": bool(config.kill_any_user), "grace_s": 10.0})
-        return await self.run_adhoc(spec, confirm)
+
+        async def confirmed(text: str) -> bool:
+            if not await confirm(text):
+                return False
+            self.refresh()  # what another cockpit launched since is in view
+            for name, hit in self._servers_among(host, list(pids)):  # a launched server among them: stopped by you
+                self._record_stop(name, hit, "the process table's kill")
+            return True
+
+        return await self.run_adhoc(spec, confirmed)
 
     def set_override(self, name: str, argv: list[str], why: str) -> None:
         """Replace a launch step's command line (a fix applied from a diagnosis); kept until reset."""

@@ -478,6 +478,11 @@ class RunWatcher:
         if not log.lines_seen and mgr is None:
             return "unknown", f"not running: {gone_by}, and the log says nothing yet"
         mid = log.mid_run
+        if mid is not None and mgr is not None and mgr.phase == "gone" and self.stream is not None:
+            # its log was its manager's (`docker logs`), and went with it: what it wrote after the last look (a last
+            # word, a completion line) cannot be read, so an end mid-run is not known to be abnormal
+            return "ended", (f"the trainer is gone with its log ({gone_by}; {self._between_words()}): its last lines "
+                             f"after the last look went with it, so how it ended cannot be told; {mid}" + said)
         if mid is None:
             return "ended", (f"the trainer exited ({gone_by}; {self._between_words()}) and its log cannot place where it stopped "
                              "against the run's end (no total in its args, command line or config, no final bar): ended, "
