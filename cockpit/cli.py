@@ -302,7 +302,7 @@ def cmd_plan(args) -> int:
         if len(kind.hosts(spec)) < 2:
             raise CockpitError(f"'{args.step}' launches on one host ({spec.host}): plan emit writes multi-node launches "
                                "(hosts = [...] in the step)")
-        emitter = kind.engine_of(spec).group.emit  # the engine's own Slurm and LeaderWorkerSet hand-off
+        emitter = kind.group_of(spec).emit  # the engine's own Slurm and LeaderWorkerSet hand-off
         text = (emitter.slurm(kind, spec, args.python, args.gpus_per_node) if args.format == "slurm"
                 else emitter.lws(kind, spec, args.python, gpus_per_node=args.gpus_per_node,
                                  **({"image": args.image} if args.image else {})))  # the engine's own image by default

@@ -23,6 +23,7 @@ from cockpit.serving import engines
 from cockpit.serving.depth import DepthConfig
 from cockpit.serving.helpschema import load_schema
 from cockpit.serving.logread import diagnose_lines
+from cockpit.serving.request import LaunchRequest
 from harness.sshd import free_port
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -47,7 +48,7 @@ def test_its_own_line_passes_its_own_lint_and_a_bad_flag_is_refused(engine):
     sample = SAMPLES[engine.name]
     schema = load_schema(sample["help"])
     schema.version = sample["version"]
-    argv = engine.server_argv("python3", "/models/target", "/ckpt/eagle3", DepthConfig.chain(3), "EAGLE3", 8, 30000, None, None)
+    argv = engine.server_argv(LaunchRequest(engine.name, "/models/target", "/ckpt/eagle3", depth=DepthConfig.chain(3), tp=8), "python3")
     assert engine.is_command(argv) and engines.engine_of_command(argv) is engine
     report = engine.lint(argv, sample["version"], schema)
     assert report.ok, [d.message for d in report.errors]
@@ -57,7 +58,7 @@ def test_its_own_line_passes_its_own_lint_and_a_bad_flag_is_refused(engine):
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_its_depth_round_trips_through_its_command_line(engine):
-    argv = engine.server_argv("python3", "/m", "/d", DepthConfig.chain(16), "EAGLE3", None, 30000, None, None)
+    argv = engine.server_argv(LaunchRequest(engine.name, "/m", "/d", depth=DepthConfig.chain(16)), "python3")
     assert engine.depth_of_argv(argv) == DepthConfig.chain(16)
     for depth in (DepthConfig.chain(5), DepthConfig()):  # a sweep's run: only the depth changes; the baseline has none
         changed = engine.with_depth(argv, depth)
@@ -103,7 +104,7 @@ def test_its_stand_in_comes_up_and_serves_figures_the_core_reads(engine, tmp_pat
 
     port = free_port()
     python = serving_python(tmp_path, sys.executable)
-    argv = engine.server_argv(python, "/models/target", "/ckpt/eagle3", DepthConfig.chain(3), "EAGLE3", None, port, None, None)
+    argv = engine.server_argv(LaunchRequest(engine.name, "/models/target", "/ckpt/eagle3", depth=DepthConfig.chain(3), port=port), python)
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

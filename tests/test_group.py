@@ -244,9 +244,10 @@ def test_a_rank_killed_after_start_turns_the_group_failed(tmp_path, nodes4):
             assert ready.state is StepState.PASSED, (ready.message, logs_of(tmp_path)[-2000:])
             members = group_of(launch.evidence)
             os.kill(members[1].pid, 9)
-            from cockpit.sglang.grouplaunch import GroupWatcher
+            from cockpit.serving.engines import engine
+            from cockpit.serving.group import watcher as group_watcher
 
-            watcher = GroupWatcher(ctx.pool.get, members)
+            watcher = group_watcher(engine("vllm" if "vllm" in str(members[0].argv) else "sglang").group, ctx.pool.get, members)
             deadline = time.monotonic() + 15
             while True:
                 state = await watcher.poll()
@@ -559,7 +560,8 @@ def test_a_vllm_group_starts_head_first_becomes_ready_and_a_dead_node_fails_it(t
     headless engines from its own data-parallel rank (8 GPUs / tp 4 = 2 ranks a node, 4 in all); ready when the head's
     /health answers (its API server starts only after every engine shook hands) and node 1's engines are up; a node
     killed afterwards turns the group failed, naming it."""
-    from cockpit.vllm.grouplaunch import GroupWatcher
+    from cockpit.serving.engines import engine
+    from cockpit.serving.group import watcher as group_watcher
 
     ctx = Context.of(parse_config(vllm_group_config(nodes4, tmp_path), str(tmp_path / "c.toml")))
 
@@ -586,7 +588,7 @@ def test_a_vllm_group_starts_head_first_becomes_ready_and_a_dead_node_fails_it(t
             assert "Launching 2 data parallel engine(s) in headless mode" in log and "Application startup complete" in log
             # node 1 dies: the head does not exit, the group is failed, naming the node
             os.kill(node1.pid, 9)
-            watcher = GroupWatcher(ctx.pool.get, members)
+            watcher = group_watcher(engine("vllm" if "vllm" in str(members[0].argv) else "sglang").group, ctx.pool.get, members)
             for _ in range(50):
                 state = await watcher.poll()
                 if state.state == "failed":

@@ -11,7 +11,8 @@ import os
 import re
 import shlex
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from cockpit.hosts.procs import (NEVER_KILL, LaunchedProcess, ProcessRow, acting_user, ancestors, launch_marker, list_processes,
                                  process_alive, start_detached, stop_process)
@@ -397,7 +398,7 @@ class Launch(StepKind):
     name = "launch"
     destructive = True
     launch = True
-    params = {
+    params: ClassVar[Mapping[str, Param]] = {
         "argv": Param(list, None, required=True, help="the server command as a list of words"),
         "log": Param(str, None, help="log file on the host (default /tmp/cockpit-STEP.log)"),
         "cwd": Param(str, None),

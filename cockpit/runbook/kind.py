@@ -65,7 +65,7 @@ class StepKind:
     destructive: ClassVar[bool] = False
     launch: ClassVar[bool] = False  # gated: re-verifies the gate steps of its host(s) first
     gate: ClassVar[bool] = False  # a verification launches rely on: re-run before each launch, invalidated by telemetry
-    params: ClassVar[dict[str, Param]] = {}
+    params: ClassVar[Mapping[str, Param]] = {}
 
     def title(self, spec: StepSpec) -> str:
         return spec.title or f"{self.name} on {spec.host}"

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from cockpit.diagnosis import Diagnosis
+    from collections.abc import Mapping
+
+    from cockpit.runbook.kind import Param
     from cockpit.serving.depth import DepthConfig
+    from cockpit.serving.group import GroupLauncher
+    from cockpit.serving.request import LaunchRequest
     from cockpit.serving.helpschema import FlagSchema
     from cockpit.serving.lint import LintReport
 
@@ -112,11 +117,14 @@ class Engine(Protocol):
     def crash_lines(self) -> tuple[tuple[str, re.Pattern, str], ...]: ...
 
     @property
-    def group(self) -> Any: ...  # its launch over several nodes (plan_group, run_group, wait_group_ready, GroupWatcher, emit)
+    def group(self) -> "GroupLauncher | None": ...  # its launch over several nodes, driven by the core (serving/group.py); None: one node only
+
+    # the launch step's parameters it adds to the core's (serving/request.py CORE_PARAMS): its version, its group's forms
+    @property
+    def params(self) -> "Mapping[str, Param]": ...
 
     # --- its command line --------------------------------------------------------------------------
-    def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: "DepthConfig | None", algorithm: str,
-                    tp: int | None, port: int, bind: str | None, extra_args: list[str] | None) -> list[str]: ...
+    def server_argv(self, request: "LaunchRequest", python: str) -> list[str]: ...
 
     def with_depth(self, argv: list[str], depth: "DepthConfig") -> list[str]: ...
 

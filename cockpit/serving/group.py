@@ -20,6 +20,7 @@ from cockpit.hosts.transport import TransportError
 from cockpit.runbook.kind import RunContext
 from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
+from cockpit.serving.lint import LintReport
 
 PORT_FREE = ("import socket, sys\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
              "try:\n    s.bind((sys.argv[1], int(sys.argv[2])))\nexcept OSError as e:\n    print(e); sys.exit(1)")
@@ -340,3 +341,100 @@ def evidence(processes: list[LaunchedProcess], hosts: list[str], engine_key: str
     rank0 = processes[0].to_evidence() if processes else {}
     return {**rank0, "group": [p.to_evidence() for p in processes], "nodes": list(hosts), engine_key: version,
             "lint": [d.to_json() for d in lint.diagnoses]}
+
+
+# --- the flow the core drives, and what an engine brings to it -----------------------------------------------------
+
+
+@dataclass
+class NodePlan:
+    """An engine's plan of its group, which the core runs (run_group): every node's command line, rank 0 first, the lint
+    and version they were judged by, the group this step started before, and what the engine asks of the start."""
+
+    hosts: list[str]
+    argvs: list[list[str]]
+    lint: LintReport
+    version: str | None
+    old: list[LaunchedProcess]
+    evidence: dict = field(default_factory=dict)  # the engine's own facts to record with the launch (vLLM: ranks per node)
+    gate_each_node: bool = False  # verify each node's GPUs right before its own start (an engine with no gate of its own)
+    # once every node started: the engine's activation (SGLang's gated launch), (why it failed, group state) or None
+    activate: Callable[[RunContext, StepSpec, list[LaunchedProcess], dict], Awaitable[tuple[str, dict] | None]] | None = None
+
+
+class GroupEmit(Protocol):
+    """An engine's hand-off of a group to a workload manager (`plan emit`): a Slurm batch script, a LeaderWorkerSet."""
+
+    def slurm(self, kind: Any, spec: StepSpec, python: str = "python3", gpus_per_node: int | None = None) -> str: ...
+
+    def lws(self, kind: Any, spec: StepSpec, python: str = "python3", image: str = ..., gpus_per_node: int | None = None) -> str: ...
+
+
+class GroupLauncher(Protocol):
+    """What an engine brings to a launch over several nodes; the core drives the flow (run_group, wait_group_ready,
+    watcher): plan, start per node, node states, readiness, stop.  The engine builds its command lines and reads its
+    nodes' lines (`model`); it builds no runbook result, except a form that is not a NodePlan (run_form)."""
+
+    @property
+    def version_key(self) -> str: ...  # how the launch's evidence names its version (the engine's name)
+
+    @property
+    def model(self) -> GroupModel: ...
+
+    @property
+    def health_path(self) -> str: ...  # rank 0's readiness
+
+    @property
+    def default_port(self) -> int: ...
+
+    @property
+    def emit(self) -> GroupEmit: ...
+
+    async def plan_group(self, kind: Any, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]: ...  # (text, NodePlan or a refusal)
+
+    async def run_form(self, kind: Any, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult: ...  # a plan not a NodePlan
+
+
+async def run_group(launcher: GroupLauncher, kind: Any, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+    """Start a planned group: the group this step started before stopped, every node started (each gated where the
+    engine asks), activated where it asks, then settled: a node that fails at once stops them all."""
+    if not isinstance(planned, NodePlan):
+        return await launcher.run_form(kind, ctx, spec, planned)
+    started = _now()
+    await stop_all(ctx, spec, planned.old, "relaunch")
+    port = int(spec.params.get("port") or launcher.default_port)
+
+    async def gate(rank: int) -> str | None:
+        unclean = await gpus_unclean(ctx, planned.hosts[rank])
+        if unclean is None:
+            return None
+        ctx.audit("refused", step=spec.name, host=planned.hosts[rank], rank=rank, why=unclean)
+        return f"rank {rank} ({planned.hosts[rank]}) is not clean at its start: {unclean}"
+
+    processes, why = await start_nodes(ctx, spec, kind.log_path(spec), planned.hosts, planned.argvs, port,
+                                       gate if planned.gate_each_node else None)
+    facts = {**evidence(processes, planned.hosts, launcher.version_key, planned.version, planned.lint), **planned.evidence}
+    if why:
+        return StepResult(StepState.FAILED, started, _now(), why + ("; the nodes started before it were stopped" if processes else ""),
+                          facts)
+    followers: dict = {}
+    if planned.activate is not None:
+        outcome = await planned.activate(ctx, spec, processes, followers)
+        if outcome is not None:
+            await stop_all(ctx, spec, processes, "the group failed before activation")
+            facts["group_state"] = outcome[1]
+            return StepResult(StepState.FAILED, started, _now(), outcome[0], facts)
+        facts["activated"] = True
+    return await settled(ctx, spec, processes, launcher.model, facts, started, f"{len(processes)} nodes", followers)
+
+
+async def group_ready(launcher: GroupLauncher, ctx: RunContext, spec: StepSpec, launch: StepSpec, processes: list[LaunchedProcess],
+                      timeout: float, poll_s: float) -> StepResult:
+    """Ready when rank 0's health answers 200 and every node is ready by the engine's reading of its log."""
+    return await wait_group_ready(ctx, spec, launch, processes, timeout, poll_s, launcher.model, launcher.health_path,
+                                  launcher.default_port)
+
+
+def watcher(launcher: GroupLauncher, transport_of, processes: list[LaunchedProcess]) -> GroupWatcher:
+    """Every node of a running group, read by the engine's model (the TUI's and `cockpit server`'s)."""
+    return GroupWatcher(transport_of, processes, launcher.model)

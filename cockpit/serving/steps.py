@@ -18,15 +18,14 @@ from cockpit.runbook.kind import now as _now
 from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.serving import engines
 from cockpit.serving.depth import DepthConfig
+from cockpit.errors import CockpitError
 from cockpit.serving.engine import Engine
+from cockpit.serving.group import GroupLauncher
 from cockpit.serving.helpschema import load_schema
 from cockpit.serving.lint import LintReport, fix_line
+from cockpit.serving.request import CORE_PARAMS, DEFAULT_DIST_PORT, LaunchParams, LaunchRequest, depth_of  # noqa: F401 - the groups' words
 from cockpit.serving.logread import diagnose_lines
 from cockpit.serving.server import DEFAULT_PORT, LogFollower, wait_ready
-
-# a launch over several nodes (SGLang's, serving/engine.py Engine.group): the flags the group sets per node
-DEFAULT_DIST_PORT = 20000
-
 
 @dataclass
 class Refused:
@@ -37,71 +36,17 @@ class Refused:
     message: str | None = None
 
 
-def depth_of(params: dict[str, Any]) -> DepthConfig | None:
-    """The configuration a launch step's parameters ask for: `depth` N (steps of a topk-1 chain),
-    or SGLang's own `steps`/`topk`/`draft_tokens`; `draft_tokens` alone is a topk-1 chain of that many
-    draft tokens (N - 1 steps).  None: no depth given (the command line's own flags, if any, rule)."""
-    if params.get("depth") is not None:
-        return DepthConfig.chain(params["depth"])
-    if params.get("steps") is not None:
-        topk = params.get("topk") or 1
-        return DepthConfig(params["steps"], topk, params.get("draft_tokens") or (params["steps"] + 1 if topk == 1 else None))
-    if params.get("draft_tokens") is not None:
-        return DepthConfig.of_draft_tokens(params["draft_tokens"])
-    return None
-
-
 class ServeLaunch(Launch):
     name = "serve_launch"
     aliases = ("sglang_launch",)
     destructive = True
     launch = True
-    params = {
-        "model_path": Param(str, None, required=True, help="the target model on the host"),
-        "draft_path": Param(str, None, help="the EAGLE-3 draft directory on the host"),
-        "algorithm": Param(str, "EAGLE3"),
-        "engine": Param(str, "sglang", help="the engine that serves: " + ", ".join(engines.BUILTIN) + " (default sglang)"),
-        "vllm_version": Param(str, None, help="with engine vllm: its version, for the rules the lint applies (default: the host's own)"),
-        "sglang_version": Param(str, None, help="with engine sglang: its version, for the flags and rules the lint applies "
-                                "(default: the host's own)"),
-        "depth": Param(int, None, help="a topk-1 chain of N steps, N + 1 draft tokens (vLLM's num_speculative_tokens N)"),
-        "draft_tokens": Param(int, None, help="SGLang's --speculative-num-draft-tokens (alone: a topk-1 chain, steps N - 1)"),
-        "steps": Param(int, None, help="SGLang's --speculative-num-steps"),
-        "topk": Param(int, None, help="SGLang's --speculative-eagle-topk"),
-        "tp": Param(int, None, help="tensor parallel size"),
-        "port": Param(int, DEFAULT_PORT),
-        "bind": Param(str, None, help="--host for the server (default: the engine's own, 127.0.0.1 for SGLang)"),
-        "extra_args": Param(list, None, help="more of the engine's flags, as a list of words"),
-        "env": Param(dict, None),
-        "log": Param(str, None),
-        "python": Param(str, None, help="the interpreter with the engine on the host (default: the host's 'python')"),
-        "help_text": Param(str, None, help="a local file with the engine's --help, instead of asking the host"),
-        "lint": Param(bool, True),
-        "settle_s": Param((int, float), 3.0),
-        "cwd": Param(str, None),
-        # a launch group: one server over several nodes (sglang/group.py; vLLM's three forms: vllm/group.py, raygroup.py)
-        "hosts": Param(list, None, help="instead of host: every node of a multi-node launch, rank 0 first"),
-        "nnodes": Param(int, None, help="the number of nodes (a check: it must equal the number of hosts)"),
-        "parallel": Param(str, None, help="vLLM over several nodes: 'data' (default: data parallel, node 0 serves, the others run "
-                          "--headless engines) or 'model' (one model over the nodes: tensor/pipeline parallel with --nnodes, vLLM 0.11 on; "
-                          "--pipeline-parallel-size in extra_args) or 'ray' (one model over a Ray cluster the cockpit starts, "
-                          "--distributed-executor-backend ray: older vLLMs' way)"),
-        "ray_args": Param(list, None, help="with parallel = 'ray': more `ray start` arguments on every node, as a list of words"),
-        "dist_init_port": Param(int, DEFAULT_DIST_PORT, help="rank 0's rendezvous port (vLLM: its --data-parallel-rpc-port, "
-                                "--master-port with parallel = 'model', the Ray GCS port with 'ray')"),
-        "dist_init_addr": Param(str, None, help="host:port of rank 0 as the other nodes reach it (default: rank 0's address and "
-                                "dist_init_port)"),
-        "dist_timeout": Param(int, 300, help="seconds a node waits for its peers before failing (SGLang's --dist-timeout)"),
-        "gated": Param(bool, True, help="SGLang 0.5.23+: every node joins, the GPUs are verified again, then the group is activated"),
-        "gated_port": Param(int, None, help="the gated launch's port on rank 0 (default: dist_init_port + 1000)"),
-        "join_timeout_s": Param((int, float), 600.0, help="how long the cockpit waits for every node to join"),
-        # in a container, as the engines' own images are run (where/launch.py)
-        "image": Param(str, None, help="run the server in a container of this image (docker run ... IMAGE python3 -m ...)"),
-        "container_name": Param(str, None, help="the container's name (default cockpit-STEP); a relaunch replaces it"),
-        "container_engine": Param(str, "docker", help="docker or podman"),
-        "container_gpus": Param(str, "all", help="the GPUs the container sees: all, none, or indices such as 0,1,2,3"),
-        "container_args": Param(list, None, help="more `run` arguments, as a list of words (mounts, --shm-size, ...)"),
-    }
+    params = LaunchParams(CORE_PARAMS)  # the core's, then each engine's own (Engine.params)
+
+    @staticmethod
+    def request(spec: StepSpec) -> LaunchRequest:
+        """The step's launch request, typed (built from its parameters, validated before)."""
+        return LaunchRequest.of(spec, engines.engine(spec.params.get("engine")).params)
 
     @staticmethod
     def engine(spec: StepSpec) -> str:
@@ -111,6 +56,14 @@ class ServeLaunch(Launch):
     @staticmethod
     def engine_of(spec: StepSpec) -> Engine:
         return engines.engine(spec.params.get("engine"))
+
+    @staticmethod
+    def group_of(spec: StepSpec) -> GroupLauncher:
+        """The step's engine's launch over several nodes (validate refuses hosts = [...] for an engine without one)."""
+        engine = engines.engine(spec.params.get("engine"))
+        if engine.group is None:
+            raise CockpitError(f"a launch over several nodes is not {engine.label}'s yet: give one host")
+        return engine.group
 
     def engine_name(self, spec: StepSpec) -> str:
         return engines.label(self.engine(spec))
@@ -232,10 +185,9 @@ class ServeLaunch(Launch):
 
     def server_argv_of(self, spec: StepSpec, python: str | None = None) -> list[str]:
         """The engine's own command line of the step's parameters (in a container: the image's python3)."""
-        python = "python3" if spec.params.get("image") else (spec.params.get("python") or python or "python3")
-        return self.engine_of(spec).server_argv(python, spec.params["model_path"], spec.params.get("draft_path"), depth_of(spec.params),
-                                                spec.params.get("algorithm", "EAGLE3"), spec.params.get("tp"),
-                                                spec.params.get("port", DEFAULT_PORT), spec.params.get("bind"), spec.params.get("extra_args"))
+        request = self.request(spec)
+        python = "python3" if request.image else (request.python or python or "python3")
+        return self.engine_of(spec).server_argv(request, python)
 
     def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
         base = self.base_argv(ctx.runbook if ctx else None, spec, ctx.hub.config.host(spec.host).python if ctx else None)
@@ -263,7 +215,7 @@ class ServeLaunch(Launch):
 
     async def plan(self, ctx: RunContext, spec: StepSpec):
         if len(self.hosts(spec)) > 1:
-            return await self.engine_of(spec).group.plan_group(self, ctx, spec)
+            return await self.group_of(spec).plan_group(self, ctx, spec)
         argv = self.argv(ctx, spec)
         lint = LintReport()
         if spec.params.get("lint", True):
@@ -291,7 +243,9 @@ class ServeLaunch(Launch):
     async def run(self, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
         started = _now()
         if len(self.hosts(spec)) > 1 and not isinstance(planned, Refused):
-            return await self.engine_of(spec).group.run_group(self, ctx, spec, planned)
+            from cockpit.serving.group import run_group
+
+            return await run_group(self.group_of(spec), self, ctx, spec, planned)  # the core drives the engine's plan
         if isinstance(planned, Refused):
             errors = planned.report.errors
             why = planned.message or errors[0].message
@@ -375,7 +329,9 @@ class ServeReady(StepKind):
 
         members = group_of(result.evidence)
         if len(members) > 1:
-            return await ServeLaunch.engine_of(launch).group.wait_group_ready(ctx, spec, launch, members, float(spec.params.get("timeout_s", 1800.0)),
+            from cockpit.serving.group import group_ready
+
+            return await group_ready(ServeLaunch.group_of(launch), ctx, spec, launch, members, float(spec.params.get("timeout_s", 1800.0)),
                                                                                float(spec.params.get("poll_s", 1.0)))
         transport = ctx.transport(launch.host)
         outcome = await wait_ready(transport, server.pid, server.port, server.log,

@@ -32,8 +32,10 @@ class ServerTarget:
         if len(self.members) < 2:
             return None
         from cockpit.serving.engines import engine
+        from cockpit.serving.group import watcher
 
-        return engine(self.engine).group.GroupWatcher(get_transport, self.members)
+        group = engine(self.engine).group
+        return watcher(group, get_transport, self.members) if group is not None else None
 
 
 def launched_server(runbook, step: str | None = None) -> ServerTarget:

@@ -4,14 +4,19 @@ live lines and series, and what it can do."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.depth import DepthConfig, with_depth
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
+from cockpit.runbook.kind import Param
+from cockpit.serving.group import GroupLauncher
 from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading, counter_deltas
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport, apply_fix
+from cockpit.serving.request import LaunchRequest
 from cockpit.sglang import diagnose, launch, lint, loglines
 
 
@@ -31,6 +36,14 @@ class SGLang:
                                       diagnose.ANY_MILESTONE.pattern]))
     bulk_words = (b"Decode batch",)
     version_key = "sglang_version"
+    # the launch step's parameters SGLang adds to the core's (serving/request.py)
+    params: Mapping[str, Param] = MappingProxyType({
+        "sglang_version": Param(str, None, help="with engine sglang: its version, for the flags and rules the lint applies "
+                                "(default: the host's own)"),
+        "dist_timeout": Param(int, 300, help="seconds a node waits for its peers before failing (SGLang's --dist-timeout)"),
+        "gated": Param(bool, True, help="SGLang 0.5.23+: every node joins, the GPUs are verified again, then the group is activated"),
+        "gated_port": Param(int, None, help="the gated launch's port on rank 0 (default: dist_init_port + 1000)"),
+    })
     draft_not_used_causes = "layers.0.* keys skipped by SGLang 0.4.9-0.5.11? wrong aux layers? a draft for another target?"
     crash_lines = (
         ("crashed", re.compile(r"[Ww]atchdog timeout \(|SIGQUIT received\.|Subprocess \S+ \(pid=\d+\) crashed with exit code|"
@@ -44,16 +57,16 @@ class SGLang:
     )
 
     @property
-    def group(self) -> Any:
+    def group(self) -> GroupLauncher:
         """One server over several nodes (sglang/grouplaunch.py): planned, run, waited for and watched as a group."""
         from cockpit.sglang import grouplaunch
 
         return grouplaunch
 
     # --- its command line --------------------------------------------------------------------------
-    def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: DepthConfig | None, algorithm: str,
-                    tp: int | None, port: int, bind: str | None, extra_args: list[str] | None) -> list[str]:
-        return launch.server_argv(python, model_path, draft_path, depth, algorithm, tp, port, bind, extra_args)
+    def server_argv(self, request: LaunchRequest, python: str) -> list[str]:
+        return launch.server_argv(python, request.model_path, request.draft_path, request.depth, request.algorithm, request.tp,
+                                  request.port, request.bind, list(request.extra_args))
 
     def with_depth(self, argv: list[str], depth: DepthConfig) -> list[str]:
         return with_depth(argv, depth)

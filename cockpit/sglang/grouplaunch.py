@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from cockpit.hosts.http import request
 from cockpit.hosts.procs import LaunchedProcess
 from cockpit.hosts.transport import TransportError, quote_argv
 from cockpit.runbook.kind import RunContext
-from cockpit.runbook.kind import now as _now
-from cockpit.runbook.model import StepResult, StepSpec, StepState
+from cockpit.runbook.model import StepResult, StepSpec
 from cockpit.sglang import emit  # noqa: F401 - the group's Slurm and LeaderWorkerSet hand-off (plan emit)
 from cockpit.sglang.group import MODEL, Member, Refused as _Refused, group_argv
 from cockpit.serving import group as core
@@ -33,14 +31,10 @@ from cockpit.serving.lint import LintReport
 from cockpit.sglang.lint import lint as sglang_lint
 
 
-@dataclass
-class GroupPlan:
-    members: list[Member]
-    argvs: list[list[str]]
-    lint: LintReport
-    gated_port: int | None
-    old: list[LaunchedProcess]
-    version: str | None
+version_key = "sglang"
+model = MODEL
+health_path = "/health_generate"  # rank 0's: up once every node serves
+default_port = 30000
 
 
 def members(kind, ctx: RunContext, spec: StepSpec) -> tuple[list[Member], str]:
@@ -102,34 +96,18 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     for member, argv in zip(group, argvs):
         lines.append(f"  rank {member.rank} on {member.host}: " + quote_argv(argv))
     lines += [f"  {d.severity}: {d.message}" for d in lint.diagnoses if d.severity != "info"]
-    return "\n".join(lines), GroupPlan(group, argvs, lint, gated_port, old, schema.version)
+    activate = None
+    if gated_port:
+        async def activate(ctx: RunContext, spec: StepSpec, processes: list[LaunchedProcess], followers: dict):
+            return await _activate(ctx, spec, group, gated_port, processes, followers)
+    return "\n".join(lines), core.NodePlan(hosts, argvs, lint, schema.version, old, activate=activate)
 
 
-async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: GroupPlan) -> StepResult:
-    started = _now()
-    await core.stop_all(ctx, spec, planned.old, "relaunch")
-    port = spec.params.get("port", 30000)
-    hosts = [m.host for m in planned.members]
-    processes, why = await core.start_nodes(ctx, spec, kind.log_path(spec), hosts, planned.argvs, port)
-    evidence = _evidence(processes, planned)
-    if why:
-        return StepResult(StepState.FAILED, started, _now(), why, evidence)
-    followers: dict = {}
-    if planned.gated_port:
-        outcome = await _activate(ctx, spec, planned, processes, followers)
-        if outcome is not None:
-            await core.stop_all(ctx, spec, processes, "the group failed before activation")
-            evidence["group_state"] = outcome[1]
-            return StepResult(StepState.FAILED, started, _now(), outcome[0], evidence)
-        evidence["activated"] = True
-    return await core.settled(ctx, spec, processes, MODEL, evidence, started, f"{len(processes)} nodes", followers)
+async def run_form(kind, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+    raise TypeError(f"SGLang's group plans are NodePlans, not {type(planned).__name__}")
 
 
-def _evidence(processes: list[LaunchedProcess], planned: GroupPlan) -> dict:
-    return core.evidence(processes, [m.host for m in planned.members], "sglang", planned.version, planned.lint)
-
-
-async def _activate(ctx: RunContext, spec: StepSpec, planned: GroupPlan, processes, followers) -> tuple[str, dict] | None:
+async def _activate(ctx: RunContext, spec: StepSpec, members: list[Member], gated_port: int, processes, followers) -> tuple[str, dict] | None:
     """Wait until every node joined and waits for activation; verify every node's GPUs now (nothing
     is allocated yet); activate.  Returns (why it failed, group state) or None when activated."""
     deadline = time.monotonic() + float(spec.params.get("join_timeout_s", 600.0))
@@ -144,40 +122,25 @@ async def _activate(ctx: RunContext, spec: StepSpec, planned: GroupPlan, process
             return f"not every node joined in {spec.params.get('join_timeout_s', 600.0):g} s: {', '.join(waiting)}", group.to_json()
         await asyncio.sleep(0.5)
     # every rank joined and holds no model memory yet: the GPU gate, now, on every node
-    for member in planned.members:
+    for member in members:
         unclean = await core.gpus_unclean(ctx, member.host, {p.pid for p in processes if p.host == member.host})
         if unclean:
             return f"rank {member.rank} ({member.host}) is not clean at activation: {unclean}", group.to_json()
-    rank0 = planned.members[0]
+    rank0 = members[0]
     host = spec.params.get("dist_init_addr", "").rpartition(":")[0].strip("[]") or rank0.address
 
     async def opener(h: str, p: int):
         return await ctx.transport(rank0.host).open_tcp(h, p)
 
     try:
-        status, body = await request(opener, "POST", f"http://{host}:{planned.gated_port}/gate/activate", timeout=10)
+        status, body = await request(opener, "POST", f"http://{host}:{gated_port}/gate/activate", timeout=10)
     except (OSError, asyncio.TimeoutError, TransportError, ConnectionError) as exc:
-        return f"could not activate the group at {host}:{planned.gated_port} on {rank0.host}: {exc}", group.to_json()
+        return f"could not activate the group at {host}:{gated_port} on {rank0.host}: {exc}", group.to_json()
     if status != 200:
         return f"the gate on rank 0 answered HTTP {status}: {body[:120]!r}", group.to_json()
-    ctx.audit("activate", step=spec.name, host=rank0.host, port=planned.gated_port)
+    ctx.audit("activate", step=spec.name, host=rank0.host, port=gated_port)
     return None
 
 
 without = core.without
-
-
-class GroupWatcher(core.GroupWatcher):
-    """SGLang's group, watched as serving/group.py watches every engine's."""
-
-    def __init__(self, transport_of, processes: list[LaunchedProcess]):
-        super().__init__(transport_of, processes, MODEL)
-
-
-async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, processes: list[LaunchedProcess],
-                           timeout: float, poll_s: float) -> StepResult:
-    """Ready when rank 0's /health_generate answers 200 and every other node is up (its stub started)."""
-    return await core.wait_group_ready(ctx, spec, launch, processes, timeout, poll_s, MODEL, "/health_generate", 30000)
-
-
 node_log = core.node_log

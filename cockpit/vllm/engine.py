@@ -6,13 +6,18 @@ counters, one node so far)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.depth import DepthConfig
+from cockpit.runbook.kind import Param
+from cockpit.serving.group import GroupLauncher
 from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
+from cockpit.serving.request import LaunchRequest
 from cockpit.vllm import argv as vllm_argv_words
 from cockpit.vllm import diagnose, launch, logs, metrics
 
@@ -29,10 +34,19 @@ class VLLM:
                                       *(p.pattern for _, p in diagnose.MILESTONES), *(p for _, p, _, _ in diagnose.FIXED)]))
     bulk_words = (b"Avg prompt throughput",)
     version_key = "vllm_version"
+    # the launch step's parameters vLLM adds to the core's (serving/request.py)
+    params: Mapping[str, Param] = MappingProxyType({
+        "vllm_version": Param(str, None, help="with engine vllm: its version, for the rules the lint applies (default: the host's own)"),
+        "parallel": Param(str, None, help="vLLM over several nodes: 'data' (default: data parallel, node 0 serves, the others run "
+                          "--headless engines) or 'model' (one model over the nodes: tensor/pipeline parallel with --nnodes, vLLM 0.11 on; "
+                          "--pipeline-parallel-size in extra_args) or 'ray' (one model over a Ray cluster the cockpit starts, "
+                          "--distributed-executor-backend ray: older vLLMs' way)"),
+        "ray_args": Param(list, None, help="with parallel = 'ray': more `ray start` arguments on every node, as a list of words"),
+    })
     draft_not_used_causes = "wrong aux layers? a draft for another target? method eagle for an EAGLE-3 draft?"
     crash_lines = diagnose.CRASH_LINES
     @property
-    def group(self) -> Any:
+    def group(self) -> GroupLauncher:
         """Several nodes: data parallel over them (vllm/group.py), launched by the cockpit over SSH, gated per node
         (vllm/grouplaunch.py), or handed to Slurm or a LeaderWorkerSet (`plan emit`)."""
         from cockpit.vllm import grouplaunch
@@ -40,9 +54,9 @@ class VLLM:
         return grouplaunch
 
     # --- its command line --------------------------------------------------------------------------
-    def server_argv(self, python: str, model_path: str, draft_path: str | None, depth: DepthConfig | None, algorithm: str,
-                    tp: int | None, port: int, bind: str | None, extra_args: list[str] | None) -> list[str]:
-        return launch.vllm_argv(python, model_path, draft_path, depth, tp, port, bind, extra_args)
+    def server_argv(self, request: LaunchRequest, python: str) -> list[str]:
+        return launch.vllm_argv(python, request.model_path, request.draft_path, request.depth, request.tp, request.port,
+                                request.bind, list(request.extra_args))
 
     def with_depth(self, argv: list[str], depth: DepthConfig) -> list[str]:
         return launch.vllm_with_depth(argv, depth)

@@ -361,9 +361,10 @@ def head_address(ctx, spec, hosts: list[str]) -> tuple[str, int]:
     return ctx.hub.config.host(hosts[0]).address or "127.0.0.1", int(spec.params.get("dist_init_port") or 20000)
 
 
-class emit:  # noqa: N801 - the data-parallel and model forms' hand-off (vllm/grouplaunch.py's emit picks the form's)
-    @staticmethod
-    def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
+class FormsEmit:
+    """The data-parallel and model forms' hand-off (vllm/grouplaunch.py's emit picks the form's)."""
+
+    def slurm(self, kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
         head_cmd, worker_sh, what = _commands(spec, base, nodes, local, HEAD, "$SLURM_PROCID")
         lines = [
@@ -380,11 +381,13 @@ class emit:  # noqa: N801 - the data-parallel and model forms' hand-off (vllm/gr
         ]
         return "\n".join(lines) + "\n"
 
-    @staticmethod
-    def lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
+    def lws(self, kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
         nodes, local, http_port, gpus, base = _parts(kind, spec, python, gpus_per_node)
         leader, worker_sh, what = _commands(spec, base, nodes, local, "$(LWS_LEADER_ADDRESS)", "$LWS_WORKER_INDEX")
         name = f"cockpit-{spec.name}".lower().replace("_", "-")
         header = (f"# cockpit plan emit {spec.name} --format lws: vLLM {what} as a LeaderWorkerSet.\n"
                   "# The leader serves; each worker runs headless, its rank from its own LWS_WORKER_INDEX.")
         return lws_manifest(name, nodes, image, gpus, http_port, "/health", "vllm", leader, ["bash", "-c", "exec " + worker_sh], header)
+
+
+emit = FormsEmit()

@@ -16,14 +16,11 @@ already started are stopped and the launch fails naming the node.  A node that f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from cockpit.hosts.procs import LaunchedProcess
 from cockpit.hosts.transport import quote_argv
 from cockpit.runbook.kind import RunContext
-from cockpit.runbook.kind import now as _now
-from cockpit.runbook.model import StepResult, StepSpec, StepState
+from cockpit.runbook.model import StepResult, StepSpec
 from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
@@ -36,14 +33,10 @@ HEALTH = "/health"
 DEFAULT_PORT = 8000
 
 
-@dataclass
-class GroupPlan:
-    hosts: list[str]
-    argvs: list[list[str]]
-    ranks: list[int]  # each node's data-parallel ranks (its engines)
-    lint: LintReport
-    old: list[LaunchedProcess]
-    version: str | None
+version_key = "vllm"
+model = MODEL
+health_path = HEALTH  # the head's: its API server starts only once every node's engines shook hands with it
+default_port = DEFAULT_PORT
 
 
 async def _vllm(ctx: RunContext, spec: StepSpec, host: str) -> FlagSchema:
@@ -136,57 +129,28 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     for rank, (host, argv) in enumerate(zip(hosts, argvs)):
         lines.append(f"  rank {rank} on {host}{' (head, serves)' if rank == 0 else ' (headless)'}: " + quote_argv(argv))
     lines += [f"  {d.severity}: {d.message}" for d in lint.diagnoses if d.severity != "info"]
-    return "\n".join(lines), GroupPlan(hosts, argvs, ranks, lint, old, schema.version)
+    ranks_key = "dp_ranks" if shape == "data" else "gpus_per_node"
+    return "\n".join(lines), core.NodePlan(hosts, argvs, lint, schema.version, old, {ranks_key: ranks}, gate_each_node=True)
 
 
-async def run_group(kind, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
-    if not isinstance(planned, GroupPlan):  # a Ray cluster's (vllm/raygroup.py)
-        return await raygroup.run(kind, ctx, spec, planned)
-    started = _now()
-    await core.stop_all(ctx, spec, planned.old, "relaunch")
-    port = int(spec.params.get("port") or DEFAULT_PORT)
-
-    async def gate(rank: int) -> str | None:
-        unclean = await core.gpus_unclean(ctx, planned.hosts[rank])
-        if unclean is None:
-            return None
-        ctx.audit("refused", step=spec.name, host=planned.hosts[rank], rank=rank, why=unclean)
-        return f"rank {rank} ({planned.hosts[rank]}) is not clean at its start: {unclean}"
-
-    processes, why = await core.start_nodes(ctx, spec, kind.log_path(spec), planned.hosts, planned.argvs, port, gate)
-    evidence = core.evidence(processes, planned.hosts, "vllm", planned.version, planned.lint)
-    evidence["dp_ranks" if "--nnodes" not in planned.argvs[0] else "gpus_per_node"] = planned.ranks
-    if why:
-        return StepResult(StepState.FAILED, started, _now(), why + ("; the nodes started before it were stopped" if processes else ""),
-                          evidence)
-    return await core.settled(ctx, spec, processes, MODEL, evidence, started, f"{len(processes)} nodes")
+async def run_form(kind, ctx: RunContext, spec: StepSpec, planned: Any) -> StepResult:
+    """A Ray cluster's launch (vllm/raygroup.py): its head and workers first, then the server on the head."""
+    return await raygroup.run(kind, ctx, spec, planned)
 
 
-class GroupWatcher(core.GroupWatcher):
-    """vLLM's group, watched as serving/group.py watches every engine's."""
+class Emit:
+    """The hand-off of the step's form (core.GroupEmit): data parallel and the model form (vllm/group.py), Ray's
+    (vllm/raygroup.py)."""
 
-    def __init__(self, transport_of, processes: list[LaunchedProcess]):
-        super().__init__(transport_of, processes, MODEL)
-
-
-async def wait_group_ready(ctx: RunContext, spec: StepSpec, launch: StepSpec, processes: list[LaunchedProcess],
-                           timeout: float, poll_s: float) -> StepResult:
-    """Ready when the head's /health answers 200 (its API server starts only once every node's engines shook hands with
-    it) and every headless node's engines are up."""
-    return await core.wait_group_ready(ctx, spec, launch, processes, timeout, poll_s, MODEL, HEALTH, DEFAULT_PORT)
-
-
-class emit:  # noqa: N801 - the module-like face the CLI asks of every engine's group (engine.group.emit.slurm / .lws)
-    """The hand-off of the step's form: data parallel and the model form (vllm/group.py), Ray's (vllm/raygroup.py)."""
-
-    @staticmethod
-    def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
+    def slurm(self, kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
         if form(spec.params) == "ray":
             return raygroup.emit_slurm(kind, spec, python, gpus_per_node)
         return forms.emit.slurm(kind, spec, python, gpus_per_node)
 
-    @staticmethod
-    def lws(kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
+    def lws(self, kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
         if form(spec.params) == "ray":
             return raygroup.emit_lws(kind, spec, python, image, gpus_per_node)
         return forms.emit.lws(kind, spec, python, image, gpus_per_node)
+
+
+emit = Emit()

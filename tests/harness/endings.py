@@ -224,7 +224,12 @@ def _submit(cluster, folder: Path, script: Path, ending: str, name: str) -> str:
 
 def _job_pid(name: str) -> int:
     """The pid of a job's trainer on this (the job's) node: by its command line, which names it."""
-    found = subprocess.run(["pgrep", "-f", f"{name}$"], capture_output=True, text=True, timeout=30).stdout.split()
+    deadline = time.monotonic() + 20  # RUNNING comes a moment before slurmstepd has started the job's program
+    while True:
+        found = subprocess.run(["pgrep", "-f", f"{name}$"], capture_output=True, text=True, timeout=30).stdout.split()
+        if len(found) == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert len(found) == 1, f"{name}: {found}"
     return int(found[0])
 
@@ -314,7 +319,8 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
         for cell in running.values():  # every job but the one that waits runs before anyone looks
             if cell.job is not None and cell.ending != "pending":
                 cluster.wait(cell.job, {"RUNNING"}, timeout=60)
-                cell.pid = _job_pid(f"{marker}-{cell.name}")
+                if cell.ending == "stop":  # the cockpit kills its process by pid, as the process table does
+                    cell.pid = _job_pid(f"{marker}-{cell.name}")
         config.write_text(_config(folder, cases, marker, host, hosts_toml, jobs))
         os.chmod(config, 0o644)
         lifetime = settle_s + truth_s + 2 + (150 if any(c.ending == "timeout" for c in running.values()) else 0)
