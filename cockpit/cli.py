@@ -432,11 +432,11 @@ def cmd_drafter(args) -> int:
 
         if args.sglang and args.vllm:
             raise CockpitError("give --sglang VERSION or --vllm VERSION, not both (--engine both judges every range of each)")
-        from cockpit.drafter.inspect import DEFAULT_LOADER, LOADERS
+        from cockpit.drafter.inspect import default_loader, loaders
 
         given = vars(args)  # --ENGINE VERSION: a version of that engine's loader
-        engine = args.engine or next((name for name in LOADERS if given.get(name)), DEFAULT_LOADER)
-        version = given.get(engine) if engine in LOADERS else None
+        engine = args.engine or next((name for name in loaders() if given.get(name)), default_loader())
+        version = given.get(engine) if engine in loaders() else None
         report = inspect_draft(args.path)
         said = {}
         if getattr(args, "target", None):

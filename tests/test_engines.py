@@ -203,3 +203,78 @@ def test_an_installed_engine_that_cannot_be_taken_is_said_not_silent(tmp_path, m
     finally:
         engines._all.cache_clear()
         engines._PROBLEMS.clear()
+
+
+# --- what an engine declares, and what nobody else decides by its name (issue 49) --------------------------------------
+
+
+def test_the_launch_parameters_are_the_cores_and_each_engines_own_declaration():
+    """A launch step takes the core's parameters and every engine's declared ones; an engine that redeclares one is
+    refused at once; a step's request carries only its own engine's, defaulted."""
+    from cockpit.runbook.kind import Param
+    from cockpit.runbook.model import StepSpec
+    from cockpit.serving.request import CORE_PARAMS, LaunchParams
+    from cockpit.serving.steps import ServeLaunch
+
+    declared = {key: engine.name for engine in engines.engines() for key in engine.params}
+    assert declared and set(ServeLaunch.params) == set(CORE_PARAMS) | set(declared)
+    assert not set(declared) & set(CORE_PARAMS)
+    assert all(engine.version_key in engine.params for engine in engines.engines())  # its version is its own parameter
+    clash = LaunchParams({**CORE_PARAMS, next(iter(declared)): Param(str)})
+    with pytest.raises(RuntimeError, match="redeclares"):
+        list(clash)
+    for engine in engines.engines():
+        spec = StepSpec("launch", "serve_launch", "gpu", {"model_path": "/m", "engine": engine.name, "depth": 3})
+        request = ServeLaunch.request(spec)
+        assert set(request.engine_params) == set(engine.params)
+        assert request.depth == DepthConfig.chain(3) and request.hosts == ("gpu",) and request.nodes == 1
+        with pytest.raises(AttributeError):
+            request.port = 1  # frozen: built once, read everywhere
+
+
+def test_each_engines_draft_loader_says_what_breaks_which_of_its_releases():
+    """The drafter's findings that depend on the loader are each listed by some engine, over its own ranges only; a
+    version falls in one of them."""
+    from cockpit.drafter.inspect import LOADER_FINDINGS, broken, every
+
+    listed = set()
+    for engine in engines.engines():
+        loading = engine.draft_loading
+        assert loading.label == engine.label and loading.ranges
+        for code, ranges in loading.breaks.items():
+            assert code in LOADER_FINDINGS and set(ranges) <= set(loading.ranges), (engine.name, code)
+            listed.add(code)
+        assert {loading.range_of(v) for v in ("0.1.0", "0.5.2", "0.9.1", "0.10.2", "9.0")} <= set(loading.ranges)
+    assert listed == set(LOADER_FINDINGS)
+    assert all(set(broken(code)) <= set(every()) for code in LOADER_FINDINGS)
+
+
+def test_no_decision_on_an_engines_name_outside_the_engine_packages():
+    """Outside sglang/ and vllm/ (and the demo's stand-ins of them), no comparison, lookup or key is made on an
+    engine's config word: the core, the drafter, the runs, the bench, the UI and the CLI ask the registry.  (An HTTP
+    API kind the bench speaks, `api == 'sglang'` for SGLang's /generate, is a protocol, not an engine.)"""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "cockpit"
+    words = set(engines.names())
+    found = []
+    for path in root.rglob("*.py"):
+        package = path.relative_to(root).parts[0]
+        if package in words or package == "demo":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            constants: list[ast.expr] = []
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(isinstance(s, ast.Name) and s.id == "api" for s in sides):
+                    continue
+                constants = [s for s in sides if isinstance(s, ast.Constant)]
+                constants += [e for s in sides if isinstance(s, (ast.Tuple, ast.Set, ast.List)) for e in s.elts]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "engine") and node.args:
+                constants = [node.args[0]]
+            elif isinstance(node, ast.Subscript):
+                constants = [node.slice]
+            for constant in constants:
+                if isinstance(constant, ast.Constant) and constant.value in words:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)[:90]}")
+    assert found == []

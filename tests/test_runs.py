@@ -283,7 +283,7 @@ def test_layers0_checkpoint_is_judged_per_engine_and_version(tmp_path):
         handle.truncate(len(header) + end)
 
     async def go(version, engine="sglang"):
-        spec = RunSpec("r", "here", output_dir=str(tmp_path / "out"), **{engine: version})
+        spec = RunSpec("r", "here", output_dir=str(tmp_path / "out"), versions={engine: version})
         status, _ = await RunWatcher(spec, local()).poll()
         return status.latest_checkpoint
 

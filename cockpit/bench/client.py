@@ -84,6 +84,9 @@ def _finish(reason: Any) -> str | None:
     return str(reason)
 
 
+APIS = ("sglang", "openai")  # the HTTP APIs a benchmark speaks: SGLang's /generate, the OpenAI chat API
+
+
 async def run_request(opener: Opener, endpoint: str, api: str, messages: list[dict], max_tokens: int, temperature: float,
                       record: RequestRecord, extra: dict | None = None, on_event=None) -> RequestRecord:
     loop = asyncio.get_running_loop()

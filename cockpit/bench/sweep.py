@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.bench.client import Workload, run_closed_loop
+from cockpit.bench.client import APIS, Workload, run_closed_loop
 from cockpit.bench.decision import Decision, decide, predicted_vs_measured, recommend, table
 from cockpit.serving.live import opener_for, server_info
 from cockpit.bench.stats import summarize
@@ -74,8 +74,8 @@ def sweep_value_problem(key: str, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             return f"{key} must be a positive integer, got {value!r}"
     elif key == "api":
-        if value not in ("sglang", "openai"):
-            return f"api must be 'sglang' or 'openai', got {value!r}"
+        if value not in APIS:
+            return f"api must be {' or '.join(repr(a) for a in APIS)}, got {value!r}"
     elif key == "after":
         if value not in AFTER:
             return f"after must be one of {', '.join(AFTER)} (what runs when the sweep is done), got {value!r}"

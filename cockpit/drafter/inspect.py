@@ -1,32 +1,31 @@
 """Is an EAGLE-3 draft directory ready for SGLang, or for vLLM?  Headers only, with a verdict per
 engine and version range.
 
-Facts: sglang-facts §3.  What SGLang does with `layers.0.*` keys: up to 0.4.8 a crash, 0.4.9 to
-0.5.11 silently skipped (acceptance length 1.00), 0.5.12 on loaded.  vllm-facts §3: vLLM loads
-`midlayer.*` and `layers.0.*` alike (0.8.5 on; before 0.8.5 it has no EAGLE-3), ignores t2d, reads the
-speculators format from 0.10.2, one decoder layer until 0.34.0, MLA drafts (Eagle3DeepseekV2/V3) from
-0.34.0.  A check whose effect on vLLM is not known from its source is judged for SGLang only.
+This module reads the draft and names what it finds (a finding's code); which releases of which engine each finding
+breaks is the engine's to say (Engine.draft_loading: sglang/draftload.py, vllm/draftload.py, from sglang-facts §3 and
+vllm-facts §3), so no engine is named here to decide anything.  A finding whose effect on an engine is not known from its
+source is not listed by that engine.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from cockpit.drafter.files import JOURNAL_SUFFIX, weight_files
 from cockpit.drafter.header import Header, HeaderError, read_header
 from cockpit.format import plural, size
+from cockpit.serving.engine import DraftLoading
 
-RANGES = ("<=0.4.8", "0.4.9-0.5.11", ">=0.5.12")  # SGLang's
-VLLM_RANGES = ("vLLM <=0.8.4", "vLLM 0.8.5", "vLLM 0.9-0.10.1", "vLLM 0.10.2-0.33", "vLLM >=0.34.0")
-# the draft architecture names vLLM's registry has for a Llama EAGLE-3 draft, by range (its wheels' registry.py and
-# configs/eagle.py): 0.9-0.10.1 turn X into Eagle3X (0.10.1 keeps a name that ends in Eagle3) and register only
-# Eagle3LlamaForCausalLM (0.10.1.1 has LlamaForCausalLMEagle3 commented out); 0.10.2 on registers both
+# the name vLLM 0.9-0.10.1's registry has for a Llama EAGLE-3 draft (its fix: both names in architectures)
 VLLM_LLAMA_EAGLE3 = "Eagle3LlamaForCausalLM"
-EVERY = RANGES + VLLM_RANGES  # a problem for every engine and version
+# the findings whose effect depends on the loader and its release: each engine says which of its ranges each breaks
+# (Engine.draft_loading.breaks); every other finding breaks every range of every engine
+LOADER_FINDINGS = ("no_eagle3", "layers0_keys", "missing_t2d", "speculators_config", "architecture_unsupported",
+                   "wrong_architecture", "architecture_name", "num_hidden_layers", "draft_vocab_size_missing", "t2d_vocab",
+                   "d2t_dtype", "t2d_dtype")
 MLA_ARCHITECTURES = {"Eagle3DeepseekV2ForCausalLM"}  # Kimi-K2.5 / DeepSeek targets: SGLang 0.5.12 on (kimi_k25_eagle3.py)
 EAGLE3_ARCHITECTURES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV3ForCausalLM"} | MLA_ARCHITECTURES
 LAYER_KEYS = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "input_layernorm.weight",
@@ -38,59 +37,44 @@ MIDLAYER_KEYS = tuple("midlayer." + k for k in GQA_ATTENTION + LAYER_KEYS)
 TOP_KEYS = ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
 
 
-def version_range(version: str) -> str:
-    numbers = [int(n) for n in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
-    key = tuple(numbers[:3])
-    if key <= (0, 4, 8):
-        return RANGES[0]
-    if key <= (0, 5, 11):
-        return RANGES[1]
-    return RANGES[2]
+def loaders() -> dict[str, DraftLoading]:
+    """Every engine's draft loader, by the engine's config word, the default engine's first."""
+    from cockpit.serving import engines
+
+    return {e.name: e.draft_loading for e in engines.engines()}
 
 
-def vllm_range(version: str) -> str:
-    numbers = [int(n) for n in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
-    key = tuple(numbers[:3])
-    if key < (0, 8, 5):
-        return VLLM_RANGES[0]
-    if key < (0, 9, 0):
-        return VLLM_RANGES[1]
-    if key < (0, 10, 2):
-        return VLLM_RANGES[2]
-    if key < (0, 34, 0):
-        return VLLM_RANGES[3]
-    return VLLM_RANGES[4]
+def default_loader() -> str:
+    from cockpit.serving import engines
+
+    return engines.DEFAULT
 
 
-@dataclass(frozen=True)
-class Loader:
-    """What one engine's draft loader is judged by: its version ranges (where its loading of a draft changed),
-    and which range a version falls in."""
-
-    label: str
-    ranges: tuple[str, ...]
-    range_of: Callable[[str], str]
+def every() -> tuple[str, ...]:
+    """Every range of every engine: what a finding no loader takes breaks."""
+    return tuple(r for loading in loaders().values() for r in loading.ranges)
 
 
-# the loaders a draft is judged for, by engine name (facts: the module's docstring)
-LOADERS: dict[str, Loader] = {"sglang": Loader("SGLang", RANGES, version_range), "vllm": Loader("vLLM", VLLM_RANGES, vllm_range)}
-DEFAULT_LOADER = "sglang"
+def broken(code: str) -> tuple[str, ...]:
+    """The ranges a loader-dependent finding breaks, each engine's as it says."""
+    assert code in LOADER_FINDINGS, code
+    return tuple(r for loading in loaders().values() for r in loading.breaks.get(code, ()))
 
 
-def ranges_of(engine: str = DEFAULT_LOADER, version: str | None = None) -> tuple[str, ...]:
+def ranges_of(engine: str | None = None, version: str | None = None) -> tuple[str, ...]:
     """The version ranges a verdict is given for: one engine's (all of them, or the one of `version`), or, for
     "both" (every engine), all of every engine's."""
-    loader = LOADERS.get(engine)
-    if loader is None:
-        return tuple(r for each in LOADERS.values() for r in each.ranges)
-    return (loader.range_of(version),) if version else loader.ranges
+    loading = loaders().get(engine or default_loader())
+    if loading is None:
+        return every()
+    return (loading.range_of(version),) if version else loading.ranges
 
 
 def range_label(version_range: str) -> str:
     """A range with its engine's name: `SGLang >=0.5.12`, `vLLM 0.9-0.10.1` (vLLM's ranges carry it already)."""
-    for loader in LOADERS.values():
-        if version_range in loader.ranges:
-            return version_range if version_range.startswith(loader.label) else f"{loader.label} {version_range}"
+    for loading in loaders().values():
+        if version_range in loading.ranges:
+            return version_range if version_range.startswith(loading.label) else f"{loading.label} {version_range}"
     return version_range
 
 
@@ -98,7 +82,7 @@ def range_label(version_range: str) -> str:
 class Problem:
     code: str
     message: str
-    ranges: tuple[str, ...]  # the version ranges it breaks (SGLang's RANGES, vLLM's VLLM_RANGES)
+    ranges: tuple[str, ...]  # the version ranges it breaks (every engine's, as Engine.draft_loading says)
     fix: str | None = None
 
     def to_json(self) -> dict:
@@ -116,17 +100,18 @@ class DraftReport:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def verdicts(self, version: str | None = None, engine: str = DEFAULT_LOADER) -> dict[str, list[Problem]]:
+    def verdicts(self, version: str | None = None, engine: str | None = None) -> dict[str, list[Problem]]:
         return {r: [p for p in self.problems if r in p.ranges] for r in ranges_of(engine, version)}
 
-    def ready(self, version: str | None = None, engine: str = DEFAULT_LOADER) -> bool:
+    def ready(self, version: str | None = None, engine: str | None = None) -> bool:
         return not any(self.verdicts(version, engine).values())
 
-    def to_json(self, version: str | None = None, engine: str = DEFAULT_LOADER) -> dict:
+    def to_json(self, version: str | None = None, engine: str | None = None) -> dict:
+        engine = engine or default_loader()
         return {
             "path": self.path, "files": self.files, "total_bytes": self.total_bytes, "tensor_count": len(self.tensors),
             "tensors": self.tensors, "config": self.config, "layout": self.layout, "ready": self.ready(version, engine),
-            "engine": engine, (engine if engine in LOADERS else DEFAULT_LOADER): version,
+            "engine": engine, (engine if engine in loaders() else default_loader()): version,
             "verdicts": {r: {"ready": not ps, "problems": [p.to_json() for p in ps]} for r, ps in self.verdicts(version, engine).items()},
             "problems": [p.to_json() for p in self.problems], "notes": self.notes,
         }
@@ -154,7 +139,7 @@ def inspect_draft(path: str | Path) -> DraftReport:
     report = build_report(str(path), headers, config_text, str(config_path))
     for journal in journals:
         report.problems.insert(0, Problem("interrupted_fix", f"{journal}: an interrupted `cockpit drafter fix-keys` left its "
-                                          "journal; the header may be half written", EVERY, fix=fix))
+                                          "journal; the header may be half written", every(), fix=fix))
     return report
 
 
@@ -166,19 +151,19 @@ def build_report(path: str, headers: list[Header], config_text: str | None, conf
         report.total_bytes += header.file_size
         for name, info in header.tensors.items():
             if name in report.tensors:
-                report.problems.append(Problem("duplicate_key", f"'{name}' is in two shards", EVERY))
+                report.problems.append(Problem("duplicate_key", f"'{name}' is in two shards", every()))
             report.tensors[name] = {"dtype": info.dtype, "shape": list(info.shape), "file": Path(header.path).name}
     if config_text is not None:
         try:
             report.config = json.loads(config_text)
         except ValueError as exc:
-            report.problems.append(Problem("config_unreadable", f"{config_name}: not valid JSON ({exc})", EVERY))
+            report.problems.append(Problem("config_unreadable", f"{config_name}: not valid JSON ({exc})", every()))
     else:
-        report.problems.append(Problem("config_missing", f"{config_name} is missing: SGLang and vLLM read the draft's settings from it", EVERY))
+        report.problems.append(Problem("config_missing", f"{config_name} is missing: SGLang and vLLM read the draft's settings from it", every()))
     _check_config(report)  # the config first: SGLang reads it before a single weight
     _check_keys(report)
     _check_shapes(report)
-    report.problems.append(Problem("no_eagle3", "vLLM before 0.8.5 has no EAGLE-3 (method eagle3 came in 0.8.5)", VLLM_RANGES[:1],
+    report.problems.append(Problem("no_eagle3", "vLLM before 0.8.5 has no EAGLE-3 (method eagle3 came in 0.8.5)", broken("no_eagle3"),
                                    fix="vLLM 0.8.5 or later"))
     report.layout = layout_of(report)
     return report
@@ -223,13 +208,13 @@ def _check_keys(report: DraftReport) -> None:
     if old and not mla:  # an MLA draft maps layers.0. to midlayer. itself (SGLang 0.5.12 on; older ones refuse its config)
         report.problems.append(Problem(
             "layers0_keys", f"{len(old)} keys are named layers.0.* (e.g. {old[0]}): SGLang up to 0.4.8 crashes on them, "
-            "0.4.9-0.5.11 silently skip them (acceptance length 1.00)", RANGES[:2],
+            "0.4.9-0.5.11 silently skip them (acceptance length 1.00)", broken("layers0_keys"),
             fix="cockpit drafter fix-keys PATH   (renames layers.0. to midlayer., header only)"))
     layer = tuple("midlayer." + k for k in (MLA_ATTENTION if mla else GQA_ATTENTION) + LAYER_KEYS)
     present = names | {"midlayer." + n[len("layers.0."):] for n in old}
     for key in layer:
         if key not in present:
-            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", EVERY))
+            report.problems.append(Problem("missing_key", f"required key '{key}' is missing", every()))
     draft_vocab, vocab = config.get("draft_vocab_size"), config.get("vocab_size")
     full_vocab = draft_vocab is None or (vocab is not None and draft_vocab == vocab)
     for key in TOP_KEYS:
@@ -245,11 +230,12 @@ def _check_keys(report: DraftReport) -> None:
         why = (f" (draft_vocab_size {draft_vocab} is not the target's {vocab}: d2t maps the draft's tokens onto the target's)"
                if key in ("d2t", "t2d") else "")
         # vLLM ignores t2d; without d2t a reduced vocabulary maps onto the wrong target tokens (0.8.5: zeros, silently)
-        report.problems.append(Problem("missing_key", f"required key '{key}' is missing{why}", RANGES if key == "t2d" else EVERY))
+        report.problems.append(Problem("missing_key", f"required key '{key}' is missing{why}",
+                                       broken("missing_t2d") if key == "t2d" else every()))
     prefixed = sorted(n for n in names if n.startswith(("draft_model.", "model.", "module.")))
     if prefixed:
         report.problems.append(Problem("prefixed_keys", f"{len(prefixed)} keys carry a training prefix (e.g. {prefixed[0]}): SGLang "
-                                       "and vLLM expect them unprefixed", EVERY, fix="cockpit drafter fix-keys PATH --rule draft_model.="))
+                                       "and vLLM expect them unprefixed", every(), fix="cockpit drafter fix-keys PATH --rule draft_model.="))
     if "embed_tokens.weight" not in names:
         report.notes.append("no embed_tokens.weight: fine, SGLang uses the target's embedding")
     elif not mla:
@@ -263,33 +249,33 @@ def _check_config(report: DraftReport) -> None:
         report.problems.append(Problem(
             "speculators_config", "config.json is in vLLM speculators format (no model_type; the layer's settings nested in "
             "transformer_layer_config): SGLang stops on it with `Unrecognized model ... Should have a model_type key`, and vLLM "
-            "reads it only from 0.10.2", RANGES + VLLM_RANGES[:3],
+            "reads it only from 0.10.2", broken("speculators_config"),
             fix="cockpit drafter convert PATH   (rewrites config.json for SGLang and renames the keys, header only)"))
     config = effective_config(report.config)
     architectures = config.get("architectures") or []
     if any(a in MLA_ARCHITECTURES for a in architectures):
         report.problems.append(Problem("architecture_unsupported", f"{architectures[0]} (an MLA draft for DeepSeek / Kimi-K2.5 "
                                        "targets) is served from SGLang 0.5.12 and vLLM 0.34.0 on: older versions do not know the "
-                                       "architecture", RANGES[:2] + VLLM_RANGES[:4]))
+                                       "architecture", broken("architecture_unsupported")))
     elif not is_speculators(report.config) and not any(a in EAGLE3_ARCHITECTURES for a in architectures):
         report.problems.append(Problem("wrong_architecture", f"architectures is {architectures}, not an EAGLE-3 draft class "
                                        f"({', '.join(sorted(EAGLE3_ARCHITECTURES))}): SGLang fails with KeyError "
-                                       "'midlayer.self_attn.qkv_proj.weight'", RANGES))
+                                       "'midlayer.self_attn.qkv_proj.weight'", broken("wrong_architecture")))
     if "LlamaForCausalLMEagle3" in architectures and VLLM_LLAMA_EAGLE3 not in architectures:
         fixed = [*architectures, VLLM_LLAMA_EAGLE3]
         report.problems.append(Problem(
             "architecture_name", "architectures is ['LlamaForCausalLMEagle3']: vLLM 0.9 to 0.10.1 do not load that name (0.9 "
             "looks for Eagle3LlamaForCausalLMEagle3; 0.10.1.1 has LlamaForCausalLMEagle3 commented out of its registry) and stop "
-            "with `Model architectures [...] are not supported for now`", VLLM_RANGES[2:3],
+            "with `Model architectures [...] are not supported for now`", broken("architecture_name"),
             fix=f"set \"architectures\": {json.dumps(fixed)} in config.json (SGLang loads the first name, vLLM 0.9 on the "
                 "second), or serve with vLLM 0.10.2 or later"))
     layers = config.get("num_hidden_layers")
     if layers != 1:
         report.problems.append(Problem("num_hidden_layers", f"num_hidden_layers is {layers}: SGLang up to 0.5.11 supports only 1 "
                                        "(ValueError: EAGLE3 currently only supports 1 layer), vLLM up to 0.33 builds one decoder "
-                                       "layer", RANGES[:2] + VLLM_RANGES[1:4]))
+                                       "layer", broken("num_hidden_layers")))
     if config.get("draft_vocab_size") is None:
-        report.problems.append(Problem("draft_vocab_size_missing", "config.json has no draft_vocab_size", RANGES))
+        report.problems.append(Problem("draft_vocab_size_missing", "config.json has no draft_vocab_size", broken("draft_vocab_size_missing")))
 
 
 def _check_shapes(report: DraftReport) -> None:
@@ -300,34 +286,34 @@ def _check_shapes(report: DraftReport) -> None:
     fc = tensors.get("fc.weight")
     if fc and target_hidden and len(fc["shape"]) == 2 and fc["shape"][1] != 3 * target_hidden:
         report.problems.append(Problem("fc_shape", f"fc.weight takes {fc['shape'][1]} inputs, 3 x target hidden = {3 * target_hidden}",
-                                       EVERY))
+                                       every()))
     lm_head = tensors.get("lm_head.weight")
     d2t = tensors.get("d2t")
     t2d = tensors.get("t2d")
     draft_vocab = config.get("draft_vocab_size")
     if lm_head and d2t and lm_head["shape"][0] != d2t["shape"][0]:
         report.problems.append(Problem("lm_head_d2t", f"lm_head.weight has {lm_head['shape'][0]} rows but d2t has {d2t['shape'][0]} entries",
-                                       EVERY))
+                                       every()))
     if lm_head and draft_vocab is not None and lm_head["shape"][0] != draft_vocab:
         report.problems.append(Problem("lm_head_vocab", f"lm_head.weight has {lm_head['shape'][0]} rows, draft_vocab_size is {draft_vocab}",
-                                       EVERY))
+                                       every()))
     vocab = config.get("vocab_size")
     if t2d and vocab is not None and t2d["shape"][0] != vocab:
-        report.problems.append(Problem("t2d_vocab", f"t2d has {t2d['shape'][0]} entries, vocab_size is {vocab}", RANGES))
+        report.problems.append(Problem("t2d_vocab", f"t2d has {t2d['shape'][0]} entries, vocab_size is {vocab}", broken("t2d_vocab")))
     if d2t and d2t["dtype"] != "I64":
-        report.problems.append(Problem("d2t_dtype", f"d2t is {d2t['dtype']}, SGLang expects int64", RANGES))
+        report.problems.append(Problem("d2t_dtype", f"d2t is {d2t['dtype']}, SGLang expects int64", broken("d2t_dtype")))
     if t2d and t2d["dtype"] != "BOOL":
-        report.problems.append(Problem("t2d_dtype", f"t2d is {t2d['dtype']}, SGLang expects bool", RANGES))
+        report.problems.append(Problem("t2d_dtype", f"t2d is {t2d['dtype']}, SGLang expects bool", broken("t2d_dtype")))
 
 
-def render_report(report: DraftReport, version: str | None = None, keys: bool = False, engine: str = DEFAULT_LOADER) -> str:
+def render_report(report: DraftReport, version: str | None = None, keys: bool = False, engine: str | None = None) -> str:
     lines = [f"{report.path}: {plural(len(report.tensors), 'tensor')} in {plural(len(report.files), 'file')}, {size(report.total_bytes)}",
              f"layout: {report.layout}"]
     if keys:
         for name, info in sorted(report.tensors.items()):
             lines.append(f"  {name:<50} {info['dtype']:<5} {info['shape']}")
     verdicts = report.verdicts(version, engine)
-    for loader in LOADERS.values():
+    for loader in loaders().values():
         mine = {r: ps for r, ps in verdicts.items() if r in loader.ranges}
         if mine:
             lines.append(loader.label + " " + ";  ".join(f"{r.removeprefix(loader.label + ' ')}: " + ("ready" if not ps else plural(len(ps), "problem"))
@@ -344,5 +330,5 @@ def render_report(report: DraftReport, version: str | None = None, keys: bool = 
     return "\n".join(lines)
 
 
-__all__ = ["inspect_draft", "DraftReport", "Problem", "HeaderError", "version_range", "vllm_range", "render_report", "RANGES",
-           "VLLM_RANGES", "LOADERS", "DEFAULT_LOADER", "range_label", "ranges_of"]
+__all__ = ["inspect_draft", "DraftReport", "Problem", "HeaderError", "render_report", "loaders", "default_loader", "every",
+           "broken", "range_label", "ranges_of"]

@@ -85,9 +85,9 @@ class DrafterCheck(StepKind):
     @staticmethod
     def judge(spec: StepSpec) -> tuple[str | None, str]:
         """(the version, the engine) whose loader judges the draft."""
-        if spec.params.get("vllm"):
-            return spec.params["vllm"], "vllm"
-        return spec.params.get("sglang"), "sglang"
+        from cockpit.serving.engines import judged_by
+
+        return judged_by(spec.params)
 
     def title(self, spec: StepSpec) -> str:
         version, engine = self.judge(spec)
@@ -96,14 +96,15 @@ class DrafterCheck(StepKind):
         return spec.title or f"draft at {_label(spec)} ready for {label(engine)} {version or '(any)'}"
 
     def validate(self, spec: StepSpec) -> str | None:
-        if spec.params.get("sglang") and spec.params.get("vllm"):
-            return "give 'sglang' or 'vllm' (the engine that will load the draft), not both"
-        if spec.params.get("vllm"):
-            from cockpit.serving.engines import engine
+        from cockpit.serving.engines import engine, names
 
-            problem = engine("vllm").version_problem(str(spec.params["vllm"]))
+        given = [name for name in names() if spec.params.get(name)]
+        if len(given) > 1:
+            return f"give {' or '.join(repr(n) for n in given)} (the engine that will load the draft), not both"
+        for name in given:
+            problem = engine(name).version_problem(str(spec.params[name]))
             if problem:
-                return f"vllm: {problem}"
+                return f"{name}: {problem}"
         if bool(spec.params.get("path")) == bool(spec.params.get("from_step")):
             return "give 'path' (the draft on the host) or 'from_step' (a wait_run step whose checkpoint it checks), one of them"
         return None
@@ -121,12 +122,14 @@ class DrafterCheck(StepKind):
 
     def why(self, spec: StepSpec) -> str:
         # one version on screen: the one the step judges for; the range only where no version is known
+        from cockpit.serving.engines import engine as engine_of
+
         version, engine = self.judge(spec)
-        if engine == "vllm":
-            return f"judged by vLLM {version}'s loader, from the headers" if version else "judged by vLLM's loader, from the headers"
+        loading = engine_of(engine).draft_loading
+        hint = f" ({loading.hint})" if loading.hint else ""
         if version:
-            return f"judged for SGLang {version} from the headers (layers.0.* keys: skipped silently by 0.4.9-0.5.11, accept len 1.00)"
-        return "layers.0.* keys are skipped silently by SGLang 0.4.9-0.5.11 (accept len 1.00): checked from the headers"
+            return f"judged by {loading.label} {version}'s loader, from the headers{hint}"
+        return f"judged by {loading.label}'s loader at every release, from the headers{hint}"
 
     def explain(self, spec: StepSpec, result: StepResult) -> list[str]:
         evidence = result.evidence

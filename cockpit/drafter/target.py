@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cockpit.drafter.inspect import EVERY, MLA_ARCHITECTURES, DraftReport, Problem, effective_config
+from cockpit.drafter.inspect import MLA_ARCHITECTURES, DraftReport, Problem, effective_config, every
 from cockpit.errors import CockpitError
 from cockpit.hosts.transport import Transport, TransportError
 
@@ -118,7 +118,7 @@ def check_against(report: DraftReport, target: TargetFacts) -> TargetCheck:
     other = f"serve it with the target it was trained for, or train a draft for {target.source.rsplit('/', 2)[-2] if '/' in target.source else 'this target'}"
 
     def problem(code: str, message: str) -> None:
-        check.problems.append(Problem(code, message, EVERY, fix=other))
+        check.problems.append(Problem(code, message, every(), fix=other))
 
     hidden = _int(config.get("target_hidden_size")) or _int(config.get("hidden_size"))
     named = "target_hidden_size" if _int(config.get("target_hidden_size")) else "hidden_size"

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from cockpit.drafter.header import HeaderError, header_length, parse_header_bytes
-from cockpit.drafter.inspect import EVERY, build_report, ranges_of
+from cockpit.drafter.inspect import build_report, every, ranges_of
 from cockpit.hosts.transport import FileStat, Transport
 
 _EPOCH = re.compile(r"^epoch_(?P<epoch>\d+)(?:_step_(?P<step>\d+))?$")
@@ -149,7 +149,7 @@ async def inspect_checkpoint(transport: Transport, path: str, name: str, order: 
                              else "midlayer.*" if any(n.startswith("midlayer.") for n in tensor_names) else "unrecognised")
     checkpoint.layout = report.layout
     verdicts = report.verdicts(engine="both")
-    checkpoint.ready = {r: not verdicts[r] for r in EVERY}  # every engine's version ranges
+    checkpoint.ready = {r: not verdicts[r] for r in every()}  # every engine's version ranges
     checkpoint.problems = [p.message for p in report.problems]
     checkpoint.breaks = {r: [p.message for p in problems] for r, problems in verdicts.items() if problems}
     return checkpoint

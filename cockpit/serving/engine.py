@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from cockpit.diagnosis import Diagnosis
-    from collections.abc import Mapping
-
     from cockpit.runbook.kind import Param
     from cockpit.serving.depth import DepthConfig
     from cockpit.serving.group import GroupLauncher
@@ -79,6 +78,20 @@ def counter_deltas(before: dict[str, float] | None, after: dict[str, float] | No
     return tuple(after[k] - before[k] for k in keys)
 
 
+@dataclass(frozen=True)
+class DraftLoading:
+    """What an engine's loader does with an EAGLE-3 draft, by release (the drafter's checks ask it, never name it): the
+    ranges of releases where its loading changed, the range a version falls in, and which of the draft checks' findings
+    that depend on the loader (their codes: drafter/inspect.py LOADER_FINDINGS) break which of its ranges; one it does not
+    list breaks none.  What no loader takes (a missing weight, no config.json) breaks every range of every engine."""
+
+    label: str
+    ranges: tuple[str, ...]
+    range_of: Callable[[str], str]
+    breaks: Mapping[str, tuple[str, ...]]
+    hint: str = ""  # what of a draft to look at first for it, in a few words (said beside a drafter check's verdict)
+
+
 @runtime_checkable
 class Engine(Protocol):
     # what it is and says of itself (read-only: an engine's class attributes, each a subtype of these)
@@ -118,6 +131,9 @@ class Engine(Protocol):
 
     @property
     def group(self) -> "GroupLauncher | None": ...  # its launch over several nodes, driven by the core (serving/group.py); None: one node only
+
+    @property
+    def draft_loading(self) -> DraftLoading: ...  # what its loader does with a draft, by release (drafter/inspect.py asks)
 
     # the launch step's parameters it adds to the core's (serving/request.py CORE_PARAMS): its version, its group's forms
     @property

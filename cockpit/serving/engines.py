@@ -91,6 +91,17 @@ def engine_or_default(name: str | None) -> Engine:
     return engine(name if known(name) else None)
 
 
+def judged_by(given: dict[str, object]) -> tuple[str | None, str]:
+    """(the version, the engine) whose draft loader judges a draft or a run's checkpoints, from settings keyed by engine
+    (`sglang = "0.5.2"`, `vllm = "0.10.2"`, --sglang/--vllm): the first engine given a version, else the default engine
+    with none (every range of it)."""
+    for name in names():
+        value = given.get(name)
+        if value:
+            return str(value), name
+    return None, DEFAULT
+
+
 def label(name: str | None) -> str:
     return engine(name).label if known(name) else str(name)
 

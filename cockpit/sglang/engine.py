@@ -17,6 +17,7 @@ from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading, c
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport, apply_fix
 from cockpit.serving.request import LaunchRequest
+from cockpit.sglang import draftload
 from cockpit.sglang import diagnose, launch, lint, loglines
 
 
@@ -36,6 +37,7 @@ class SGLang:
                                       diagnose.ANY_MILESTONE.pattern]))
     bulk_words = (b"Decode batch",)
     version_key = "sglang_version"
+    draft_loading = draftload.LOADING  # what its loader does with a draft, by release
     # the launch step's parameters SGLang adds to the core's (serving/request.py)
     params: Mapping[str, Param] = MappingProxyType({
         "sglang_version": Param(str, None, help="with engine sglang: its version, for the flags and rules the lint applies "

@@ -18,6 +18,7 @@ from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
 from cockpit.serving.request import LaunchRequest
+from cockpit.vllm import draftload
 from cockpit.vllm import argv as vllm_argv_words
 from cockpit.vllm import diagnose, launch, logs, metrics
 
@@ -34,6 +35,7 @@ class VLLM:
                                       *(p.pattern for _, p in diagnose.MILESTONES), *(p for _, p, _, _ in diagnose.FIXED)]))
     bulk_words = (b"Avg prompt throughput",)
     version_key = "vllm_version"
+    draft_loading = draftload.LOADING  # what its loader does with a draft, by release
     # the launch step's parameters vLLM adds to the core's (serving/request.py)
     params: Mapping[str, Param] = MappingProxyType({
         "vllm_version": Param(str, None, help="with engine vllm: its version, for the rules the lint applies (default: the host's own)"),
