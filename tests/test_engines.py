@@ -213,8 +213,8 @@ def test_the_launch_parameters_are_the_cores_and_each_engines_own_declaration():
     refused at once; a step's request carries only its own engine's, defaulted."""
     from cockpit.runbook.kind import Param
     from cockpit.runbook.model import StepSpec
-    from cockpit.serving.request import CORE_PARAMS, LaunchParams
-    from cockpit.serving.steps import ServeLaunch
+    from cockpit.serving.request import CORE_PARAMS
+    from cockpit.serving.steps import LaunchParams, ServeLaunch
 
     declared = {key: engine.name for engine in engines.engines() for key in engine.params}
     assert declared and set(ServeLaunch.params) == set(CORE_PARAMS) | set(declared)

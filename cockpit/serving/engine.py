@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from cockpit.diagnosis import Diagnosis
     from cockpit.runbook.kind import Param
     from cockpit.serving.depth import DepthConfig
-    from cockpit.serving.group import GroupLauncher
+    from cockpit.serving.groupmodel import GroupLauncher
     from cockpit.serving.request import LaunchRequest
     from cockpit.serving.helpschema import FlagSchema
     from cockpit.serving.lint import LintReport

@@ -2,11 +2,12 @@
 parameters (their defaults filled), frozen, and handed to the engine (`Engine.server_argv(request, python)`), to its
 launch group and to the container wrapper.  The parameters every engine shares are the core's (`CORE_PARAMS`); each
 engine declares those it adds (`Engine.params`: its version, its group's forms), as Harlequin's adapters declare their
-options; `config check`, `cockpit init --example`, the step's help and the docs read the declarations."""
+options, and the launch step takes both (serving/steps.py LaunchParams); `config check`, `cockpit init --example`, the
+step's help and the docs read the declarations.  Data only: this module imports no engine and no registry."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -14,7 +15,6 @@ from typing import Any
 from cockpit.runbook.kind import Param
 from cockpit.runbook.model import StepSpec
 from cockpit.serving.depth import DepthConfig
-from cockpit.serving.engines import BUILTIN
 
 DEFAULT_PORT = 30000
 DEFAULT_DIST_PORT = 20000  # rank 0's rendezvous port of a launch over several nodes
@@ -24,7 +24,7 @@ CORE_PARAMS: dict[str, Param] = {
     "model_path": Param(str, None, required=True, help="the target model on the host"),
     "draft_path": Param(str, None, help="the EAGLE-3 draft directory on the host"),
     "algorithm": Param(str, "EAGLE3"),
-    "engine": Param(str, "sglang", help="the engine that serves: " + ", ".join(BUILTIN) + " (default sglang)"),
+    "engine": Param(str, "sglang", help="the engine that serves (default sglang)"),
     "depth": Param(int, None, help="a topk-1 chain of N steps, N + 1 draft tokens (vLLM's num_speculative_tokens N)"),
     "draft_tokens": Param(int, None, help="SGLang's --speculative-num-draft-tokens (alone: a topk-1 chain, steps N - 1)"),
     "steps": Param(int, None, help="SGLang's --speculative-num-steps"),
@@ -55,40 +55,6 @@ CORE_PARAMS: dict[str, Param] = {
     "container_gpus": Param(str, "all", help="the GPUs the container sees: all, none, or indices such as 0,1,2,3"),
     "container_args": Param(list, None, help="more `run` arguments, as a list of words (mounts, --shm-size, ...)"),
 }
-
-
-class LaunchParams(Mapping[str, Param]):
-    """The launch step's parameters: the core's, then every registered engine's own (read when first asked, so that
-    loading the step kinds does not load the engines).  An engine may not redeclare the core's or another's."""
-
-    def __init__(self, core: dict[str, Param]) -> None:
-        self._core = core
-        self._merged: dict[str, Param] | None = None
-
-    def _all(self) -> dict[str, Param]:
-        if self._merged is None:
-            from cockpit.serving import engines
-
-            merged = dict(self._core)
-            owner: dict[str, str] = {}
-            for engine in engines.engines():
-                for key, param in engine.params.items():
-                    if key in self._core or key in owner:
-                        raise RuntimeError(f"engine {engine.name} redeclares the launch parameter {key!r} "
-                                           f"({'the core' if key in self._core else owner[key]}'s)")
-                    owner[key] = engine.name
-                    merged[key] = param
-            self._merged = merged
-        return self._merged
-
-    def __getitem__(self, key: str) -> Param:
-        return self._all()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
 
 
 def depth_of(params: Mapping[str, Any]) -> DepthConfig | None:

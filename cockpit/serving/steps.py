@@ -6,6 +6,7 @@ with them load unchanged.  What differs per engine is asked of it (serving/engin
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +21,48 @@ from cockpit.serving import engines
 from cockpit.serving.depth import DepthConfig
 from cockpit.errors import CockpitError
 from cockpit.serving.engine import Engine
-from cockpit.serving.group import GroupLauncher
+from cockpit.serving.groupmodel import GroupLauncher
 from cockpit.serving.helpschema import load_schema
 from cockpit.serving.lint import LintReport, fix_line
-from cockpit.serving.request import CORE_PARAMS, DEFAULT_DIST_PORT, LaunchParams, LaunchRequest, depth_of  # noqa: F401 - the groups' words
+from cockpit.serving.request import CORE_PARAMS, DEFAULT_DIST_PORT, LaunchRequest, depth_of  # noqa: F401 - the groups' words
 from cockpit.serving.logread import diagnose_lines
 from cockpit.serving.server import DEFAULT_PORT, LogFollower, wait_ready
+
+class LaunchParams(Mapping[str, Param]):
+    """The launch step's parameters: the core's, then every registered engine's own (read when first asked, so that
+    loading the step kinds does not load the engines).  An engine may not redeclare the core's or another's."""
+
+    def __init__(self, core: dict[str, Param]) -> None:
+        self._core = core
+        self._merged: dict[str, Param] | None = None
+
+    def _all(self) -> dict[str, Param]:
+        if self._merged is None:
+            from cockpit.serving import engines
+
+            merged = dict(self._core)
+            merged["engine"] = Param(str, engines.DEFAULT, help="the engine that serves: " + ", ".join(engines.names())
+                                     + f" (default {engines.DEFAULT})")
+            owner: dict[str, str] = {}
+            for engine in engines.engines():
+                for key, param in engine.params.items():
+                    if key in self._core or key in owner:
+                        raise RuntimeError(f"engine {engine.name} redeclares the launch parameter {key!r} "
+                                           f"({'the core' if key in self._core else owner[key]}'s)")
+                    owner[key] = engine.name
+                    merged[key] = param
+            self._merged = merged
+        return self._merged
+
+    def __getitem__(self, key: str) -> Param:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
 
 @dataclass
 class Refused:
