@@ -157,3 +157,16 @@ def test_the_registry_names_every_engine_package_and_each_implements_the_seam():
         assert isinstance(engine, Engine), engine
         missing = [name for name in PROTOCOL_MEMBERS if not hasattr(engine, name)]
         assert missing == [], (engine.name, missing)
+
+
+def test_no_test_file_imports_another():
+    """What several test files share lives in tests/harness/ (docs/testing.md): a test module imported by another
+    would run its tests twice and tie two files' fixtures together."""
+    tests = Path(__file__).resolve().parent
+    own = {p.stem for p in tests.rglob("test_*.py")}
+    wrong = []
+    for path in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            wrong += [f"{path.relative_to(tests)} imports {n}" for n in names if n.split(".")[-1] in own]
+    assert wrong == []

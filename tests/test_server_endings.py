@@ -18,8 +18,8 @@ import time
 
 import pytest
 
+from harness.builders import steps_toml
 from harness.sshd import free_port
-from test_sglang_launch import steps_toml
 
 SERVER_ENDINGS = ("sigkill", "stop", "kill", "relaunch")
 SERVER_SHELLS = ("watch", "oneshot")

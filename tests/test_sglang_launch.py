@@ -19,6 +19,7 @@ from cockpit.serving.lint import apply_fix
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.server import LogFollower, probe_health
 from cockpit.telemetry.hub import TelemetryHub
+from harness.builders import steps_toml
 from harness.sshd import free_port
 
 
@@ -26,37 +27,6 @@ async def yes(_: str) -> bool:
     return True
 
 
-def steps_toml(port: int, log, extra_args: list[str], scenario: str = "{}", draft_tokens: int = 16) -> str:
-    return f"""
-[runbook]
-name = "serve"
-
-[[runbook.steps]]
-name = "clean"
-kind = "gpu_clean"
-host = "gpu-server"
-
-[[runbook.steps]]
-name = "launch"
-kind = "sglang_launch"
-host = "gpu-server"
-model_path = "/models/Kimi-K2.5"
-draft_path = "/ckpt/eagle3"
-draft_tokens = {draft_tokens}
-tp = 8
-port = {port}
-log = "{log}"
-settle_s = 1.0
-extra_args = {json.dumps(extra_args)}
-env = {{ SGLANG_STANDIN = {json.dumps(scenario)} }}
-
-[[runbook.steps]]
-name = "ready"
-kind = "sglang_ready"
-host = "gpu-server"
-timeout_s = 30
-poll_s = 0.2
-"""
 
 
 @pytest.fixture

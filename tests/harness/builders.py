@@ -184,3 +184,36 @@ def fixed_hub(config) -> TelemetryHub:
         hub.publish(HostSnapshot("trainer", HostState.UP, gpus=busy, sampled_at=future + tick, source="nvidia-smi", roles=("training",)))
     return hub
 
+
+def steps_toml(port: int, log, extra_args: list[str], scenario: str = "{}", draft_tokens: int = 16) -> str:
+    """A runbook over the loopback sshd's gpu-server: clean, an SGLang launch of the stand-in, ready."""
+    return f"""
+[runbook]
+name = "serve"
+
+[[runbook.steps]]
+name = "clean"
+kind = "gpu_clean"
+host = "gpu-server"
+
+[[runbook.steps]]
+name = "launch"
+kind = "sglang_launch"
+host = "gpu-server"
+model_path = "/models/Kimi-K2.5"
+draft_path = "/ckpt/eagle3"
+draft_tokens = {draft_tokens}
+tp = 8
+port = {port}
+log = "{log}"
+settle_s = 1.0
+extra_args = {json.dumps(extra_args)}
+env = {{ SGLANG_STANDIN = {json.dumps(scenario)} }}
+
+[[runbook.steps]]
+name = "ready"
+kind = "sglang_ready"
+host = "gpu-server"
+timeout_s = 30
+poll_s = 0.2
+"""
