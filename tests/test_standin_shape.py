@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def _real_lines() -> list[str]:
     return [line for name in ("A-serve.log", "B-serve.log") for line in (REAL / name).read_text().splitlines()]
 
 
-def _standin_run(tmp_path: Path) -> tuple[list[str], int]:
+def _standin_run(tmp_path: Path) -> tuple[list[str], int, str]:
     port = free_port()
     out = tmp_path / "standin.log"
     env = {**os.environ, "VLLM_LOG_STATS_INTERVAL": "1", "PYTHONUNBUFFERED": "1"}
@@ -73,12 +74,13 @@ def _standin_run(tmp_path: Path) -> tuple[list[str], int]:
             if _matches(out.read_text().splitlines(), SHAPES["the zero stats line after the traffic"]):
                 break
             time.sleep(0.1)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    return out.read_text().splitlines(), code
+    return out.read_text().splitlines(), code, metrics
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -87,7 +89,7 @@ def test_each_shape_is_in_the_real_recording(shape):
 
 
 def test_the_standin_prints_each_shape_the_real_engine_prints(tmp_path):
-    lines, code = _standin_run(tmp_path)
+    lines, code, metrics = _standin_run(tmp_path)
     missing = [shape for shape, pattern in SHAPES.items() if not _matches(lines, pattern)]
     assert not missing, (missing, lines[-20:])
     assert code == 0  # a graceful stop exits 0, as the real one does (a crash does too: the log says which)
@@ -99,3 +101,77 @@ def test_the_standin_prints_each_shape_the_real_engine_prints(tmp_path):
     order = [next(i for i, line in enumerate(lines) if re.search(SHAPES[s], line))
              for s in ("the engine's shutdown", "uvicorn's shutdown", "its last word")]
     assert order == sorted(order)
+    # /metrics: every `vllm:` family the real one serves, of the same type (issue 48: the stand-in served 9 of its 74)
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def families(text: str) -> dict[str, str]:
+        return {f.name: f.type for f in text_string_to_metric_families(text) if f.name.startswith("vllm:")}
+
+    real = families((REAL / "A-traffic" / "during-metrics.txt").read_text())
+    served = families(metrics)
+    assert len(real) > 40 and {n: t for n, t in served.items() if n in real} == real, sorted(set(real) - set(served))
+    assert served.keys() <= real.keys(), sorted(set(served) - set(real))  # nothing the real one does not serve
+
+
+# the EngineCore killed under traffic (A-serve.log): the API server's traceback, 500s, then its own orderly shutdown
+CRASH_SHAPES = {
+    "the output handler's failure": rf"^{STAMP}AsyncLLM output_handler failed\.$",
+    "EngineDeadError": rf"^{STAMP}vllm\.v1\.engine\.exceptions\.EngineDeadError: EngineCore encountered an issue\.",
+    "a 500 to a request": r'^\(APIServer pid=\d+\) INFO:     127\.0\.0\.1:\d+ - "POST /v1/\w+(?:/\w+)? HTTP/1\.1" 500 Internal Server Error$',
+    "a 503 from /health": r'^\(APIServer pid=\d+\) INFO:     127\.0\.0\.1:\d+ - "GET /health HTTP/1\.1" 503 Service Unavailable$',
+    "uvicorn's shutdown": SHAPES["uvicorn's shutdown"],
+    "its last word": SHAPES["its last word"],
+}
+
+
+@pytest.mark.parametrize("shape", list(CRASH_SHAPES))
+def test_each_crash_shape_is_in_the_real_recording(shape):
+    assert _matches((REAL / "A-serve.log").read_text().splitlines(), CRASH_SHAPES[shape]), shape
+
+
+def test_the_standins_engine_core_dies_as_the_real_one_did(tmp_path):
+    """SIGUSR2 to the stand-in plays the real recording's kill of the EngineCore under traffic: the same shapes in the
+    same order, exit status 0, and the cockpit reads that log as a crash (parse-log), never a graceful stop."""
+    import threading
+
+    port = free_port()
+    out = tmp_path / "crash.log"
+    with out.open("w") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "cockpit.demo.vllm_server", "serve", "/models/target", "--port", str(port)],
+                                stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        for _ in range(300):
+            if "Application startup complete" in out.read_text():
+                break
+            time.sleep(0.1)
+
+        def ask(path: str, body: bytes | None = None) -> int:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json"})
+            try:
+                return urllib.request.urlopen(request, timeout=30).status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        chat = json.dumps({"model": "/models/target", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4000,
+                           "stream": True}).encode()
+        in_flight = threading.Thread(target=ask, args=("/v1/chat/completions", chat))
+        in_flight.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGUSR2)
+        for _ in range(50):
+            if "EngineDeadError" in out.read_text():
+                break
+            time.sleep(0.05)
+        assert ask("/health") == 503 and ask("/v1/chat/completions", chat) == 500
+        in_flight.join(30)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = out.read_text().splitlines()
+    found = {shape: next((i for i, line in enumerate(lines) if re.search(pattern, line)), None) for shape, pattern in CRASH_SHAPES.items()}
+    assert None not in found.values(), (found, lines[-20:])
+    assert found["the output handler's failure"] < found["EngineDeadError"] < found["uvicorn's shutdown"] < found["its last word"]
+    assert code == 0
+    said = subprocess.run([sys.executable, "-m", "cockpit", "parse-log", str(out), "--json"], capture_output=True, text=True, timeout=60)
+    assert said.returncode == 1 and json.loads(said.stdout)["state"] in ("crashed", "failed"), said.stdout[:500]

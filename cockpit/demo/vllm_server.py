@@ -6,7 +6,10 @@ vLLM's start-up lines (with 0.10.2's ANSI-coloured `(APIServer pid=N)` prefix), 
 as vLLM's HTTP server starts only once its engine is up: /health 200, /v1/models, /metrics (vLLM's
 `vllm:` series), a streaming /v1/chat/completions.  Every VLLM_LOG_STATS_INTERVAL seconds (10, as
 vLLM) it logs the throughput line and the `SpecDecoding metrics:` line.  Speculative decoding follows
-the same model as the SGLang stand-in (demo/specmodel.py): depth N is num_speculative_tokens N."""
+the same model as the SGLang stand-in (demo/specmodel.py): depth N is num_speculative_tokens N.  What a real vLLM 0.20.2
+did on an H100 (tests/fixtures/gpu-engines/) it does too: /metrics serves every `vllm:` family of that recording (those
+it does not simulate as recorded at rest); SIGINT/SIGTERM log the graceful stop's lines; SIGUSR2 plays its EngineCore
+killed under traffic (EngineDeadError, 503 and 500s, uvicorn's shutdown, exit status 0)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -23,6 +27,43 @@ from cockpit.demo.server import WORDS, _int, event_stream, parse, register_gpus,
 from cockpit.demo.specmodel import SpecModel
 
 HELP = resources.files("cockpit.vllm").joinpath("data", "help_0.10.2.txt")  # the real 0.10.2 --help
+# every `vllm:` family of a real vLLM 0.20.2's /metrics at rest (tests/fixtures/gpu-engines/, before any request): the
+# families this stand-in does not simulate are served as recorded, so a scrape sees what a real server's does
+AT_REST = resources.files("cockpit.demo").joinpath("data", "vllm-0.20.2-metrics-at-rest.txt")
+RECORDED_MODEL = 'model_name="tiny-llama-eagle3"'
+
+
+def _families(text: str) -> dict[str, list[str]]:
+    """A Prometheus text exposition by family: its name -> its lines, from its `# HELP` on."""
+    found: dict[str, list[str]] = {}
+    lines: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            lines = found.setdefault(line.split()[2], [])
+        if lines is not None:
+            lines.append(line)
+    return found
+
+
+@lru_cache(maxsize=1)
+def _at_rest() -> dict[str, list[str]]:
+    return _families(AT_REST.read_text())
+
+
+def with_recorded_families(live: str, model_name: str) -> str:
+    """The stand-in's live series with the real server's words for them (its HELP), then every other family of the
+    recording, at rest, labelled with this server's model."""
+    recorded = _at_rest()
+    out = []
+    served = _families(live)
+    for name, lines in served.items():
+        real_help = next((line for line in recorded.get(name, []) if line.startswith("# HELP ")), None)
+        out += [real_help or lines[0], *lines[1:]]
+    label = 'model_name="' + model_name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    for name, lines in recorded.items():
+        if name not in served:
+            out += [line.replace(RECORDED_MODEL, label) for line in lines]
+    return "\n".join(out) + "\n"
 VERSION = "0.10.2"
 
 
@@ -227,8 +268,19 @@ class _Window:
         self.per_position = [0] * self.positions
 
 
+# what a real vLLM 0.20.2's API server logged when its EngineCore was killed under traffic (tests/fixtures/gpu-engines/,
+# A-serve.log): the output handler's traceback, then 500s to every request, then uvicorn's own shutdown, exit status 0
+ENGINE_DEAD = ("AsyncLLM output_handler failed.", "Traceback (most recent call last):",
+               '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/async_llm.py", line 660, in output_handler',
+               "    outputs = await engine_core.get_output_async()", "              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+               '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core_client.py", line 998, in get_output_async',
+               "    raise self._format_exception(outputs) from None",
+               "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.")
+
+
 class StandInVllm:
     def __init__(self, model: str, config: dict | None):
+        self.dead = False  # its EngineCore is gone (SIGUSR2 to the stand-in, as a kill of a real one's EngineCore)
         self.model_name = model
         steps = _int((config or {}).get("num_speculative_tokens")) if config else 0
         self.model = SpecModel(steps, 1, steps + 1 if steps else 0, seed=steps * 1000 + 7)
@@ -241,8 +293,27 @@ class StandInVllm:
     async def handle(self, reader, writer) -> None:
         await serve_connection(reader, writer, self.route)
 
+    async def engine_dies(self) -> None:
+        """Its EngineCore is gone: the output handler's traceback, 503 from /health and 500 to every request (those in
+        flight too) for a moment, then uvicorn's own shutdown and exit status 0, as the real one did."""
+        self.dead = True
+        for line in ENGINE_DEAD:
+            log(line, "ERROR", "async_llm.py:704")
+        await asyncio.sleep(1.5)
+        for line in ("INFO:     Shutting down", "INFO:     Waiting for application shutdown.", "INFO:     Application shutdown complete.",
+                     f"INFO:     Finished server process [{os.getpid()}]"):
+            plain(line)
+        os._exit(0)
+
     async def route(self, method: str, path: str, body: dict, writer) -> None:
-        if path in ("/health", "/ping"):
+        peer = writer.get_extra_info("peername") or ("127.0.0.1", 0)
+        if self.dead and path in ("/health", "/ping"):
+            reply(writer, 503, b"")
+            plain(f'INFO:     {peer[0]}:{peer[1]} - "GET {path} HTTP/1.1" 503 Service Unavailable')
+        elif self.dead and method == "POST":
+            reply(writer, 500, json.dumps({"error": "EngineCore encountered an issue."}).encode())
+            plain(f'INFO:     {peer[0]}:{peer[1]} - "POST {path} HTTP/1.1" 500 Internal Server Error')
+        elif path in ("/health", "/ping"):
             reply(writer, 200, b"")
         elif path == "/v1/models":
             reply(writer, 200, json.dumps({"object": "list", "data": [{"id": self.model_name, "object": "model"}]}).encode())
@@ -274,7 +345,7 @@ class StandInVllm:
             counter = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "per position", [*labels, "position"], registry=registry)
             for position, value in enumerate(self.per_position):
                 counter.labels(**labels, position=str(position)).inc(value)
-        return generate_latest(registry)
+        return with_recorded_families(generate_latest(registry).decode(), self.model_name).encode()
 
     def _step(self, tokens: int) -> None:
         self.generated += tokens
@@ -331,6 +402,8 @@ class StandInVllm:
             await asyncio.sleep(0.04)  # prefill
             while produced < max_tokens:
                 await asyncio.sleep(self.model.step_seconds(self.active))
+                if self.dead:
+                    break
                 step = min(self.model.tokens_per_step(), max_tokens - produced)
                 self._step(step)
                 produced += step
@@ -347,7 +420,8 @@ class StandInVllm:
             if not self.active:
                 self.gpus_busy(False)
             peer = writer.get_extra_info("peername") or ("127.0.0.1", 0)
-            plain(f'INFO:     {peer[0]}:{peer[1]} - "POST /v1/chat/completions HTTP/1.1" 200 OK')  # uvicorn's access line
+            said = "500 Internal Server Error" if self.dead else "200 OK"
+            plain(f'INFO:     {peer[0]}:{peer[1]} - "POST /v1/chat/completions HTTP/1.1" {said}')  # uvicorn's access line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             except OSError as exc:
                 print(f"OSError: [Errno {exc.errno}] {exc.strerror}", flush=True)
                 raise SystemExit(1) from None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, lambda: asyncio.ensure_future(server.engine_dies()))
         listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=256)
         log(f"Starting vLLM API server 0 on http://127.0.0.1:{port}", where="launcher.py:29")
         plain("INFO:     Application startup complete.")
