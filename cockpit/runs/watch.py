@@ -160,6 +160,8 @@ class RunWatcher:
         assert self.manager is not None
         state = await self.manager.look(self.transport)
         self.manager_state = state
+        if state.phase == "running":
+            self._seen_alive_at = now  # its manager saw it run: a sign of life as good as its pid (an end after it is seen)
         if self.spec.log is None and state.log and self.follower is None:
             self.follower = LogFollower(self.transport, state.log)  # Slurm's StdOut: a file, followed as one
         if self.spec.log is None and self.follower is None and state.phase != "unknown" and self.manager.log_argv(None) is not None:

@@ -56,8 +56,17 @@ def one(kind: str, viewer: str, rounds: int, engine, cluster) -> tuple[dict, dic
 
                 sshd = SshdHarness(folder / "sshd").start()
                 host, hosts = "box", sshd.config_toml(sshd.host_toml("box"))
-            matrix = endings.run(folder, viewer, as_viewer, python, host=host, hosts_toml=hosts, docker=engine, cluster=cluster)
-            for cell in matrix.cells.values():
+            # the bare processes and Docker's in one matrix, Slurm's jobs in another after it: each cell measured beside the
+            # load it had before Slurm's cells came (36 trainers at once on a 2-core machine slow every look)
+            bare = tuple(s for s in endings.SOURCES if s != "slurm")
+            cells = list(endings.run(folder, viewer, as_viewer, python, host=host, hosts_toml=hosts, docker=engine, sources=bare).cells.values())
+            if cluster is not None:
+                slurm_dir = folder / "slurm"
+                slurm_dir.mkdir()
+                os.chmod(slurm_dir, 0o755)
+                cells += endings.run(slurm_dir, viewer, as_viewer, python, host=host, hosts_toml=hosts, cluster=cluster,
+                                     sources=("slurm",)).cells.values()
+            for cell in cells:
                 times.setdefault((cell.ending, cell.source), []).append(endings.time_to_truth(cell, viewer))
                 if cell.manager_at is not None:
                     delays.setdefault((cell.ending, cell.source), []).append(max(0.0, cell.manager_at - cell.event_at))
