@@ -747,28 +747,36 @@ async def watch_runs(specs, get_transport, publish, own_kills=None) -> None:
             await watcher.close()  # a manager's log stream stops with the watching
 
 
+LOOKS_AT_ONCE = 4  # runs of one host looked at together: a round takes the slowest look, not their sum (sshd's MaxSessions is 10)
+
+
 async def _watch(watchers, publish, interval: float) -> None:
     from cockpit.runtime import record_internal_error
 
+    gates: dict[str, asyncio.Semaphore] = {}
+
+    async def look(watcher: RunWatcher) -> tuple[RunStatus, list[RunEvent]]:
+        async with gates.setdefault(watcher.spec.host, asyncio.Semaphore(LOOKS_AT_ONCE)):
+            try:
+                return await watcher.poll()
+            except Exception as exc:  # noqa: BLE001 - one run's log must not stop the watching of every run
+                record_internal_error(f"watching run {watcher.spec.name}", exc)
+                return RunStatus(watcher.spec.name, watcher.spec.host, state="unknown", updated_at=time.time(),
+                                 evidence=f"the cockpit failed reading this run ({type(exc).__name__}: {exc}); "
+                                          "see errors.log in its state folder"), []
+
     while True:
-        statuses, events = [], []
         now = time.monotonic()
+        due = []
         for watcher in watchers:
             every = (min(interval, watcher.wait_hint_s()) if watcher.confirming
                      else ENDED_POLL_S if watcher.status.state in ENDED_STATES else interval)
-            if now - watcher.polled_at < every - 0.05:
-                statuses.append(watcher.status)  # an ended run is looked at every ENDED_POLL_S (a restart shows then)
-                continue
-            watcher.polled_at = now
-            try:
-                status, new = await watcher.poll()
-            except Exception as exc:  # noqa: BLE001 - one run's log must not stop the watching of every run
-                record_internal_error(f"watching run {watcher.spec.name}", exc)
-                status, new = RunStatus(watcher.spec.name, watcher.spec.host, state="unknown", updated_at=time.time(),
-                                        evidence=f"the cockpit failed reading this run ({type(exc).__name__}: {exc}); "
-                                                 "see errors.log in its state folder"), []
-            statuses.append(status)
-            events += new
+            if now - watcher.polled_at >= every - 0.05:  # an ended run is looked at every ENDED_POLL_S (a restart shows then)
+                watcher.polled_at = now
+                due.append(watcher)
+        looked = dict(zip(map(id, due), await asyncio.gather(*(look(w) for w in due))))
+        statuses = [looked[id(w)][0] if id(w) in looked else w.status for w in watchers]
+        events = [event for w in due for event in looked[id(w)][1]]
         publish(statuses, events)
         # a look that found a trainer gone is confirmed soon after, not a whole interval later
         confirming = [w.wait_hint_s() for w in watchers if w.confirming]

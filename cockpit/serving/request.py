@@ -86,6 +86,8 @@ class LaunchRequest:
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     python: str | None = None  # the interpreter the step names (None: the host's)
+    help_text: str | None = None  # a local file with the engine's --help (instead of asking the host)
+    lint: bool = True  # the command line is linted before the launch
     log: str | None = None
     hosts: tuple[str, ...] = ()  # every node, rank 0 first: one for a single-host launch
     dist_init_port: int = DEFAULT_DIST_PORT
@@ -103,6 +105,10 @@ class LaunchRequest:
         """An engine-declared parameter's value (its default when the step left it out)."""
         return self.engine_params.get(key)
 
+    def python_on(self, host_python: str) -> str:
+        """The interpreter on a node: the step's, else the host's own."""
+        return self.python or host_python
+
     @classmethod
     def of(cls, spec: StepSpec, engine_params: Mapping[str, Param] | None = None) -> LaunchRequest:
         """The request a launch step's parameters make (validated by the step kind before: types and cross-checks)."""
@@ -113,7 +119,7 @@ class LaunchRequest:
                    draft_path=p.get("draft_path"), algorithm=str(p.get("algorithm") or "EAGLE3"), depth=depth_of(p),
                    tp=p.get("tp"), port=int(p.get("port") or DEFAULT_PORT), bind=p.get("bind"),
                    extra_args=tuple(p.get("extra_args") or ()), env=MappingProxyType(dict(p.get("env") or {})),
-                   python=p.get("python"), log=p.get("log"), hosts=hosts,
+                   python=p.get("python"), help_text=p.get("help_text"), lint=bool(p.get("lint", True)), log=p.get("log"), hosts=hosts,
                    dist_init_port=int(p.get("dist_init_port") or DEFAULT_DIST_PORT), dist_init_addr=p.get("dist_init_addr"),
                    join_timeout_s=float(p.get("join_timeout_s", 600.0)), image=p.get("image"),
                    engine_params=MappingProxyType(declared))

@@ -24,12 +24,11 @@ def _command(kind, spec, python: str) -> list[str]:
 
 def _parts(kind, spec, python: str, gpus_per_node: int | None):
     """(nodes, rendezvous port, HTTP port, GPUs per node, the command before the group flags, after them)."""
-    nodes = len(kind.hosts(spec))
-    tp = spec.params.get("tp")
-    argv = group_argv(_command(kind, spec, python), nodes, 0, "HEAD:0", dist_timeout=spec.params.get("dist_timeout"))
+    asked = kind.request(spec)
+    nodes, tp = asked.nodes, asked.tp
+    argv = group_argv(_command(kind, spec, python), nodes, 0, "HEAD:0", dist_timeout=asked.param("dist_timeout"))
     cut = argv.index("--nnodes")  # the group flags are filled in by the scheduler: drop group_argv's placeholders
-    return (nodes, spec.params.get("dist_init_port") or 20000, spec.params.get("port", 30000),
-            gpus_per_node or (tp // nodes if tp else 8), argv[:cut], argv[cut + 6:])
+    return (nodes, asked.dist_init_port, asked.port, gpus_per_node or (tp // nodes if tp else 8), argv[:cut], argv[cut + 6:])
 
 
 def slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:

@@ -28,6 +28,7 @@ from cockpit.sglang.group import MODEL, Member, Refused as _Refused, group_argv
 from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
+from cockpit.serving.request import LaunchRequest
 from cockpit.sglang.lint import lint as sglang_lint
 
 
@@ -41,8 +42,8 @@ def members(kind, ctx: RunContext, spec: StepSpec) -> tuple[list[Member], str]:
     """The nodes, rank 0 first, and the dist-init address (rank 0's, as the others reach it)."""
     nodes = kind.hosts(spec)
     config = ctx.hub.config
-    port = spec.params.get("dist_init_port") or 20000
-    addr = spec.params.get("dist_init_addr") or f"{config.host(nodes[0]).address or '127.0.0.1'}:{port}"
+    asked = kind.request(spec)
+    addr = asked.dist_init_addr or f"{config.host(nodes[0]).address or '127.0.0.1'}:{asked.dist_init_port}"
     found = [Member(rank, host, config.host(host).address or "127.0.0.1") for rank, host in enumerate(nodes)]
     return found, addr
 
@@ -51,15 +52,16 @@ async def _version(ctx: RunContext, kind, spec: StepSpec, host: str):
     from cockpit.sglang.hostschema import host_schema
     from cockpit.serving.helpschema import load_schema
 
-    if spec.params.get("help_text"):
-        return load_schema(spec.params["help_text"])
-    python = spec.params.get("python") or ctx.hub.config.host(host).python
-    return await host_schema(ctx.transport(host), python)
+    asked = kind.request(spec)
+    if asked.help_text:
+        return load_schema(asked.help_text)
+    return await host_schema(ctx.transport(host), asked.python_on(ctx.hub.config.host(host).python))
 
 
 async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
     group, dist_init = members(kind, ctx, spec)
     base = kind.argv(ctx, spec)
+    asked = kind.request(spec)
 
     def refuse(message: str) -> tuple[None, _Refused]:
         return None, _Refused(LintReport(), base, message)
@@ -71,17 +73,17 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     if why:
         return refuse(why)
     schema: FlagSchema = schemas[0]
-    use_gate = bool(spec.params.get("gated", True)) and schema.get("--gated-launch-port") is not None
-    gated_port = (spec.params.get("gated_port") or (spec.params.get("dist_init_port") or 20000) + 1000) if use_gate else None
-    argvs = [group_argv(base, len(group), m.rank, dist_init, gated_port, spec.params.get("dist_timeout")) for m in group]
+    use_gate = bool(asked.param("gated")) and schema.get("--gated-launch-port") is not None
+    gated_port = (asked.param("gated_port") or asked.dist_init_port + 1000) if use_gate else None
+    argvs = [group_argv(base, len(group), m.rank, dist_init, gated_port, asked.param("dist_timeout")) for m in group]
     lint = LintReport()
-    if spec.params.get("lint", True):
+    if asked.lint:
         lint = sglang_lint(argvs[0], schema)
         if not lint.ok:
             return None, _Refused(lint, argvs[0])
     # the draft on every node, header-only, judged for the group's version; rank 0's rendezvous port free
-    draft = spec.params.get("draft_path")
-    python = spec.params.get("python") or ctx.hub.config.host(group[0].host).python
+    draft = asked.draft_path
+    python = asked.python_on(ctx.hub.config.host(group[0].host).python)
     why = ((draft and await core.draft_problem(ctx, hosts, draft, schema.version, "sglang", "SGLang"))
            or await core.rank0_port_problem(ctx, spec, hosts[0], python, dist_init.rpartition(":")[2], "rendezvous port"))
     if why:
@@ -99,7 +101,7 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     activate = None
     if gated_port:
         async def activate(ctx: RunContext, spec: StepSpec, processes: list[LaunchedProcess], followers: dict):
-            return await _activate(ctx, spec, group, gated_port, processes, followers)
+            return await _activate(ctx, spec, asked, group, gated_port, processes, followers)
     return "\n".join(lines), core.NodePlan(hosts, argvs, lint, schema.version, old, activate=activate)
 
 
@@ -107,10 +109,11 @@ async def run_form(kind, ctx: RunContext, spec: StepSpec, planned: Any) -> StepR
     raise TypeError(f"SGLang's group plans are NodePlans, not {type(planned).__name__}")
 
 
-async def _activate(ctx: RunContext, spec: StepSpec, members: list[Member], gated_port: int, processes, followers) -> tuple[str, dict] | None:
+async def _activate(ctx: RunContext, spec: StepSpec, asked: LaunchRequest, members: list[Member], gated_port: int, processes,
+                    followers) -> tuple[str, dict] | None:
     """Wait until every node joined and waits for activation; verify every node's GPUs now (nothing
     is allocated yet); activate.  Returns (why it failed, group state) or None when activated."""
-    deadline = time.monotonic() + float(spec.params.get("join_timeout_s", 600.0))
+    deadline = time.monotonic() + asked.join_timeout_s
     while True:
         group = await core.states(ctx.transport, processes, followers, MODEL)
         if group.state == "failed":
@@ -119,7 +122,7 @@ async def _activate(ctx: RunContext, spec: StepSpec, members: list[Member], gate
             break
         if time.monotonic() > deadline:
             waiting = [f"rank {n.rank} ({n.host}): {n.state}" for n in group.nodes if n.state not in ("gated",)]
-            return f"not every node joined in {spec.params.get('join_timeout_s', 600.0):g} s: {', '.join(waiting)}", group.to_json()
+            return f"not every node joined in {asked.join_timeout_s:g} s: {', '.join(waiting)}", group.to_json()
         await asyncio.sleep(0.5)
     # every rank joined and holds no model memory yet: the GPU gate, now, on every node
     for member in members:
@@ -127,7 +130,7 @@ async def _activate(ctx: RunContext, spec: StepSpec, members: list[Member], gate
         if unclean:
             return f"rank {member.rank} ({member.host}) is not clean at activation: {unclean}", group.to_json()
     rank0 = members[0]
-    host = spec.params.get("dist_init_addr", "").rpartition(":")[0].strip("[]") or rank0.address
+    host = (asked.dist_init_addr or "").rpartition(":")[0].strip("[]") or rank0.address
 
     async def opener(h: str, p: int):
         return await ctx.transport(rank0.host).open_tcp(h, p)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, PEER_UNREACHABLE, RENDEZVOUS_TIMEOUT
 from cockpit.errors import CockpitError
@@ -88,7 +89,7 @@ def model_argv(base: list[str], nodes: int, rank: int, addr: str, port: int) -> 
         ["--headless"] if rank else [])
 
 
-def form(params: dict) -> str:
+def form(params: Mapping[str, object]) -> str:
     return str(params.get("parallel") or "data")
 
 
@@ -281,11 +282,11 @@ def _missing_flags(version: str | None, flags: tuple[str, ...]) -> list[str]:
 
 def _parts(kind, spec, python: str, gpus_per_node: int | None) -> tuple[int, int, int, int, list[str]]:
     """(nodes, each node's data-parallel ranks or share of the model, the HTTP port, GPUs per node, the step's command)."""
-    nodes = len(kind.hosts(spec))
-    tp = int(spec.params.get("tp") or 1)
+    asked = kind.request(spec)
+    nodes, tp = asked.nodes, asked.tp or 1
     gpus = gpus_per_node or 8
-    version = spec.params.get("vllm_version")
-    model = form(spec.params) == "model"
+    version = asked.param("vllm_version")
+    model = form(asked.engine_params) == "model"
     missing = _missing_flags(version, tuple(f for f in MODEL_FLAGS if f.startswith("--")) if model else DP_FLAGS)
     if missing:
         raise CockpitError(f"vLLM {version} has no {', '.join(missing)}: " + (
@@ -296,16 +297,18 @@ def _parts(kind, spec, python: str, gpus_per_node: int | None) -> tuple[int, int
         share = world_size(base) // nodes
         if share > gpus:
             raise CockpitError(f"'{spec.name}': each node's share of the model ({share} GPUs) is more than its {gpus} GPUs (--gpus-per-node)")
-        return nodes, share, int(spec.params.get("port", 8000)), gpus, base
+        return nodes, share, asked.port, gpus, base
     if gpus % tp:
         raise CockpitError(f"'{spec.name}': {gpus} GPUs per node do not split into tensor-parallel groups of {tp} (--gpus-per-node)")
-    return nodes, gpus // tp, int(spec.params.get("port", 8000)), gpus, base
+    return nodes, gpus // tp, asked.port, gpus, base
 
 
 def _commands(spec, base: list[str], nodes: int, local: int, head: str, rank_expr: str) -> tuple[list[str], str, str]:
     """(node 0's command, every other node's as a shell line with its node rank the shell's `rank_expr`, what the group is
     in words)."""
-    if form(spec.params) == "model":
+    from cockpit.serving.steps import ServeLaunch
+
+    if form(ServeLaunch.request(spec).engine_params) == "model":
         head_cmd = model_argv(base, nodes, 0, head, RPC_PORT)
         worker = model_argv(base, nodes, 1, head, RPC_PORT)
         cut = worker.index("--node-rank")
@@ -354,11 +357,13 @@ def sbatch_ready(http_port: int) -> list[str]:
 def head_address(ctx, spec, hosts: list[str]) -> tuple[str, int]:
     """The head's address as the others reach it and its port (data parallel: --data-parallel-rpc-port; the model form:
     --master-port; Ray: its GCS port): `dist_init_addr`, else node 0's configured address and `dist_init_port`."""
-    addr = spec.params.get("dist_init_addr")
-    if addr:
-        host, _, port = addr.rpartition(":")
+    from cockpit.serving.steps import ServeLaunch
+
+    asked = ServeLaunch.request(spec)
+    if asked.dist_init_addr:
+        host, _, port = asked.dist_init_addr.rpartition(":")
         return host.strip("[]"), int(port)
-    return ctx.hub.config.host(hosts[0]).address or "127.0.0.1", int(spec.params.get("dist_init_port") or 20000)
+    return ctx.hub.config.host(hosts[0]).address or "127.0.0.1", asked.dist_init_port
 
 
 class FormsEmit:

@@ -24,7 +24,7 @@ from cockpit.runbook.model import StepResult, StepSpec
 from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
-from cockpit.serving.steps import Refused
+from cockpit.serving.steps import Refused, ServeLaunch
 from cockpit.vllm import group as forms
 from cockpit.vllm import raygroup
 from cockpit.vllm.group import DP_FLAGS, MODEL, MODEL_FLAGS, form, group_argv, head_address, model_argv, world_size
@@ -43,12 +43,12 @@ async def _vllm(ctx: RunContext, spec: StepSpec, host: str) -> FlagSchema:
     from cockpit.serving.helpschema import load_schema
     from cockpit.vllm.hostschema import host_vllm
 
-    if spec.params.get("help_text"):
-        schema = load_schema(spec.params["help_text"])
-        schema.version = spec.params.get("vllm_version") or schema.version
+    asked = ServeLaunch.request(spec)
+    if asked.help_text:
+        schema = load_schema(asked.help_text)
+        schema.version = asked.param("vllm_version") or schema.version
         return schema
-    python = spec.params.get("python") or ctx.hub.config.host(host).python
-    return (await host_vllm(ctx.transport(host), python))[1]
+    return (await host_vllm(ctx.transport(host), asked.python_on(ctx.hub.config.host(host).python)))[1]
 
 
 async def _gpus(ctx: RunContext, host: str) -> int:
@@ -60,7 +60,7 @@ async def _gpus(ctx: RunContext, host: str) -> int:
 
 
 async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None, Any]:
-    if form(spec.params) == "ray":
+    if form(kind.request(spec).engine_params) == "ray":
         return await raygroup.plan(kind, ctx, spec, lambda host: _vllm(ctx, spec, host), lambda host: _gpus(ctx, host))
     hosts = list(kind.hosts(spec))
     base = kind.argv(ctx, spec)
@@ -73,14 +73,15 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
     if why:
         return refuse(why)
     schema: FlagSchema = schemas[0]
-    shape = form(spec.params)
+    shape = form(ServeLaunch.request(spec).engine_params)
     needed = DP_FLAGS if shape == "data" else tuple(f for f in MODEL_FLAGS if f.startswith("--"))
     missing = [f for f in needed if schema.get(f) is None]
     if missing:
         return refuse(f"vLLM {schema.version} on {hosts[0]} has no {', '.join(missing)}: " + (
             "data parallel over nodes needs a newer vLLM (0.9.2 has them)" if shape == "data" else
             "one model over several nodes without Ray needs vLLM 0.11 on (Ray's form, older vLLMs' only one, is not built)"))
-    tp = int(spec.params.get("tp") or 1)
+    asked = kind.request(spec)
+    tp = asked.tp or 1
     counts, why = await core.every_node(hosts, lambda host: _gpus(ctx, host))
     if why:
         return refuse(why)
@@ -101,14 +102,14 @@ async def plan_group(kind, ctx: RunContext, spec: StepSpec) -> tuple[str | None,
         ranks = [gpus // tp for gpus in counts]
         argvs = [group_argv(base, len(hosts), rank, head, rpc_port, 0, ranks) for rank in range(len(hosts))]
     lint = LintReport()
-    if spec.params.get("lint", True):
+    if asked.lint:
         reports = [kind.lint(argv, spec, schema) for argv in argvs[:2]]  # the head's and a headless node's (the rest differ in numbers)
         bad = next(((r, a) for r, a in zip(reports, argvs) if not r.ok), None)
         if bad is not None:
             return None, Refused(*bad)
         lint = reports[0]
-    draft = spec.params.get("draft_path")
-    python = spec.params.get("python") or ctx.hub.config.host(hosts[0]).python
+    draft = asked.draft_path
+    python = asked.python_on(ctx.hub.config.host(hosts[0]).python)
     port_flag = "--data-parallel-rpc-port" if shape == "data" else "--master-port"
     why = ((draft and await core.draft_problem(ctx, hosts, draft, schema.version, "vllm", "vLLM"))
            or await core.rank0_port_problem(ctx, spec, hosts[0], python, rpc_port, port_flag))
@@ -143,12 +144,12 @@ class Emit:
     (vllm/raygroup.py)."""
 
     def slurm(self, kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
-        if form(spec.params) == "ray":
+        if form(kind.request(spec).engine_params) == "ray":
             return raygroup.emit_slurm(kind, spec, python, gpus_per_node)
         return forms.emit.slurm(kind, spec, python, gpus_per_node)
 
     def lws(self, kind, spec, python: str = "python3", image: str = "vllm/vllm-openai:latest", gpus_per_node: int | None = None) -> str:
-        if form(spec.params) == "ray":
+        if form(kind.request(spec).engine_params) == "ray":
             return raygroup.emit_lws(kind, spec, python, image, gpus_per_node)
         return forms.emit.lws(kind, spec, python, image, gpus_per_node)
 

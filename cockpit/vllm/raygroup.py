@@ -31,7 +31,7 @@ from cockpit.runbook.model import StepResult, StepSpec, StepState
 from cockpit.serving import group as core
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
-from cockpit.serving.steps import Refused
+from cockpit.serving.steps import Refused, ServeLaunch
 from cockpit.vllm.group import HEAD, MODEL, RAY_MODULE, _q, _task, head_address, sbatch_opening, sbatch_ready, world_size
 
 RAY_VERSION = ["-c", "import ray; print(ray.__version__)"]
@@ -85,6 +85,7 @@ def _ip(address: str | None) -> str | None:
 async def plan(kind, ctx: RunContext, spec: StepSpec, ask_vllm, ask_gpus) -> tuple[str | None, Any]:
     hosts = list(kind.hosts(spec))
     base = kind.argv(ctx, spec)
+    asked = kind.request(spec)
 
     def refuse(message: str) -> tuple[None, Refused]:
         return None, Refused(LintReport(), base, message)
@@ -98,7 +99,7 @@ async def plan(kind, ctx: RunContext, spec: StepSpec, ask_vllm, ask_gpus) -> tup
     async def ray_version(host: str) -> str:
         from cockpit.errors import CockpitError
 
-        python = spec.params.get("python") or ctx.hub.config.host(host).python
+        python = asked.python_on(ctx.hub.config.host(host).python)
         done = await ctx.transport(host).run([python, *RAY_VERSION], timeout=120)
         lines = done.stdout.strip().splitlines()
         if done.exit_status != 0 or not lines:
@@ -117,17 +118,17 @@ async def plan(kind, ctx: RunContext, spec: StepSpec, ask_vllm, ask_gpus) -> tup
     if world > sum(counts):
         return refuse(f"tensor x pipeline parallel is {world}, more than the {sum(counts)} GPUs of the {len(hosts)} nodes")
     lint = LintReport()
-    if spec.params.get("lint", True):
+    if asked.lint:
         lint = kind.lint(server, spec, schema)
         if not lint.ok:
             return None, Refused(lint, server)
     head, port = head_address(ctx, spec, hosts)
-    python0 = spec.params.get("python") or ctx.hub.config.host(hosts[0]).python
+    python0 = asked.python_on(ctx.hub.config.host(hosts[0]).python)
     why = await core.rank0_port_problem(ctx, spec, hosts[0], python0, port, "Ray GCS port")
     if why:
         return refuse(why)
-    extra = [str(w) for w in spec.params.get("ray_args") or []]
-    ray_argvs = [ray_start(spec.params.get("python") or ctx.hub.config.host(h).python, head, port, gpus, rank == 0,
+    extra = [str(w) for w in asked.param("ray_args") or []]
+    ray_argvs = [ray_start(asked.python_on(ctx.hub.config.host(h).python), head, port, gpus, rank == 0,
                            _ip(ctx.hub.config.host(h).address), extra) for rank, (h, gpus) in enumerate(zip(hosts, counts))]
     old = core.previous(ctx, spec)
     lines = []
@@ -150,7 +151,7 @@ def _ray_log(path: str) -> str:
 
 
 async def _cluster(ctx: RunContext, spec: StepSpec, planned: RayPlan) -> dict | None:
-    python = spec.params.get("python") or ctx.hub.config.host(planned.hosts[0]).python
+    python = ServeLaunch.request(spec).python_on(ctx.hub.config.host(planned.hosts[0]).python)
     done = await ctx.transport(planned.hosts[0]).run([python, "-c", CLUSTER, f"{planned.head}:{planned.port}"], timeout=120)
     try:
         found = json.loads((done.stdout.strip().splitlines() or ["null"])[-1])
@@ -162,7 +163,8 @@ async def _cluster(ctx: RunContext, spec: StepSpec, planned: RayPlan) -> dict | 
 async def run(kind, ctx: RunContext, spec: StepSpec, planned: RayPlan) -> StepResult:
     started = _now()
     await core.stop_all(ctx, spec, planned.old, "relaunch")
-    port = int(spec.params.get("port") or 8000)
+    asked = kind.request(spec)
+    port = asked.port
     log_path = kind.log_path(spec)
     ray_processes: list[LaunchedProcess] = []
     evidence: dict = {}
@@ -180,7 +182,7 @@ async def run(kind, ctx: RunContext, spec: StepSpec, planned: RayPlan) -> StepRe
             return failed(f"{role} on {host} could not start: {error}", ray_processes)
         ray_processes.append(process)
     # the cluster, as Ray says it: every node and their GPUs (a worker that died or never reached the head fails it)
-    deadline = time.monotonic() + float(spec.params.get("join_timeout_s", 600.0))
+    deadline = time.monotonic() + asked.join_timeout_s
     followers: dict = {}
     cluster: dict | None = None
     while True:
@@ -196,7 +198,7 @@ async def run(kind, ctx: RunContext, spec: StepSpec, planned: RayPlan) -> StepRe
         if time.monotonic() > deadline:
             await core.stop_all(ctx, spec, ray_processes, "the Ray cluster did not form")
             said = f"Ray has {cluster.get('nodes')} nodes and {cluster.get('gpus'):g} GPUs" if cluster else "Ray did not answer"
-            return failed(f"the Ray cluster did not form in {spec.params.get('join_timeout_s', 600.0):g} s: {said}, the model needs "
+            return failed(f"the Ray cluster did not form in {asked.join_timeout_s:g} s: {said}, the model needs "
                           f"{len(planned.hosts)} nodes and {planned.world} GPUs", ray_processes)
         await asyncio.sleep(1.0)
     evidence["cluster"] = cluster
@@ -231,16 +233,16 @@ CLUSTER_READY = ("import sys, ray\n"
 def _hand_off(kind, spec, python: str, gpus_per_node: int | None):
     from cockpit.errors import CockpitError
 
-    nodes = len(kind.hosts(spec))
+    asked = kind.request(spec)
+    nodes = asked.nodes
     gpus = gpus_per_node or 8
     base = kind.base_argv(None, spec, python)
     server = server_argv([python if i == 0 else w for i, w in enumerate(base)])
     world = world_size(server)
     if world > nodes * gpus:
         raise CockpitError(f"'{spec.name}': tensor x pipeline parallel is {world}, more than {nodes} nodes x {gpus} GPUs (--gpus-per-node)")
-    port = int(spec.params.get("dist_init_port") or 6379)
-    extra = [str(w) for w in spec.params.get("ray_args") or []]
-    return nodes, gpus, world, port, server, extra, int(spec.params.get("port", 8000))
+    extra = [str(w) for w in asked.param("ray_args") or []]
+    return nodes, gpus, world, asked.dist_init_port, server, extra, asked.port
 
 
 def emit_slurm(kind, spec, python: str = "python3", gpus_per_node: int | None = None) -> str:
