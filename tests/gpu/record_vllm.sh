@@ -48,7 +48,7 @@ MH=$(sha256sum "$P/MANIFEST.sha256" | cut -c1-16)
 if [ "$(cat "$S/.complete" 2>/dev/null)" != "$MH" ]; then
   rm -rf "$S"; mkdir -p "$S"
   unxz "$P/site-py.tar.xz" | tar -x -C "$S" || { say "untar failed"; finish 4; }
-  unxz "$P/vllm_C.so.xz"        > "$S/vllm/_C.abi3.so"
+  [ -f "$P/vllm_C.so.xz" ] && unxz "$P/vllm_C.so.xz" > "$S/vllm/_C.abi3.so"  # (changed) vLLM 0.26 has none: its ops are in _C_stable_libtorch
   unxz "$P/vllm_C_stable.so.xz" > "$S/vllm/_C_stable_libtorch.abi3.so"
   [ -f "$P/vllm_fa3_C.so.xz" ] && unxz "$P/vllm_fa3_C.so.xz" > "$S/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
   echo "$MH" > "$S/.complete"
@@ -75,7 +75,9 @@ cat > /tmp/selftest.py <<'PY'
 import torch
 torch.cuda.init()
 import importlib.util
-import vllm._C, vllm._C_stable_libtorch  # noqa: F401
+for name in ("vllm._C", "vllm._C_stable_libtorch"):  # (changed) 0.20.2 has both, 0.26.0 the second only
+    if importlib.util.find_spec(name):
+        importlib.import_module(name)
 if importlib.util.find_spec("vllm.vllm_flash_attn._vllm_fa3_C"):
     import vllm.vllm_flash_attn._vllm_fa3_C  # noqa: F401
 x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16); w = torch.rand(256, device="cuda", dtype=torch.bfloat16)
