@@ -93,7 +93,11 @@ class LaunchRequest:
     dist_init_port: int = DEFAULT_DIST_PORT
     dist_init_addr: str | None = None
     join_timeout_s: float = 600.0
-    image: str | None = None
+    image: str | None = None  # in a container of this image (where/launch.py), with the container_* settings below
+    container_engine: str = "docker"
+    container_name: str | None = None
+    container_gpus: str = "all"
+    container_args: tuple[str, ...] = ()
     # what the engine declared (Engine.params), as given or defaulted: its version, its group's form, ...
     engine_params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -122,4 +126,6 @@ class LaunchRequest:
                    python=p.get("python"), help_text=p.get("help_text"), lint=bool(p.get("lint", True)), log=p.get("log"), hosts=hosts,
                    dist_init_port=int(p.get("dist_init_port") or DEFAULT_DIST_PORT), dist_init_addr=p.get("dist_init_addr"),
                    join_timeout_s=float(p.get("join_timeout_s", 600.0)), image=p.get("image"),
+                   container_engine=str(p.get("container_engine") or "docker"), container_name=p.get("container_name"),
+                   container_gpus=str(p.get("container_gpus", "all")), container_args=tuple(p.get("container_args") or ()),
                    engine_params=MappingProxyType(declared))

@@ -26,7 +26,7 @@ from cockpit.serving.helpschema import load_schema
 from cockpit.serving.lint import LintReport, fix_line
 from cockpit.serving.request import CORE_PARAMS, DEFAULT_DIST_PORT, LaunchRequest, depth_of  # noqa: F401 - the groups' words
 from cockpit.serving.logread import diagnose_lines
-from cockpit.serving.server import DEFAULT_PORT, LogFollower, wait_ready
+from cockpit.serving.server import LogFollower, wait_ready
 
 class LaunchParams(Mapping[str, Param]):
     """The launch step's parameters: the core's, then every registered engine's own (read when first asked, so that
@@ -182,16 +182,16 @@ class ServeLaunch(Launch):
         return None
 
     def log_path(self, spec: StepSpec) -> str:
-        return spec.params.get("log") or f"/tmp/{self.engine(spec)}-{spec.name}.log"
+        return self.request(spec).log or f"/tmp/{self.engine(spec)}-{spec.name}.log"
 
     def container(self, spec: StepSpec) -> tuple[str, str, str] | None:
         """(engine, container name, image) when the step runs its server in a container."""
-        if not spec.params.get("image"):
+        asked = self.request(spec)
+        if not asked.image:
             return None
         from cockpit.where.launch import container_name
 
-        return spec.params.get("container_engine") or "docker", container_name(spec.name, spec.params.get("container_name")), \
-            spec.params["image"]
+        return asked.container_engine, container_name(spec.name, asked.container_name), asked.image
 
     def in_container(self, spec: StepSpec, server: list[str]) -> list[str]:
         """The server's command line as the step runs it: as it is, or inside `docker run` of the step's image."""
@@ -201,8 +201,9 @@ class ServeLaunch(Launch):
         from cockpit.where.launch import model_mounts, run_argv
 
         engine, name, image = box
-        return run_argv(engine, name, image, server, model_mounts(spec.params.get("model_path"), spec.params.get("draft_path")),
-                        spec.params.get("env"), str(spec.params.get("container_gpus", "all")), spec.params.get("container_args"))
+        asked = self.request(spec)
+        return run_argv(engine, name, image, server, model_mounts(asked.model_path, asked.draft_path), dict(asked.env) or None,
+                        asked.container_gpus, list(asked.container_args) or None)
 
     def server_words(self, spec: StepSpec, argv: list[str]) -> list[str]:
         """The server's own command line within what the step runs (for the lint)."""
@@ -235,19 +236,20 @@ class ServeLaunch(Launch):
     def lint(self, argv: list[str], spec: StepSpec, schema) -> LintReport:
         """The engine's own lint of the command line (its version's rules and, with its --help, its flags)."""
         engine = self.engine_of(spec)
-        return engine.lint(self.server_words(spec, argv), spec.params.get(engine.version_key), schema)
+        return engine.lint(self.server_words(spec, argv), self.request(spec).param(engine.version_key), schema)
 
     async def schema(self, ctx: RunContext, spec: StepSpec):
-        if spec.params.get("help_text"):
-            return load_schema(spec.params["help_text"])
+        asked = self.request(spec)
+        if asked.help_text:
+            return load_schema(asked.help_text)
         box = self.container(spec)
         launcher = None
         if box is not None:
             from cockpit.where.launch import in_image
 
             # the image's own engine: its version and --help, asked inside it (with the server's env and mounts)
-            launcher = in_image(box[0], box[2], spec.params.get("env"), spec.params.get("container_args"))
-        python = spec.params.get("python") or ctx.hub.config.host(spec.host).python
+            launcher = in_image(box[0], box[2], dict(asked.env) or None, list(asked.container_args) or None)
+        python = asked.python_on(ctx.hub.config.host(spec.host).python)
         return await self.engine_of(spec).host_schema(ctx.transport(spec.host), python, launcher)  # the host's own engine
 
     async def plan(self, ctx: RunContext, spec: StepSpec):
@@ -255,7 +257,7 @@ class ServeLaunch(Launch):
             return await self.group_of(spec).plan_group(self, ctx, spec)
         argv = self.argv(ctx, spec)
         lint = LintReport()
-        if spec.params.get("lint", True):
+        if self.request(spec).lint:
             lint = self.lint(argv, spec, await self.schema(ctx, spec))
             if not lint.ok:
                 return None, Refused(lint, argv)
@@ -298,7 +300,7 @@ class ServeLaunch(Launch):
         if pid is None:
             return StepResult(StepState.FAILED, started, _now(), problem)
         log = self.log_path(spec)
-        server = LaunchedProcess(spec.host, pid, log, tuple(argv), spec.params.get("port", DEFAULT_PORT), started)
+        server = LaunchedProcess(spec.host, pid, log, tuple(argv), self.request(spec).port, started)
         evidence = {**server.to_evidence(), "lint": [d.to_json() for d in lint.diagnoses]}
         if box is not None:
             evidence["container"] = {"engine": box[0], "name": box[1], "image": box[2]}
