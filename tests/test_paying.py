@@ -82,3 +82,30 @@ def test_a_turn_is_alerted_once_seen_in_two_looks_and_never_for_idle_or_unknown(
     assert [fresh.see(Verdict("not_paying", "")) for _ in range(2)] == [None, None]  # the first judged state: no turn
     alert = verdict_alert("launch", Verdict("not_paying", "not paying at this load: x0.80 at c=32"))
     assert alert.key == "speculation:launch" and alert.level == "warning" and "x0.80" in alert.text
+
+
+def test_a_sweep_run_from_the_cli_is_the_baseline_without_a_sweep_step(tmp_path, monkeypatch):
+    """`cockpit bench sweep` keeps its runs in the benchmark store, not in a step's result: the verdict's baseline is
+    read from there too (the newer of the two wins), and read again only when the store changed."""
+    from cockpit.bench import steps
+    from cockpit.bench.stats import summarize
+    from cockpit.bench.store import save_run
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setattr(steps, "_STORED", {"key": None, "found": None})
+    assert steps.sweep_baseline(None) is None  # no store, no step: none, said so by the verdict
+
+    def run(config: str, speculative: bool, concurrency: int, tok_s: float, repeat: int) -> None:
+        summary = {**summarize([], 0.0, 1.0), "config": config, "speculative": speculative, "concurrency": concurrency,
+                   "output_throughput_tok_s": tok_s, "sweep": "s-1", "time": 1796650000.0 + repeat,
+                   **({"steps": 5, "topk": 1, "draft_tokens": 6} if speculative else {})}
+        save_run(summary, [], f"{config}-c{concurrency}-{repeat}")
+
+    for repeat in (1, 2, 3):
+        run("baseline", False, 1, 100.0 + repeat, repeat)
+        run("baseline", False, 8, 600.0, repeat)
+        run("depth 5", True, 1, 190.0, repeat)
+        run("depth 5", True, 8, 500.0, repeat)
+    base = steps.sweep_baseline(None)
+    assert base is not None and base.tok_s == {1: 102.0, 8: 600.0} and "stored sweep s-1" in base.source
+    assert base.off_above == 8  # the baseline won at c=8: speculation off there

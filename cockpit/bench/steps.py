@@ -118,19 +118,49 @@ def sweep_baseline(runbook):
     from cockpit.runbook.model import StepState
     from cockpit.serving.paying import baseline_of
 
-    if runbook is None:
-        return None
     found = None
-    for spec in runbook.spec.steps:
+    for spec in runbook.spec.steps if runbook is not None else ():
         result = runbook.result(spec.name)
         if spec.kind == BenchSweep.name and result is not None and result.state is StepState.PASSED and result.evidence.get("rows"):
             if found is None or (result.finished_at or 0) > (found[1].finished_at or 0):
                 found = (spec, result)
-    if found is None:
+    stored = _stored_sweep()  # a sweep `cockpit bench sweep` ran (its runs are in the store, not in a step's result)
+    if found is not None and (stored is None or (found[1].finished_at or 0) >= stored[0]):
+        spec, result = found
+        when = _time.strftime("%Y-%m-%d %H:%M", _time.localtime(result.finished_at)) if result.finished_at else "an earlier run"
+        return baseline_of(result.evidence["rows"], result.evidence.get("decisions"), f"sweep '{spec.name}' of {when}")
+    if stored is None:
         return None
-    spec, result = found
-    when = _time.strftime("%Y-%m-%d %H:%M", _time.localtime(result.finished_at)) if result.finished_at else "an earlier run"
-    return baseline_of(result.evidence["rows"], result.evidence.get("decisions"), f"sweep '{spec.name}' of {when}")
+    when, sweep_id, rows = stored
+    from cockpit.bench.decision import decide
+
+    return baseline_of(rows, [d.to_json() for d in decide(rows)],
+                       f"the stored sweep {sweep_id} of {_time.strftime('%Y-%m-%d %H:%M', _time.localtime(when))}")
+
+
+_STORED: dict[str, Any] = {"key": None, "found": None}  # the store read once per change of its folder (a verdict a second)
+
+
+def _stored_sweep() -> tuple[float, str, list[dict[str, Any]]] | None:
+    """The latest sweep in the benchmark store that measured a baseline: (when it ended, its id, its decision rows).
+    Read again only when the store's folder changed (a run saved or removed): the live verdict asks at every poll."""
+    from cockpit.bench.decision import table
+    from cockpit.bench.store import runs_dir, sweep_runs
+
+    folder = runs_dir()
+    try:
+        stat = folder.stat()
+        key: tuple | None = (str(folder), stat.st_mtime_ns, stat.st_ino)
+    except OSError:
+        return None
+    if key == _STORED["key"]:
+        return _STORED["found"]
+    runs = sweep_runs()
+    found = None
+    if runs and any(not r.get("speculative") for r in runs):
+        found = (max(float(r.get("time") or 0) for r in runs), str(runs[-1].get("sweep")), table(runs))
+    _STORED.update(key=key, found=found)
+    return found
 
 
 def live_verdict(runbook, step: str | None, figures: dict[str, Any]):
