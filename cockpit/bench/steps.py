@@ -131,11 +131,11 @@ def sweep_baseline(runbook):
         return baseline_of(result.evidence["rows"], result.evidence.get("decisions"), f"sweep '{spec.name}' of {when}")
     if stored is None:
         return None
-    when, sweep_id, rows = stored
+    ended, sweep_id, rows = stored
     from cockpit.bench.decision import decide
 
     return baseline_of(rows, [d.to_json() for d in decide(rows)],
-                       f"the stored sweep {sweep_id} of {_time.strftime('%Y-%m-%d %H:%M', _time.localtime(when))}")
+                       f"the stored sweep {sweep_id} of {_time.strftime('%Y-%m-%d %H:%M', _time.localtime(ended))}")
 
 
 _STORED: dict[str, Any] = {"key": None, "found": None}  # the store read once per change of its folder (a verdict a second)
