@@ -167,3 +167,48 @@ async def test_the_server_pane_follows_the_real_log_line_for_line(tmp_path):
     bar.write_bytes(b"step 1\rstep 2\rstep 3\n")
     assert (await TrainerFollower(transport, str(bar)).poll()).lines == ["step 1", "step 2", "step 3"]
     assert await LogFollower(transport, str(bar)).poll() == ["step 3"]
+
+
+# --- vLLM 0.26.0, recorded the same way on an H100 (tests/fixtures/gpu-engines/README.md) -------------------------------
+
+REAL_026 = Path(__file__).parent / "fixtures" / "gpu-engines" / "vllm-0.26.0-h100"
+
+
+def test_vllm_0_26_crash_stop_and_kv_failure_are_read_as_they_happened():
+    """0.26.0 says its ends in new words: a killed EngineCore is `[shutdown] MPClient: engine core exited unexpectedly`
+    before the traceback (crashed, cited at that line); a SIGINT stop is `[shutdown] EngineCore: trigger received
+    signal=SIGINT`, then the stop's own teardown logs an EngineDeadError: stopped, never crashed (it read crashed before
+    this recording); the KV-cache failure names vLLM's own estimate."""
+    a = cli("parse-log", "--json", str(REAL_026 / "A-serve.log"))
+    data = json.loads(a.stdout)
+    assert a.returncode == 1 and data["state"] == "crashed" and data["ready"] is True
+    dead = [d for d in data["diagnoses"] if d["kind"] == "engine_dead"][0]
+    assert dead["line"] == editor_line(REAL_026 / "A-serve.log", r"engine core exited unexpectedly")
+    b = cli("parse-log", "--json", str(REAL_026 / "B-serve.log"))
+    data = json.loads(b.stdout)
+    assert b.returncode == 0 and data["state"] == "stopped" and not data["diagnoses"], data["diagnoses"]
+    assert data["stopped_at"] == editor_line(REAL_026 / "B-serve.log", r"trigger received signal=SIGINT")
+    assert b"EngineDeadError" in (REAL_026 / "B-serve.log").read_bytes()  # what used to be read as a crash
+    d = json.loads(cli("parse-log", "--json", str(REAL_026 / "D-serve.log")).stdout)
+    [kv] = [x for x in d["diagnoses"] if x["kind"] == "kv_cache_too_small"]
+    assert kv["replacement"] == ["--max-model-len", "224"]
+    # the live watch: the stop's teardown is no crash flag either, the killed engine is
+    for name, flagged in (("B-serve.log", False), ("A-serve.log", True)):
+        figures = LiveFigures(clock=lambda: 0.0)
+        figures.feed((REAL_026 / name).read_text(errors="replace").splitlines())
+        assert any(f["kind"] == "crashed" for f in figures.to_json()["flags"]) is flagged, name
+
+
+def test_vllm_0_26_serves_the_families_the_cockpit_reads_under_the_same_names():
+    """0.26.0 serves the `vllm:` families the cockpit reads under the same names as 0.20.2 (running, waiting, KV usage,
+    tokens, the speculative counters): the live figures read both releases' /metrics alike."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def names(path: Path) -> set[str]:
+        return {f.name for f in text_string_to_metric_families(path.read_text()) if f.name.startswith("vllm:")}
+
+    new, old = names(REAL_026 / "A-traffic" / "during-metrics.txt"), names(REAL / "A-traffic" / "during-metrics.txt")
+    read = {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:generation_tokens",
+            "vllm:prompt_tokens", "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos"}
+    assert read <= new and read <= old

@@ -86,7 +86,8 @@ FIXED = [
     ("oom", CUDA_OOM, "CUDA out of memory: lower --gpu-memory-utilization, --max-num-seqs or --max-model-len, or use more GPUs", ()),
     # after start-up: the engine core gone while serving (a real 0.20.2 on an H100, its EngineCore killed: every request
     # in flight got HTTP 500, then the API server shut itself down with exit status 0; tests/fixtures/gpu-engines)
-    ("engine_dead", r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)",
+    ("engine_dead", r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|"
+                    r"\[shutdown\] MPClient: engine core exited unexpectedly",  # 0.26.0's own word, before the traceback
      "vLLM's engine core died while serving: requests in flight got HTTP 500 and the server shut itself down (exit status "
      "0 all the same); the cause is in the EngineCore's own lines above, and none there means it was killed (OOM killer, "
      "kill -9)", ()),
@@ -106,6 +107,7 @@ CRASH_LINES = (
     ("oom", re.compile(KV_CACHE_TOO_SMALL + r"|No available memory for the cache blocks"),
      "out of GPU memory for the KV cache: lower --max-model-len, or raise --gpu-memory-utilization (or free the GPUs)"),
     ("crashed", re.compile(r"EngineCore failed to start|Engine core initialization failed|EngineDeadError|"
+                           r"\[shutdown\] MPClient: engine core exited unexpectedly|"
                            r"EngineCore encountered a fatal error|" + NCCL_TIMEOUT),
      "vLLM's engine died: the cause is logged above this line (EngineCore)"),
 )
@@ -391,5 +393,7 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
     stopped_at = None
     if ready_at is not None:  # its own shutdown words after it came up: a graceful stop (a crash shuts down the same way)
         stopped_at = next((number(i + 1) for i, line in enumerate(run) if i >= ready_at and SHUTDOWN.search(line.rstrip())), None)
+        if stopped_at is not None:  # the engine gone after the stop began is the stop's teardown (0.26.0 logs EngineDeadError then)
+            found = [d for d in found if not (d.kind == "engine_dead" and d.line is not None and d.line > stopped_at)]
     return LogReading(found, ready_at is not None, [(n, at) for n, at in milestones if at is not None],
                       numbers[start] if start < len(numbers) else None, stopped_at)

@@ -107,7 +107,10 @@ START_RE = re.compile(r"vLLM API server version \S+|vLLM server version \S+|Star
 _STAMP = re.compile(r"(?:^|\) )(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[")
 READY_RE = re.compile(r"Application startup complete\.")  # uvicorn's, once vLLM's routes are up
 # a stop's own words (a real 0.20.2 stopped by SIGINT: the EngineCore's "Shutdown complete", then uvicorn's)
-SHUTDOWN = re.compile(r"Shutdown complete$|Application shutdown complete\.|Finished server process \[\d+\]")
+# a graceful stop's own words: 0.20.2's (the engine's, then uvicorn's), and 0.26.0's trigger, logged first, before the
+# teardown's own EngineDeadError (a real 0.26.0 on an H100 stopped with SIGINT: tests/fixtures/gpu-engines/vllm-0.26.0-h100)
+SHUTDOWN = re.compile(r"Shutdown complete$|Application shutdown complete\.|Finished server process \[\d+\]|"
+                      r"\[shutdown\] (?:EngineCore: trigger received signal=SIG\w+|API server: shutdown triggered)")
 
 
 def line_time(line: str, now: float | None = None) -> float | None:
