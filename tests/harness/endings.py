@@ -3,9 +3,11 @@
 each took to be told true).
 
 A STAND-IN trainer (it writes SpecForge's E4 records, `step N: {...}`, of a 1,000-step run: no GPU here) is started
-for every case, root's, and ended the case's way all at once; the watching CLI (`cockpit runs --watch --json`: the loop
-the TUI runs, with the cockpit's own kills as evidence, as the TUI has them) runs as the viewer and prints every change;
-the one-shot CLI (`cockpit runs --json`) is asked as the viewer right after the endings and once every truth is due.  Lists, not examples: a new ending or source added here is in every cell."""
+for every case, root's (a bare process, a real Docker container, or a real Slurm job whose StdOut is its log), and ended
+the case's way all at once; the watching CLI (`cockpit runs --watch --json`: the loop the TUI runs, with the cockpit's
+own kills as evidence, as the TUI has them) runs as each viewer and prints every change; the one-shot CLI (`cockpit runs
+--json`) is asked as each viewer right after the endings and once every truth is due.  Lists, not examples: every pair
+of ENDINGS x SOURCES is a cell unless `left_out` says why not, so a new ending or source is in every cell it can be."""
 
 from __future__ import annotations
 
