@@ -5,6 +5,7 @@ line carries, a graceful stop, a crash after start-up, and the KV-cache failure'
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -212,3 +213,25 @@ def test_vllm_0_26_serves_the_families_the_cockpit_reads_under_the_same_names():
             "vllm:prompt_tokens", "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
             "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos"}
     assert read <= new and read <= old
+
+
+def test_the_gpu_machines_watch_reads_a_server_without_the_ssh_dependency(tmp_path):
+    """tests/gpu/watch_real_server.py runs on the GPU machine, which has no asyncssh: reading a local server's log and
+    figures imports nothing of SSH (this session's engines briefly did, through the runbook, and the 0.26.0 recording's
+    watch said `No module named 'asyncssh'` at every look)."""
+    blocked = tmp_path / "blocked" / "asyncssh"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'asyncssh'\")\n")
+    script = (
+        "import asyncio\n"
+        "from cockpit.config import HostConfig\n"
+        "from cockpit.hosts.commandlog import CommandLog\n"
+        "from cockpit.hosts.local import LocalTransport\n"
+        "from cockpit.serving.target import ServerTarget, read_server\n"
+        "t = LocalTransport(HostConfig(name='gpu', address='127.0.0.1', local=True), CommandLog())\n"
+        f"target = ServerTarget(None, 'gpu', {str(REAL_026 / 'B-serve.log')!r}, 'http://127.0.0.1:9', 2 ** 22 + 7)\n"
+        "live, data = asyncio.run(read_server(target, lambda h: t))\n"
+        "print((data.get('activity') or {}).get('state'))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "blocked"), str(Path(__file__).resolve().parents[1])])}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr[-1500:]

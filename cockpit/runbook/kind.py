@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cockpit.hosts.transport import Transport
-from cockpit.runbook.model import StepResult, StepSpec
+from cockpit.runbook.model import Param, StepResult, StepSpec  # noqa: F401 - Param: the step kinds' word for it
 from cockpit.telemetry.hub import TelemetryHub
 from cockpit.telemetry.model import HostSnapshot
 from cockpit.format import plural
@@ -51,12 +51,6 @@ class StepProgress:
     state: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Param:
-    kind: type | tuple[type, ...]
-    default: Any = None
-    required: bool = False
-    help: str = ""
 
 
 class StepKind:

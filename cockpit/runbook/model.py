@@ -8,6 +8,17 @@ from collections.abc import Callable
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Param:
+    """One parameter a step kind (or an engine, for the launch step) takes: its type, default, and help.  Here, with the
+    runbook's plain data, so that an engine's declaration of its parameters imports nothing of the runbook's machinery."""
+
+    kind: type | tuple[type, ...]
+    default: Any = None
+    required: bool = False
+    help: str = ""
+
+
 class StepState(str, Enum):
     PENDING = "pending"  # may run: everything before it passed
     RUNNING = "running"

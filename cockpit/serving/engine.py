@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from cockpit.diagnosis import Diagnosis
-    from cockpit.runbook.kind import Param
+    from cockpit.runbook.model import Param
     from cockpit.serving.depth import DepthConfig
     from cockpit.serving.groupmodel import GroupLauncher
     from cockpit.serving.request import LaunchRequest

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cockpit.hosts.procs import LaunchedProcess
-from cockpit.runbook.kind import RunContext
 from cockpit.runbook.model import StepResult, StepSpec
 from cockpit.serving.lint import LintReport
+
+if TYPE_CHECKING:
+    from cockpit.runbook.kind import RunContext  # types only: reading a log never loads the runbook's machinery
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from cockpit.runbook.kind import Param
+from cockpit.runbook.model import Param
 from cockpit.runbook.model import StepSpec
 from cockpit.serving.depth import DepthConfig
 

@@ -6,19 +6,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.depth import DepthConfig, with_depth
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
-from cockpit.runbook.kind import Param
-from cockpit.serving.group import GroupLauncher
+from cockpit.runbook.model import Param
 from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading, counter_deltas
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport, apply_fix
 from cockpit.serving.request import LaunchRequest
 from cockpit.sglang import draftload
 from cockpit.sglang import diagnose, launch, lint, loglines
+
+if TYPE_CHECKING:
+    from cockpit.serving.groupmodel import GroupLauncher  # types only: the group's flow loads when a group is launched
 
 
 OWN_WORDS = re.compile(r"server_args=ServerArgs\(|^usage: (?:sglang|launch_server)|Decode batch|Prefill batch|"

@@ -8,12 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.diagnosis import Diagnosis
 from cockpit.serving.depth import DepthConfig
-from cockpit.runbook.kind import Param
-from cockpit.serving.group import GroupLauncher
+from cockpit.runbook.model import Param
 from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading
 from cockpit.serving.helpschema import FlagSchema
 from cockpit.serving.lint import LintReport
@@ -21,6 +20,9 @@ from cockpit.serving.request import LaunchRequest
 from cockpit.vllm import draftload
 from cockpit.vllm import argv as vllm_argv_words
 from cockpit.vllm import diagnose, launch, logs, metrics
+
+if TYPE_CHECKING:
+    from cockpit.serving.groupmodel import GroupLauncher  # types only: the group's flow loads when a group is launched
 
 
 class VLLM:
