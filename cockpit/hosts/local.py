@@ -101,10 +101,11 @@ class LocalTransport(Transport):
         except asyncio.CancelledError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            # reaped here, before the cancellation goes on: a child left to the loop's shutdown is reaped twice
-            # ("Unknown child process pid N" on stderr at a watching command's Ctrl-C)
-            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, ProcessLookupError):
-                await asyncio.wait_for(proc.wait(), 2)
+            # reaped here, its pipes read to their end, before the cancellation goes on: a child left to the loop's
+            # shutdown is reaped twice ("Unknown child process pid N" on stderr at a watching command's Ctrl-C), and a
+            # transport left open is closed after its loop ("Event loop is closed", seen once at a TUI's exit)
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, ProcessLookupError, RuntimeError):
+                await asyncio.wait_for(proc.communicate(), 2)
             self.log.finish(record, None, "cancelled")
             raise
         result = CommandResult(tuple(argv), proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), time.monotonic() - start)
