@@ -168,7 +168,7 @@ class LiveFigures:
                 for kind, pattern, text in _crash_lines(self.engine):
                     if pattern.search(line):
                         if kind == "crashed" and self.shutdown is not None:
-                            break  # after its own graceful stop's words, an engine that goes is the stop's teardown
+                            break  # after its own graceful stop's words, an engine that goes is the stop's teardown (as logread)
                         self._flag(kind, line, text)
                         break
 

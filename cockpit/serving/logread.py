@@ -210,7 +210,10 @@ def diagnose_lines(lines: list[str], schema: FlagSchema | None = None, first_lin
         report.notes.append(f"read as a {reader.label} log")
     report.engine = reader.name
     reading = reader.read_log(lines, numbers, schema)
-    report.diagnoses = reading.diagnoses
+    # what a server logs after its own graceful stop began is the stop's teardown, not a crash (vLLM 0.26.0 logs an
+    # EngineDeadError then); the live watch holds the same rule (serving/live.py LiveFigures.feed)
+    report.diagnoses = [d for d in reading.diagnoses if not (reading.stopped_at is not None and d.severity == "error"
+                                                             and d.line is not None and d.line > reading.stopped_at)]
     report.ready = reading.ready
     report.milestones = reading.milestones
     report.stopped_at = reading.stopped_at

@@ -393,7 +393,5 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
     stopped_at = None
     if ready_at is not None:  # its own shutdown words after it came up: a graceful stop (a crash shuts down the same way)
         stopped_at = next((number(i + 1) for i, line in enumerate(run) if i >= ready_at and SHUTDOWN.search(line.rstrip())), None)
-        if stopped_at is not None:  # the engine gone after the stop began is the stop's teardown (0.26.0 logs EngineDeadError then)
-            found = [d for d in found if not (d.kind == "engine_dead" and d.line is not None and d.line > stopped_at)]
     return LogReading(found, ready_at is not None, [(n, at) for n, at in milestones if at is not None],
                       numbers[start] if start < len(numbers) else None, stopped_at)
