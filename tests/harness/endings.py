@@ -213,7 +213,7 @@ exec {scontrol} "$@"
 SLURM_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL"}
 
 
-def _submit(cluster, folder: Path, script: Path, ending: str, name: str) -> str:
+def _submit(folder: Path, script: Path, ending: str, name: str) -> str:
     """A job of the stand-in trainer, its stdout Slurm's default (slurm-%j.out in its --chdir: what a dropped job's WorkDir
     finds), sharing the node's CPUs with the matrix's other jobs."""
     options = {"oom": ("--mem=64M",), "timeout": ("--time=1",), "pending": ("--begin=now+3600",)}.get(ending, ())
@@ -236,7 +236,7 @@ def _job_pid(name: str) -> int:
     return int(found[0])
 
 
-def _sacct_whole(cluster, job: str) -> bool:
+def _sacct_whole(job: str) -> bool:
     """slurmdbd's record of an ended job is whole (right after the end it is partial on 22.05: no WorkDir)."""
     row = subprocess.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "JobName,WorkDir"], capture_output=True, text=True,
                          timeout=30).stdout.strip()
@@ -292,7 +292,7 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
         for ending, source in cases:
             name = f"{ending}-{source}"
             if source == "slurm":
-                jobs[name] = _submit(cluster, folder, script, ending, f"{marker}-{name}")
+                jobs[name] = _submit(folder, script, ending, f"{marker}-{name}")
                 running[name] = Cell(ending, source, None, job=jobs[name])
                 continue
             if source == "container":
@@ -387,7 +387,7 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
                 cell.event_at = time.time()
             if cell.ending == "dropped":  # slurmctld drops it once its record is whole (MinJobAge later, really)
                 deadline = time.monotonic() + 60
-                while not _sacct_whole(cluster, cell.job) and time.monotonic() < deadline:
+                while not _sacct_whole(cell.job) and time.monotonic() < deadline:
                     time.sleep(0.5)
                 with open(dropped, "a") as handle:
                     handle.write(f"{cell.job}\n")
