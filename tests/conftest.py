@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,7 +60,9 @@ def session(tmp_path):
 
 
 # Markers applied by the fixtures a test uses (`-m "not slow"`: the fast loop; `-m sshd` etc.)
-FIXTURE_MARKERS = {"sshd": "sshd", "needs_sshd": "sshd", "nodes4": "sshd", "second_sshd": "sshd", "session": "tmux", "wheel_venv": "wheel"}
+FIXTURE_MARKERS = {"sshd": "sshd", "needs_sshd": "sshd", "nodes4": "sshd", "second_sshd": "sshd", "session": "tmux", "wheel_venv": "wheel",
+                   "slurm_cluster": "slurm"}
+SLOW_FIXTURES = {"sshd", "needs_sshd", "session", "wheel_venv", "nodes4", "second_sshd", "slurm_cluster"}
 MODULE_MARKERS = {"test_prometheus": "prometheus", "test_wheel": "wheel"}
 # Tiers by cost, not by module name: a test is slow when it took SLOW_S or more (its setup included: a session's
 # sshd, a server started) in the last recorded full run (tests/durations.json, written by
@@ -102,22 +106,65 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(getattr(pytest.mark, marker))
         if module in MODULE_MARKERS:
             item.add_marker(getattr(pytest.mark, MODULE_MARKERS[module]))
-        cost = durations.get(item.nodeid)
-        if (cost is not None and cost >= SLOW_S) or names & {"sshd", "needs_sshd", "session", "wheel_venv", "nodes4", "second_sshd"} \
-                or module in MODULE_MARKERS:
+        if "slurm_cluster" in names and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(func_only=True))  # the cluster's start (the fixture's) is not the test's time
+        cost = durations.get(_recorded_id(item.nodeid))
+        if (cost is not None and cost >= SLOW_S) or names & SLOW_FIXTURES or module in MODULE_MARKERS:
             item.add_marker(pytest.mark.slow)
+    if hasattr(config, "workerinput"):
+        # pytest-xdist runs each test apart (a group together) in the order collected: the longest first, so that no long
+        # test starts last and keeps the run waiting on one worker (the same order on every worker: a stable sort)
+        items.sort(key=lambda item: -durations.get(_recorded_id(item.nodeid), 0.0))
+
+
+def _recorded_id(nodeid: str) -> str:
+    """The test's id as tests/durations.json has it: without the `@group` pytest-xdist's loadgroup adds."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") and at > nodeid.rfind("::") else nodeid
+
+
+_warming: list[subprocess.Popen] = []
+
+
+def pytest_sessionstart(session):
+    """A whole run as root (not a selection by marker, not an xdist worker): the machine's Slurm and Docker start in the
+    background now (harness/managers.py warm()), beside the first tests rather than inside one's time limit."""
+    config = session.config
+    if hasattr(config, "workerinput") or getattr(config.option, "markexpr", "") or os.geteuid() != 0:
+        return
+    tests = Path(__file__).resolve().parent
+    log = open(os.path.join(tempfile.gettempdir(), f"cockpit-tests-warm-{os.getpid()}.log"), "w")  # noqa: SIM115 - the child's
+    _warming.append(subprocess.Popen([sys.executable, "-m", "harness.managers"], cwd=tests, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(tests)}))
+    log.close()
 
 
 def pytest_runtest_logreport(report):
-    _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
+    nodeid = _recorded_id(report.nodeid)
+    _measured[nodeid] = _measured.get(nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus):
+    for warming in _warming:
+        try:
+            warming.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            warming.kill()
+            warming.wait()
     if session.config.getoption("--record-durations", default=False) and _measured:
         import json
 
         merged = {**_durations(), **{k: round(v, 3) for k, v in _measured.items()}}
         DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
+
+
+@pytest.fixture
+def slurm_cluster():
+    """This machine's Slurm for the tests (harness/managers.py): started here when the run's warm start has not (a cold
+    one, MariaDB included, takes tens of seconds on a bare machine; its tests time their own work only)."""
+    from harness.managers import slurm
+
+    return slurm()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import endings
-from harness.managers import docker, ordinary_cockpit, runs_as, slurm
+from harness.managers import docker, ordinary_cockpit, runs_as
 
 
 @pytest.fixture
@@ -92,11 +92,11 @@ def test_every_ending_is_told_true_from_every_source(readable_dir, viewer):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
-def test_every_slurm_ending_is_told_true_to_root_and_to_an_ordinary_user(readable_dir):
+def test_every_slurm_ending_is_told_true_to_root_and_to_an_ordinary_user(readable_dir, slurm_cluster):
     """The slurm source: real jobs of a real Slurm, every ending of the lists that a job can have (its time limit
     included: Slurm's TIMEOUT comes 60-90 s after the start), watched by root and by an ordinary user at once."""
     viewers = [endings.Viewer(v, *_viewer(v)) for v in endings.VIEWERS]
-    matrices = endings.run(readable_dir, viewers, cluster=slurm(), sources=("slurm",))
+    matrices = endings.run(readable_dir, viewers, cluster=slurm_cluster, sources=("slurm",))
     problems = []
     for viewer, matrix in matrices.items():
         assert {c.ending for c in matrix.cells.values()} == {e for e, s in endings.cells(viewer) if s == "slurm"}

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness.managers import docker, slurm
+from harness.managers import docker
 
 from cockpit.config import HostConfig
 from cockpit.hosts.commandlog import CommandLog
@@ -77,11 +77,11 @@ def _local() -> LocalTransport:
 
 
 @pytest.mark.xdist_group("slurm")  # the single Slurm node: its jobs one worker at a time
-def test_a_real_container_and_a_real_slurm_job_are_named_by_their_managers():
+def test_a_real_container_and_a_real_slurm_job_are_named_by_their_managers(slurm_cluster):
     engine = docker()
     box = f"cockpit-owner-{os.getpid()}"
     engine.run(box, "sleep", "300")
-    manager = slurm()
+    manager = slurm_cluster
     job = manager.submit("sleep 300", "-J", "cockpit-owner")
     try:
         pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}", box], capture_output=True, text=True,

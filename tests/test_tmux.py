@@ -56,7 +56,9 @@ def test_exits_when_the_terminal_goes_away(sshd, tmp_path, session):
     assert not alive, [p.cpu_percent(0.5) for p in alive]
 
 
-@pytest.mark.parametrize("size", [(160, 48), (80, 24)], ids=["160x48", "80x24"])
+# 80x24 here; 160x48, the other end of the sizes, is the installed wheel's walk (tests/test_wheel.py), the same keys and
+# screens through its console script
+@pytest.mark.parametrize("size", [(80, 24)], ids=["80x24"])
 def test_demo_in_tmux_walks_the_story_to_the_charts(tmp_path, session, size):
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
            "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "tmux-256color"}

@@ -21,7 +21,8 @@ import pytest
 from harness.standin_sglang import start_standin_sglang
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.timeout(900)
+# one worker builds the wheel once (its fixture is the module's) and runs every test of it
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")

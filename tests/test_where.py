@@ -22,7 +22,7 @@ from cockpit.hosts.local import LocalTransport
 from cockpit.runs.spec import RunSpec
 from cockpit.runs.watch import RunWatcher
 from cockpit.where.placement import Placement, parse_placement
-from harness.managers import docker, ordinary_cockpit, runs_as, slurm, unprivileged
+from harness.managers import docker, ordinary_cockpit, runs_as, unprivileged
 from harness.sshd import STANDIN_DIR
 
 E4_LINE = "step {n}: {{'loss': {loss}, 'acc': 0.{acc}, 'lr': 0.0001}}"
@@ -225,11 +225,11 @@ def slurm_run(job: str, placement: Placement | None = None) -> RunWatcher:
 
 
 @pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
-def test_slurm_jobs_end_as_slurm_says_with_its_reason_and_its_log(tmp_path):
+def test_slurm_jobs_end_as_slurm_says_with_its_reason_and_its_log(tmp_path, slurm_cluster):
     """A real Slurm: a job that completes is finished (Slurm's exit 0), one that exits 1, is cancelled or exceeds
     its --mem (killed by the cgroup, no line in its log) died, with Slurm's state and reason; the log is the job's
     StdOut, read without being named; the node it ran on is said."""
-    cluster = slurm()
+    cluster = slurm_cluster
     progress = "".join(f"print({E4_LINE.format(n=n * 10, loss=3 - n / 10, acc=n)!r}, flush=True); time.sleep(0.3)\n"
                        for n in range(1, 4))
     ok = cluster.submit(job_script(cluster, "ok", f"import time\n{progress}"), "-J", "cockpit-ok")
@@ -259,8 +259,8 @@ def test_slurm_jobs_end_as_slurm_says_with_its_reason_and_its_log(tmp_path):
 
 
 @pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
-def test_a_slurm_job_by_name_pending_then_running_and_another_users_job(tmp_path):
-    cluster = slurm()
+def test_a_slurm_job_by_name_pending_then_running_and_another_users_job(tmp_path, slurm_cluster):
+    cluster = slurm_cluster
     later = cluster.submit("sleep 60", "--begin=now+3600", "-J", "cockpit-later")
     user = unprivileged("cockpit-trainer")
     theirs = cluster.submit(job_script(cluster, "theirs", f"import time\nprint({E4_LINE.format(n=10, loss=2.5, acc=1)!r}, flush=True)\n"
@@ -288,10 +288,10 @@ def test_a_slurm_job_by_name_pending_then_running_and_another_users_job(tmp_path
 
 
 @pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
-def test_a_slurm_job_whose_node_fails(tmp_path):
+def test_a_slurm_job_whose_node_fails(tmp_path, slurm_cluster):
     """NODE_FAIL when the node is set DOWN under a --no-requeue job (a job over its time limit: the endings matrix,
     tests/test_endings_matrix.py)."""
-    cluster = slurm()
+    cluster = slurm_cluster
     node = cluster.submit(job_script(cluster, "node", "import time\nprint('on the node', flush=True)\ntime.sleep(600)\n"),
                           "--no-requeue", "-J", "cockpit-nodefail")
 
@@ -646,14 +646,14 @@ def test_podman_containers_end_as_podman_says_its_oom_said_as_probably():
 
 
 @pytest.mark.xdist_group("slurm")  # one Slurm node of a CPU or two: its jobs one worker at a time
-def test_a_job_slurm_dropped_is_read_from_sacct_and_its_log_found_where_its_workdir_says(tmp_path):
+def test_a_job_slurm_dropped_is_read_from_sacct_and_its_log_found_where_its_workdir_says(tmp_path, slurm_cluster):
     """Issue 46 item 7: once slurmctld drops a finished job (MinJobAge, 300 s), scontrol says `Invalid job id` and
     sacct 22.05 has no StdOut; the log was lost (`step None`, no last line) though slurm-%j.out was still in the job's
     WorkDir.  The job is real (sbatch's default output, no -o); scontrol's answer after MinJobAge is a STAND-IN (its
     real words), since waiting out MinJobAge in CI is 5 minutes and lowering it would change the shared cluster."""
     from cockpit.hosts.transport import CommandResult
 
-    cluster = slurm()
+    cluster = slurm_cluster
     script = job_script(cluster, "dropped", f"print({E4_LINE.format(n=20, loss=2.5, acc=1)!r}, flush=True)\n")
     done = subprocess.run(["sbatch", "--parsable", "--chdir", str(cluster.workdir), "-J", "cockpit-dropped", "--wrap", script],
                           capture_output=True, text=True, timeout=60)

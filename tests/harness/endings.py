@@ -277,6 +277,10 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
         env_path = f"{bin_dir}{os.pathsep}"
     running: dict[str, Cell] = {}
     watchers: dict[str, subprocess.Popen] = {}
+    began = time.monotonic()
+
+    def phase(what: str) -> None:  # where the time went, in the output a failing test shows
+        print(f"[endings] +{time.monotonic() - began:6.1f} s {what}", flush=True)
 
     def env_of(v: Viewer) -> dict:
         env = dict(v.python[1])
@@ -318,6 +322,7 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
             if out is not subprocess.DEVNULL:
                 out.close()
             running[name] = Cell(ending, source, proc, pid=proc.pid, cgroup=group)
+        phase(f"{len(running)} trainers started")
         for cell in running.values():  # every job but the one that waits runs before anyone looks
             if cell.job is not None and cell.ending != "pending":
                 cluster.wait(cell.job, {"RUNNING"}, timeout=60)
@@ -330,6 +335,7 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
             watchers[v.name] = subprocess.Popen(argv_of(v, "timeout", "-s", "TERM", str(lifetime), *v.python[0], "-m", "cockpit",
                                                         "runs", "--watch", "--json", "-c", str(config)),
                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/", env=env_of(v))
+        phase("every job runs; the watchers started")
         time.sleep(settle_s)  # the watching loops have seen each run running (and each writer)
         stops = [c for c in running.values() if c.ending == "stop"]
 
@@ -380,7 +386,9 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
                 cell.proc.wait(15)
             elif cell.ending not in ("timeout", "pending"):
                 cluster.wait(cell.job, SLURM_ENDED, timeout=30)
+        phase("every ending caused")
         early = {v.name: _cli(argv_of(v, *v.python[0]), env_of(v), config) for v in viewers}
+        phase("the early one-shot looks taken")
         for cell in running.values():
             if cell.ending == "timeout":  # Slurm checks limits every 30 s: its end 60-90 s after the start
                 cluster.wait(cell.job, {"TIMEOUT"}, timeout=150)
@@ -391,9 +399,11 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
                     time.sleep(0.5)
                 with open(dropped, "a") as handle:
                     handle.write(f"{cell.job}\n")
+        phase("Slurm's time limit and dropped jobs waited for")
         last = max(c.event_at for c in running.values())
         time.sleep(max(0.0, last + truth_s - time.time()))
         final = {v.name: _cli(argv_of(v, *v.python[0]), env_of(v), config) for v in viewers}
+        phase("the final one-shot looks taken")
         for cell in running.values():
             cell.manager_at = _manager_end(cell)
             if cell.ending == "timeout" and cell.manager_at is not None:
@@ -412,6 +422,7 @@ def run(folder: Path, viewer: str | list[Viewer], as_viewer=None, python: tuple[
                 if look["name"] in mine:
                     mine[look["name"]].looks.append((look["time"], look["state"], look["eta_s"], look["evidence"]))
             out[v.name] = Matrix(v.name, mine, early[v.name][1], final[v.name][1], early[v.name][0], final[v.name][0])
+        phase("the watchers ended")
         return out if isinstance(viewer, list) else out[viewers[0].name]
     finally:
         for cell in running.values():

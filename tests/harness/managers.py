@@ -421,3 +421,29 @@ def memory_cgroup(name: str, limit_bytes: int = 192 << 20) -> MemoryCgroup:
     except OSError as exc:
         _fail_or_skip(f"no memory cgroup can be made here: {exc}")
         raise
+
+
+# --- started ahead -----------------------------------------------------------------------------------
+
+
+def warm() -> None:
+    """Start this machine's Slurm and Docker for the tests, ahead of the first test that asks (a whole run starts this
+    in the background at its start: on a bare CI machine a cold Slurm, MariaDB included, takes tens of seconds, which
+    fell inside the first Slurm test's own time limit).  A test that asks meanwhile waits on the machine lock, then
+    finds them answering; what cannot start here is said by that test, as ever."""
+    def start_slurm() -> None:  # its daemons only: Slurm() clears the jobs of earlier runs, once, in the test's process
+        with machine_lock("slurm"):
+            if not _slurm_answers():
+                need("slurm")
+                if os.geteuid() == 0:
+                    _start_slurm()
+
+    for start in (start_slurm, docker):
+        try:
+            start()
+        except BaseException as error:  # noqa: BLE001 - pytest's skip and fail outcomes too: the test that asks says it
+            print(f"{start.__name__}: {type(error).__name__}: {error}", flush=True)
+
+
+if __name__ == "__main__":
+    warm()
