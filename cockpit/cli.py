@@ -519,6 +519,8 @@ def cmd_bench(args) -> int:
         return cmd_bench_report(args)
     if args.bench_command == "sweep":
         return cmd_bench_sweep(args)
+    if args.bench_command == "checkpoints":
+        return cmd_bench_checkpoints(args)
     if args.bench_command == "schedule":
         from cockpit.bench.steps import depth_schedule, render_schedule
 
@@ -565,6 +567,48 @@ def cmd_bench_sweep(args) -> int:
                                                    progress if shown else None, after=args.after))
     print(result.render("json" if args.json else "text"))
     return EXIT_OK if not result.failures else EXIT_PROBLEM
+
+
+def cmd_bench_checkpoints(args) -> int:
+    from cockpit.bench.checkpoints import measure_checkpoints
+    from cockpit.runs.report import checkpoint_figure
+    from cockpit.runs.watch import RunWatcher, look_once
+
+    for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
+        if value < 1:
+            raise CockpitError(f"{flag} must be at least 1, got {value}")
+    ctx = context(args, need_config=True)
+    launch = ctx.launch_step_for(args.step)
+    shown = sys.stderr.isatty()
+
+    def progress(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    if args.run not in ctx.runs:
+        raise CockpitError(f"no run named '{args.run}'; runs: {', '.join(sorted(ctx.runs)) or 'none ([runs.NAME] in the config)'}")
+
+    async def go(c):
+        measured = await measure_checkpoints(runbook_of(c), launch, args.run, lambda: c.checkpoint_candidates(args.run, launch),
+                                             confirmer(args.yes, "measuring relaunches the server", [] if args.json else None),
+                                             progress if shown else None, args.requests, args.max_tokens)
+        spec = c.runs[args.run]  # the runs pane's choice, from what is now stored: the same words in both shells
+        status = await look_once(RunWatcher(spec, c.pool.get(spec.host), own_kills=c.own_kills), no_wait=True)
+        return measured, status.per_checkpoint
+
+    measured, choice = with_context(ctx, go)
+    if args.json:
+        print(json.dumps({**measured.to_json(), "choice": choice}, indent=2))
+    else:
+        for row in measured.rows:
+            figure = f"acceptance {row.accept_length:.2f}, {row.output_throughput_tok_s:.1f} tok/s" if row.accept_length is not None \
+                else row.failure
+            print(f"{row.checkpoint}: {figure}")
+        if choice:
+            print(f"by checkpoint: {'  '.join(checkpoint_figure(r) for r in choice['rows'])}\n{choice['words']}")
+        print(measured.serving)
+        for failure in measured.failures:
+            print(f"! {failure}")
+    return EXIT_OK if not measured.failures else EXIT_PROBLEM
 
 
 # --- set-up, the demo, the TUI ----------------------------------------------------------------------

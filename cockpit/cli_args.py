@@ -194,6 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
              json=True, yes="relaunch without asking").add_argument(
         "--after", choices=("recommended", "original", "stop"), help="what runs when it is done (default: [bench] after, recommended)")
 
+    ckpt = _command(bench_sub, "checkpoints", "serve each complete checkpoint of a training run through the runbook's launch step "
+                    "(its flags; only the draft changes) and measure the acceptance the engine reports: which checkpoint to ship; "
+                    "exit 0 each measured, 1 one was not", config=True, json=True, yes="relaunch the server without asking")
+    ckpt.add_argument("run", metavar="RUN", help="a training run of the config ([runs.NAME], with its output_dir)")
+    ckpt.add_argument("--step", metavar="STEP", help="the launch step that serves them (default: [bench] launch_step, or the only one)")
+    ckpt.add_argument("--requests", type=int, default=8, metavar="N", help="requests per checkpoint, one at a time, the same prompts for each (default: 8)")
+    ckpt.add_argument("--max-tokens", type=int, default=64, metavar="N", help="tokens generated per request (default: 64)")
+
     runs = _command(sub, "runs", "training runs of [runs.NAME]: progress, accuracy per position, estimated acceptance length, "
                     "checkpoints, flags; exit 0 healthy, 1 something flagged, 2 could not read", config=True, json=True)
     runs.add_argument("name", nargs="?", metavar="NAME", help="only this run")

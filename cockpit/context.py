@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cockpit import paths
 from cockpit.alerts import AlertSettings, parse_alerts
+from cockpit.bench.checkpoints import Candidate
 from cockpit.bench.steps import BENCH_KINDS
 from cockpit.bench.sweep import SweepSpec, parse_sweep
 from cockpit.config import Config, load_config
@@ -174,6 +175,48 @@ class Context:
     def sweep_spec(self) -> SweepSpec:
         """The [bench] sweep (its defaults when the config has none): raises ConfigError without a launch step."""
         return self.sweep if self.sweep is not None else parse_sweep(self.config, self.checked.runbook)
+
+    def launch_step_for(self, name: str | None) -> str:
+        """The launch step a measurement serves through: `name`, else the [bench] sweep's, else the runbook's only one."""
+        from cockpit.serving.steps import is_launch
+
+        runbook = self.runbook
+        if runbook is None:
+            raise CockpitError(f"{self.config.path} has no runbook: a launch step ([[runbook.steps]] kind serve_launch) serves what is measured")
+        launches = [s.name for s in runbook.spec.steps if is_launch(s.kind)]
+        if name is not None:
+            if name not in launches:
+                raise CockpitError(f"--step {name}: not a launch step of the runbook; launch steps: {', '.join(launches) or 'none'}")
+            return name
+        if self.sweep is not None:
+            return self.sweep.launch_step
+        if len(launches) == 1:
+            return launches[0]
+        raise CockpitError("the runbook has " + (f"{len(launches)} launch steps ({', '.join(launches)}): name one with --step"
+                                                 if launches else "no launch step (kind serve_launch) to serve what is measured"))
+
+    async def checkpoint_candidates(self, run: str, launch_step: str) -> list[Candidate]:
+        """Every complete checkpoint of training run `run`, from one look at it, each judged for the engine and release
+        the launch step serves with (bench/checkpoints.py Candidate: one it cannot load as it is says why)."""
+        from cockpit.runs.watch import RunWatcher
+        from cockpit.serving.steps import ServeLaunch
+
+        if run not in self.runs:
+            raise CockpitError(f"no run named '{run}'; runs: {', '.join(sorted(self.runs)) or 'none ([runs.NAME] in the config)'}")
+        spec = self.runs[run]
+        if not spec.output_dir:
+            raise CockpitError(f"run '{run}' has no output_dir: its checkpoints are not known")
+        request = ServeLaunch.request(self.actions.spec.step(launch_step))
+        watcher = RunWatcher(spec, self.pool.get(spec.host), own_kills=self.own_kills)
+        try:
+            await watcher.poll()
+        finally:
+            await watcher.close()
+        found = []
+        for checkpoint in watcher.complete_checkpoints():
+            verdict = checkpoint.verdict(request.param("version"), request.engine)
+            found.append(Candidate(checkpoint.name, checkpoint.path, checkpoint.mtime, None if verdict.startswith("ready") else verdict))
+        return found
 
     async def close(self) -> None:
         if self._runbook is not None:

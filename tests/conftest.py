@@ -113,8 +113,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
     if hasattr(config, "workerinput"):
         # pytest-xdist runs each test apart (a group together) in the order collected: the longest first, so that no long
-        # test starts last and keeps the run waiting on one worker (the same order on every worker: a stable sort)
-        items.sort(key=lambda item: -durations.get(_recorded_id(item.nodeid), 0.0))
+        # test starts last and keeps the run waiting on one worker (the same order on every worker: a stable sort).  A
+        # group's tests keep their own order, together, at the group's whole time
+        def group(item) -> str | None:
+            mark = item.get_closest_marker("xdist_group")
+            return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default")) if mark else None
+
+        cost = {item.nodeid: durations.get(_recorded_id(item.nodeid), 0.0) for item in items}
+        groups: dict[str, float] = {}
+        for item in items:
+            if (name := group(item)) is not None:
+                groups[name] = groups.get(name, 0.0) + cost[item.nodeid]
+        items.sort(key=lambda item: -(groups[name] if (name := group(item)) is not None else cost[item.nodeid]))
 
 
 def _recorded_id(nodeid: str) -> str:

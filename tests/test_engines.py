@@ -66,6 +66,24 @@ def test_its_depth_round_trips_through_its_command_line(engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("depth", [DepthConfig.chain(16), DepthConfig.chain(3), DepthConfig(3, 4, 8)], ids=str)
+@pytest.mark.parametrize("extra", [(), ("--trust-remote-code",)], ids=["bare", "extra"])
+def test_a_checkpoint_measured_changes_only_the_draft_of_its_line(engine, depth, extra):
+    """bench/checkpoints.py serves each checkpoint through the launch step's own line (a fix may have rewritten it):
+    only the draft changes; the line stays the engine's own, its lint passes, its depth and every other word stay."""
+    sample = SAMPLES[engine.name]
+    schema = load_schema(sample["help"])
+    schema.version = sample["version"]
+    argv = engine.server_argv(LaunchRequest(engine.name, "/m", "/ckpt/epoch_2", depth=depth, tp=8, extra_args=extra), "python3")
+    for _ in range(2):  # applied twice: the same line
+        argv2 = engine.with_draft(argv, "/ckpt/epoch_0")
+        assert engine.with_draft(argv2, "/ckpt/epoch_0") == argv2
+    assert "/ckpt/epoch_0" in " ".join(argv2) and "/ckpt/epoch_2" not in " ".join(argv2)
+    assert engine.depth_of_argv(argv2) == engine.depth_of_argv(argv) and engine.lint(argv2, sample["version"], schema).ok
+    assert engine.with_draft(argv2, "/ckpt/epoch_2") == argv or sorted(engine.with_draft(argv2, "/ckpt/epoch_2")) == sorted(argv)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_a_recorded_crash_is_read_as_its_log_and_named_with_a_fix(engine):
     sample = SAMPLES[engine.name]
     lines = sample["crash"].read_text().splitlines()

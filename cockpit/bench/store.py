@@ -123,3 +123,34 @@ def compare(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "e2e_p50_ms": (run.get("e2e_ms") or {}).get("p50"),
         })
     return rows
+
+
+_MEASURED: dict[str, Any] = {"key": None, "runs": []}  # the store read once per change of its folder (the runs pane asks each poll)
+
+
+def checkpoint_runs(training_run: str) -> dict[str, dict[str, Any]]:
+    """The latest stored measurement of each checkpoint of `training_run` (bench/checkpoints.py), by checkpoint path.
+    The store is read again only when its folder changed (a run saved or removed)."""
+    folder = runs_dir()
+    try:
+        stat = folder.stat()
+        key: tuple | None = (str(folder), stat.st_mtime_ns, stat.st_ino)
+    except OSError:
+        return {}
+    if key != _MEASURED["key"]:
+        measured = []
+        for path in list_runs():
+            if "-checkpoint-" not in path.name:  # their label: `checkpoint NAME` (save_run's file name carries it)
+                continue
+            try:
+                run = load_run(path)
+            except CockpitError:
+                continue
+            if run.get("training_run") and run.get("checkpoint_path"):
+                measured.append(run)
+        _MEASURED.update(key=key, runs=measured)
+    found: dict[str, dict[str, Any]] = {}
+    for run in _MEASURED["runs"]:
+        if run["training_run"] == training_run:
+            found[str(run["checkpoint_path"])] = run  # the files sort by time: the latest stays
+    return found

@@ -208,8 +208,14 @@ def variant_of(depth: DepthConfig) -> dict[str, Any]:
 async def _relaunch(runbook, launch, depth: DepthConfig | None, confirm, report) -> tuple[Any, str | None]:
     """Stop what the launch step runs and start it with `depth` (None: its own config), through its
     gate; the GPUs of a stopped server can take a moment to free.  (launched server, failure)."""
-    await runbook.stop_server(launch.name, confirm, planned=True)
     label = depth.label if depth is not None else "the launch step's own config"
+    return await relaunch(runbook, launch, variant_of(depth) if depth is not None else None, label, confirm, report)
+
+
+async def relaunch(runbook, launch, variant: dict[str, Any] | None, label: str, confirm, report) -> tuple[Any, str | None]:
+    """Stop what the launch step runs and start it with `variant` over its parameters (None: as it is), through its
+    gate; the GPUs of a stopped server can take a moment to free.  (launched server, failure)."""
+    await runbook.stop_server(launch.name, confirm, planned=True)
     report(f"launching {label}")
     hosts = runbook.kind(launch).hosts(launch)
     before = runbook.spec.steps[: runbook.spec.steps.index(launch)]
@@ -219,7 +225,7 @@ async def _relaunch(runbook, launch, depth: DepthConfig | None, confirm, report)
             if runbook.result(gate.name) is None or runbook.result(gate.name).state is not StepState.PASSED:
                 await runbook.run_step(gate.name, confirm)
         try:
-            launched = await runbook.run_step(launch.name, confirm, variant=variant_of(depth) if depth is not None else None)
+            launched = await runbook.run_step(launch.name, confirm, variant=variant)
         except GateClosed as exc:
             if attempt == 5 or [s for s in before if s not in runbook.gates() and runbook.result(s.name) is not None
                                 and runbook.result(s.name).state is not StepState.PASSED]:
@@ -268,17 +274,10 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
         approved = await confirm("The sweep relaunches the server for each depth config:\n" + text)
         return approved
 
-    # bring the runbook up to the launch step: the steps before it must pass (they are the gates)
-    for spec in runbook.spec.steps:
-        if spec.name == launch.name:
-            break
-        result_before = runbook.result(spec.name)
-        if result_before is None or result_before.state is not StepState.PASSED:
-            report(f"running '{spec.name}' first")
-            outcome = await runbook.run_step(spec.name, confirm)
-            if outcome.state is not StepState.PASSED:
-                result.failures.append(f"'{spec.name}' failed before the sweep: {outcome.message}")
-                return result
+    failure = await bring_up(runbook, launch, confirm, report)
+    if failure is not None:
+        result.failures.append(f"{failure} before the sweep")
+        return result
     finished = False
     try:
         for depth in configs:
@@ -293,20 +292,11 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
                 done += len(sweep.concurrency) * sweep.repeats
                 continue
             info = await server_info(transport, server.port) if serving.capabilities.server_info else {}
-            endpoint = f"http://127.0.0.1:{server.port}"
             for concurrency in sweep.concurrency:
                 for repeat in range(1, sweep.repeats + 1):
                     report(f"{depth.label}: concurrency {concurrency}, run {repeat}/{sweep.repeats}")
                     workload = Workload(prompts, sweep.requests, concurrency, sweep.max_tokens, sweep.temperature)
-                    by_metrics = serving.capabilities.acceptance_source == "metrics"
-                    before = await _series(serving, transport, server.port) if by_metrics else None
-                    records, start, end = await run_closed_loop(endpoint, api, workload, opener=opener_for(transport))
-                    summary = summarize(records, start, end)
-                    if by_metrics:
-                        # responses that carry no verify count (vLLM's): its counters across the run (as `vllm bench serve`)
-                        measured = serving.acceptance_between(before, await _series(serving, transport, server.port))
-                        summary.update(accept_length=round(measured, 4) if measured is not None else None,
-                                       accept_length_source=f"{serving.capabilities.metrics_prefix}spec_decode counters (/metrics)")
+                    summary, records = await measure(serving, transport, server.port, api, workload)
                     summary.update(config=depth.label, label=f"{depth.short} c{concurrency} r{repeat}", concurrency=concurrency, engine=engine,
                                    repeat=repeat, speculative=depth.speculative, **depth.to_json(), api=api,
                                    max_tokens=sweep.max_tokens, sweep=result.sweep_id, drafter_accuracy=list(sweep.drafter_accuracy),
@@ -327,6 +317,45 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
     result.serving = await _leave_serving(runbook, launch, result, after, report)
     report(f"sweep done; {result.serving}")
     return result
+
+
+async def bring_up(runbook, launch, confirm, report) -> str | None:
+    """Run the steps before the launch step that have not passed (they are its gates); the first that fails, said."""
+    for spec in runbook.spec.steps:
+        if spec.name == launch.name:
+            break
+        result_before = runbook.result(spec.name)
+        if result_before is None or result_before.state is not StepState.PASSED:
+            report(f"running '{spec.name}' first")
+            outcome = await runbook.run_step(spec.name, confirm)
+            if outcome.state is not StepState.PASSED:
+                return f"'{spec.name}' failed: {outcome.message}"
+    return None
+
+
+async def measure(serving, transport, port: int, api: str, workload: Workload) -> tuple[dict[str, Any], list]:
+    """One closed-loop run against the server on `port` of the launch host: its summary (the acceptance length as the
+    engine gives it: in each response, or its counters across the run where responses carry none, as vLLM's) and
+    its requests."""
+    by_metrics = serving.capabilities.acceptance_source == "metrics"
+    before = await _series(serving, transport, port) if by_metrics else None
+    records, start, end = await run_closed_loop(f"http://127.0.0.1:{port}", api, workload, opener=opener_for(transport))
+    summary = summarize(records, start, end)
+    if by_metrics:
+        # responses that carry no verify count (vLLM's): its counters across the run (as `vllm bench serve`)
+        measured = serving.acceptance_between(before, await _series(serving, transport, port))
+        summary.update(accept_length=round(measured, 4) if measured is not None else None,
+                       accept_length_source=f"{serving.capabilities.metrics_prefix}spec_decode counters (/metrics)")
+    return summary, records
+
+
+async def follow_ready(runbook, launch, report) -> None:
+    """The readiness steps after the launch step that follow its server, run again for the server now launched."""
+    for spec in runbook.spec.steps[runbook.spec.steps.index(launch) + 1:]:
+        kind = runbook.kind(spec)
+        if is_ready(spec.kind) and kind.launch_of(runbook, spec) == launch.name:
+            report(f"waiting for '{spec.name}'")
+            await runbook.run_step(spec.name, _yes)
 
 
 async def _series(serving, transport, port: int) -> dict | None:
@@ -357,11 +386,7 @@ async def _leave_serving(runbook, launch, result: SweepResult, after: str, repor
         return f"the server could not be relaunched: {failure}"
     if depth is not None:
         runbook.set_override(launch.name, list(server.argv), f"the sweep's recommendation: {depth.label}")
-    for spec in runbook.spec.steps[runbook.spec.steps.index(launch) + 1:]:
-        kind = runbook.kind(spec)
-        if is_ready(spec.kind) and kind.launch_of(runbook, spec) == launch.name:
-            report(f"waiting for '{spec.name}'")
-            await runbook.run_step(spec.name, _yes)
+    await follow_ready(runbook, launch, report)
     what = depth.label if depth is not None else "the launch step's own config"
     return f"serving {what} (pid {server.pid})"
 

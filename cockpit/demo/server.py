@@ -22,7 +22,7 @@ import sys
 import time
 from importlib import resources
 
-from cockpit.demo.specmodel import SpecModel
+from cockpit.demo.specmodel import SpecModel, draft_accuracies
 
 HELP = resources.files("cockpit.sglang").joinpath("data", "help_0.5.23.txt")  # the real 0.5.23 --help
 PROG = "sglang serve"
@@ -167,7 +167,8 @@ class DemoServer:
         draft = _int(args.get("--speculative-num-draft-tokens"), steps + 1)
         if topk == 1 and steps:
             draft = steps + 1  # as SGLang does for a chain
-        self.model = SpecModel(steps, topk, draft, seed=steps * 1000 + topk)
+        self.model = SpecModel(steps, topk, draft, seed=steps * 1000 + topk,
+                               accuracies=draft_accuracies(args.get("--speculative-draft-model-path")))
         self.active = 0
         self.gpus_busy = lambda _flag: None  # the GPUs' replay follows the requests (register_gpus)
         self.steps = self.tokens = self.window_tokens = self.window_steps = 0

@@ -24,21 +24,44 @@ DRAFT_MS = 0.25  # one draft step at batch 1
 DRAFT_MS_PER_REQUEST = 0.02
 
 
-def accuracy(position: int) -> float:
+# STAND-IN: what a draft "is" to the stand-in engines, since they run no model: a file beside its weights giving its
+# per-position accuracies (the demo's training run writes one into each checkpoint, as its epochs' accuracies); a draft
+# without one is the demo drafter (DRAFTER_ACCURACY).  No real engine or trainer reads or writes it.
+DRAFT_ACCURACY_FILE = "STANDIN-draft-accuracy.json"
+
+
+def accuracy(position: int, accuracies: tuple[float, ...] = DRAFTER_ACCURACY) -> float:
     """The drafter's accuracy at a 0-based chain position."""
-    if position < len(DRAFTER_ACCURACY):
-        return DRAFTER_ACCURACY[position]
-    return DRAFTER_ACCURACY[-1] * BEYOND_DECAY ** (position - len(DRAFTER_ACCURACY) + 1)
+    if position < len(accuracies):
+        return accuracies[position]
+    return accuracies[-1] * BEYOND_DECAY ** (position - len(accuracies) + 1)
+
+
+def draft_accuracies(draft_path: str | None) -> tuple[float, ...]:
+    """The per-position accuracies of the draft at `draft_path` (its STAND-IN file), else the demo drafter's."""
+    import json
+    from pathlib import Path
+
+    if not draft_path:
+        return DRAFTER_ACCURACY
+    try:
+        values = json.loads((Path(draft_path) / DRAFT_ACCURACY_FILE).read_text())["accuracy"]
+        found = tuple(float(v) for v in values)
+    except (OSError, ValueError, KeyError, TypeError):
+        return DRAFTER_ACCURACY
+    return found if found and all(0.0 <= v <= 1.0 for v in found) else DRAFTER_ACCURACY
 
 
 class SpecModel:
-    def __init__(self, steps: int = 0, topk: int = 1, draft_tokens: int = 0, seed: int = 0):
+    def __init__(self, steps: int = 0, topk: int = 1, draft_tokens: int = 0, seed: int = 0,
+                 accuracies: tuple[float, ...] = DRAFTER_ACCURACY):
         self.steps = max(0, steps)
         self.topk = max(1, topk)
         self.draft_tokens = draft_tokens if draft_tokens else (self.steps + 1 if self.steps else 1)
         depth = min(self.steps, max(0, self.draft_tokens - 1))
         # a tree (topk > 1) gives each position more than one chance
-        self.accept = [1.0 - (1.0 - SERVING_FACTOR * accuracy(i)) ** (1.0 + 0.5 * (self.topk - 1)) for i in range(depth)]
+        self.accept = [1.0 - (1.0 - SERVING_FACTOR * accuracy(i, accuracies)) ** (1.0 + 0.5 * (self.topk - 1))
+                       for i in range(depth)]
         self.rng = random.Random(seed)
 
     @property

@@ -9,12 +9,13 @@ key fix.  When done it lingers, holding its GPUs, as the story's stale trainer d
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from cockpit.demo.specmodel import DRAFTER_ACCURACY
+from cockpit.demo.specmodel import DRAFT_ACCURACY_FILE, DRAFTER_ACCURACY
 
 EPOCHS = 2
 PER_EPOCH = 120
@@ -62,6 +63,8 @@ def run(root: Path, out) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "training_state.pt").write_bytes(b"\0" * 4096)
         out.write(f"Saved full training state to outputs/epoch_{epoch}/training_state.pt\n")
+        # STAND-IN (demo/specmodel.py): what this checkpoint serves at, for the stand-in engines (its eval accuracies)
+        (directory / DRAFT_ACCURACY_FILE).write_text(json.dumps({"accuracy": [round(a, 4) for a in accuracies]}))
         write_draft(directory)  # config.json, then model.safetensors
         out.write(f"Saved model configuration to outputs/epoch_{epoch}\n")
         out.flush()

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from cockpit.demo.server import WORDS, _int, event_stream, parse, register_gpus, reply, serve_connection, watch_parent
-from cockpit.demo.specmodel import SpecModel
+from cockpit.demo.specmodel import SpecModel, draft_accuracies
 
 HELP = resources.files("cockpit.vllm").joinpath("data", "help_0.10.2.txt")  # the real 0.10.2 --help
 # every `vllm:` family of a real vLLM 0.20.2's /metrics at rest (tests/fixtures/gpu-engines/, before any request): the
@@ -283,7 +283,9 @@ class StandInVllm:
         self.dead = False  # its EngineCore is gone (SIGUSR2 to the stand-in, as a kill of a real one's EngineCore)
         self.model_name = model
         steps = _int((config or {}).get("num_speculative_tokens")) if config else 0
-        self.model = SpecModel(steps, 1, steps + 1 if steps else 0, seed=steps * 1000 + 7)
+        draft = (config or {}).get("model")
+        self.model = SpecModel(steps, 1, steps + 1 if steps else 0, seed=steps * 1000 + 7,
+                               accuracies=draft_accuracies(draft if isinstance(draft, str) else None))
         self.active = 0
         self.gpus_busy = lambda _flag: None  # the GPUs' replay follows the requests (demo/server.py register_gpus)
         self.prompt_tokens = self.generated = self.drafts = self.draft_tokens = self.accepted = 0

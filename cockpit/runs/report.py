@@ -65,6 +65,9 @@ def render_run(status: RunStatus) -> str:
         lines.append("  " + text)
     if status.finished:
         lines.append(f"  finished: {status.finished}")
+    ship = status.per_checkpoint
+    if ship and (len(ship["rows"]) > 1 or ship.get("basis") == "measured"):  # which one to ship, where there is a choice
+        lines.append("  by checkpoint: " + "  ".join(checkpoint_figure(r) for r in ship["rows"]) + f"; {ship['words']}")
     checkpoint = status.latest_checkpoint
     if checkpoint:
         lines.append(f"  latest checkpoint: {checkpoint['path']}: {checkpoint.get('key_layout') or '-'}; {checkpoint.get('verdict', '')}")
@@ -75,6 +78,13 @@ def render_run(status: RunStatus) -> str:
     if status.read_error:
         lines.append(f"  could not read: {status.read_error}")
     return "\n".join(lines)
+
+
+def checkpoint_figure(row: dict) -> str:
+    """A checkpoint's acceptance length: measured by serving (the estimate beside it), else estimated from accuracy."""
+    if row.get("measured") is not None:
+        return f"{row['checkpoint']} {row['measured']:.2f}" + (f" (est. {row['estimate']:.2f})" if row.get("estimate") is not None else "")
+    return f"{row['checkpoint']} est. {row['estimate']:.2f}"
 
 
 def exit_code(statuses: list[RunStatus]) -> int:

@@ -35,6 +35,7 @@ ENDED_STATES = lifecycle.TERMINAL
 DEFAULT_CADENCE_S = 10.0  # how long a log may be silent while its run moves, when neither the log nor watching says
 CONFIRM_AFTER_S = 0.25  # a look that found the trainer gone is followed this soon by the look that confirms it
 ESTIMATE_MARGIN = 0.02  # an earlier checkpoint "better" only when its predicted acceptance is over 2 % above the newest's
+MEASURED_MARGIN = 0.05  # or its measured acceptance 5 % above (a few hundred verify steps each: their noise is a few %)
 MEMCG_EVERY_S = 10.0  # how often a living process's memory cgroup counter is read again (a kill it survived is no later OOM's)
 ONE_SHOT_WAIT_S = 3.0  # the one-shot command's second look waits at most this long
 ENDED_POLL_S = 10.0  # a run that ended is read this often, not every poll_s: its restart (its log growing again) is seen then
@@ -327,6 +328,10 @@ class RunWatcher:
                 totals = merged(totals, from_yaml(text), f"{totals.config}")
         self._totals = totals
         self.log.learn_totals(totals.num_epochs, totals.total_steps)
+
+    def complete_checkpoints(self) -> list[Checkpoint]:
+        """The complete checkpoints the last look found, oldest first."""
+        return sorted((c for c in self._checkpoints if c.complete), key=lambda c: c.order)
 
     def _final_checkpoint(self) -> Checkpoint | None:
         """The checkpoint that shows the run finished: complete, and of its last epoch (SpecForge's epoch_N with
@@ -658,29 +663,48 @@ class RunWatcher:
         return status
 
     def _per_checkpoint(self) -> dict | None:
-        """Which checkpoint to ship, by the acceptance its epoch's accuracies predict (issue 51 item 4, as an estimate:
-        no checkpoint is served here): each complete epoch_N checkpoint with the estimate at the serving depth, the best,
-        and whether an earlier one beats the newest (more than ESTIMATE_MARGIN: the accuracies of a late epoch can fall
-        while the loss still does)."""
+        """Which checkpoint to ship (issue 51 item 4): each complete checkpoint with the acceptance the engine measured
+        serving it (`cockpit bench checkpoints`, in the benchmark store) and the estimate its epoch's accuracies give at
+        the serving depth; the best, by what was measured where anything was (else by the estimate), and whether an
+        earlier one beats the newest (by more than the margin of its basis: the accuracies of a late epoch, or what it
+        serves at, can fall while the loss still does).  A measurement of a checkpoint written again since is not its."""
+        from cockpit.bench.store import checkpoint_runs
+
         by_epoch = self.log.epoch_accuracies()
+        measured = checkpoint_runs(self.spec.name)
         rows: list[dict[str, Any]] = []
-        for checkpoint in sorted((c for c in self._checkpoints if c.complete and c.name.startswith("epoch_")), key=lambda c: c.order):
+        for checkpoint in self.complete_checkpoints():
+            row: dict[str, Any] = {"checkpoint": checkpoint.name, "path": checkpoint.path, "estimate": None, "source": None,
+                                   "measured": None}
             epoch = checkpoint.order[0]  # SpecForge saves epoch_K after the epoch it prints as [K+1/N]
-            if epoch + 1 not in by_epoch:
-                continue
-            source, accs = by_epoch[epoch + 1]
-            found = estimate(accs, self.spec.depth)
-            if found is not None:
-                rows.append({"checkpoint": checkpoint.name, "epoch": epoch, "estimate": round(found.with_bonus, 4), "source": source})
-        if len(rows) < 1:
+            if checkpoint.name.startswith("epoch_") and epoch + 1 in by_epoch:
+                source, accs = by_epoch[epoch + 1]
+                found = estimate(accs, self.spec.depth)
+                if found is not None:
+                    row.update(epoch=epoch, estimate=round(found.with_bonus, 4), source=source)
+            run = measured.get(checkpoint.path)
+            if run is not None and run.get("accept_length") is not None:
+                if abs(float(run.get("checkpoint_mtime") or 0.0) - checkpoint.mtime) > 1.0:
+                    row["measured_stale"] = "written again since it was measured: measure it again"
+                else:
+                    row.update(measured=round(float(run["accept_length"]), 4), measured_at=run.get("time"),
+                               measured_by=f"{run.get('engine') or 'the engine'}, {run.get('requests')} requests", file=run.get("file"))
+            if row["estimate"] is not None or row["measured"] is not None:
+                rows.append(row)
+        if not rows:
             return None
-        best, newest = max(rows, key=lambda r: (r["estimate"], r["epoch"])), rows[-1]
-        earlier = best is not newest and best["estimate"] > newest["estimate"] * (1 + ESTIMATE_MARGIN)
-        return {"rows": rows, "ship": best["checkpoint"] if earlier else newest["checkpoint"], "earlier_better": earlier,
-                "words": (f"{best['checkpoint']} predicts {best['estimate']:.2f}, the newest {newest['checkpoint']} "
-                          f"{newest['estimate']:.2f}: ship {best['checkpoint']}" if earlier else
-                          f"ship {newest['checkpoint']} (predicts {newest['estimate']:.2f}" +
-                          (f"; the best of {len(rows)} checkpoints)" if len(rows) > 1 else ")")) + " (estimated from accuracy)"}
+        basis = "measured" if any(r["measured"] is not None for r in rows) else "estimate"
+        scored = [r for r in rows if r[basis] is not None]
+        best, newest = max(reversed(scored), key=lambda r: r[basis]), scored[-1]  # a tie: the newer
+        margin = MEASURED_MARGIN if basis == "measured" else ESTIMATE_MARGIN
+        earlier = best is not newest and best[basis] > newest[basis] * (1 + margin)
+        how = f"measured by serving ({newest.get('measured_by')})" if basis == "measured" else "estimated from accuracy"
+        verb = "measures" if basis == "measured" else "predicts"
+        words = (f"{best['checkpoint']} {verb} {best[basis]:.2f}, the newest {newest['checkpoint']} {newest[basis]:.2f}: "
+                 f"ship {best['checkpoint']}" if earlier else
+                 f"ship {newest['checkpoint']} ({verb} {newest[basis]:.2f}" + (f"; the best of {len(scored)} checkpoints)" if len(scored) > 1 else ")"))
+        return {"rows": rows, "basis": basis, "ship": best["checkpoint"] if earlier else newest["checkpoint"], "earlier_better": earlier,
+                "words": f"{words} ({how})"}
 
     def _events_since(self, status: RunStatus) -> list[RunEvent]:
         events = []

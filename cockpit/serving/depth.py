@@ -120,6 +120,21 @@ class DepthConfig:
         return None
 
 
+def with_value(argv: list[str], flag: str, value: str) -> list[str]:
+    """A command line with `flag`'s value replaced (`--flag V` or `--flag=V`), or the flag added with it."""
+    out, index, found = [], 0, False
+    while index < len(argv):
+        word = argv[index]
+        if word == flag and index + 1 < len(argv):
+            out += [flag, value]
+            index, found = index + 2, True
+            continue
+        out.append(f"{flag}={value}" if word.startswith(flag + "=") else word)
+        found = found or word.startswith(flag + "=")
+        index += 1
+    return out if found else out + [flag, value]
+
+
 def with_depth(argv: list[str], depth: DepthConfig, algorithm: str = "EAGLE3") -> list[str]:
     """A command line with its depth flags replaced by `depth` (every speculative flag gone for a baseline)."""
     out: list[str] = []

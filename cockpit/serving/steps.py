@@ -230,7 +230,9 @@ class ServeLaunch(Launch):
     def argv(self, ctx: RunContext | None, spec: StepSpec) -> list[str]:
         base = self.base_argv(ctx.runbook if ctx else None, spec, ctx.hub.config.host(spec.host).python if ctx else None)
         if ctx is not None and any(k in ctx.variant for k in ("depth", "steps", "topk", "draft_tokens")):
-            return self.engine_of(spec).with_depth(base, depth_of(spec.params) or DepthConfig())  # one run of a sweep: only the depth varies
+            base = self.engine_of(spec).with_depth(base, depth_of(spec.params) or DepthConfig())  # one run of a sweep: only the depth varies
+        if ctx is not None and ctx.variant.get("draft_path"):  # a checkpoint measured (bench/checkpoints.py): only the draft varies
+            base = self.engine_of(spec).with_draft(base, str(ctx.variant["draft_path"]))
         return base
 
     def lint(self, argv: list[str], spec: StepSpec, schema) -> LintReport:

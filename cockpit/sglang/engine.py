@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from cockpit.diagnosis import Diagnosis
-from cockpit.serving.depth import DepthConfig, with_depth
+from cockpit.serving.depth import DepthConfig, with_depth, with_value
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT, SCHEDULER_DIED
 from cockpit.runbook.model import Param
 from cockpit.serving.engine import Capabilities, Engine, LiveLine, LogReading, counter_deltas
@@ -74,6 +74,9 @@ class SGLang:
 
     def with_depth(self, argv: list[str], depth: DepthConfig) -> list[str]:
         return with_depth(argv, depth)
+
+    def with_draft(self, argv: list[str], draft_path: str) -> list[str]:
+        return with_value(argv, "--speculative-draft-model-path", draft_path)
 
     def depth_of_argv(self, argv: list[str]) -> DepthConfig | None:
         return DepthConfig.from_argv(argv)

@@ -92,6 +92,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("bench.up", "up,k", "scroll(-1)", "scroll up", show=False, scope="bench", help="scroll the decision"),
     Action("runs.down", "down,j", "scroll_down", "scroll down", show=False, scope="runs", help="scroll the runs"),
     Action("runs.up", "up,k", "scroll_up", "scroll up", show=False, scope="runs", help="scroll the runs"),
+    Action("runs.measure", "a", "measure", "measure acceptance", scope="runs", writes=True, when="writable",
+           help="serve each complete checkpoint of the run shown first through the launch step (its flags; only the draft "
+           "changes) and measure the acceptance the engine reports: which to ship (asks first; `cockpit bench checkpoints`)"),
     Action("procs.down", "down,j", "move(1)", "next process", show=False, scope="procs"),
     Action("procs.up", "up,k", "move(-1)", "previous process", show=False, scope="procs"),
     Action("procs.sort", "o", "next_sort", "sort by", scope="procs", help="sort by the next column (pid, user, GPU, GPU memory, "
@@ -141,7 +144,8 @@ PANE_HELP = {
     "TTT position (train or eval, as the log gives it), the acceptance length a topk-1 chain at the serving depth "
     "should reach (with the bonus token, as SGLang and vLLM report it, and without), the newest complete checkpoint with "
     "its key layout and verdict, and every flag with the log line that shows it. Alerts go out when a run "
-    "finishes, crashes or stalls, and when a checkpoint is ready ([alerts]).",
+    "finishes, crashes or stalls, and when a checkpoint is ready ([alerts]). a measures each complete checkpoint's "
+    "acceptance by serving it through the launch step; then it is shown beside the estimate, and which to ship by it.",
     "checklist": "The checklist: the runbook's steps in order. A step is blocked until every step before it "
     "passed; the launch step stays locked until its gate opens and re-verifies the GPUs of its host right "
     "before it starts. A step marked ! changes a host (kills processes, rewrites files): it shows exactly what it "

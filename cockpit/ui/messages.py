@@ -61,6 +61,13 @@ class CopyRequested(Message):
 
 
 @dataclass
+class MeasureRequested(Message):
+    """The runs pane asks the app to measure a training run's checkpoints by serving them (bench/checkpoints.py)."""
+
+    run: str
+
+
+@dataclass
 class KillRequested(Message):
     """The process table asks the app to kill one process (through kill_stale's plan and confirmation)."""
 

@@ -69,6 +69,7 @@ class RunbookApp(_App):
     """RunbookActions: the runbook, and the views to reveal the checklist."""
 
     read_only: bool
+    context: Context
     runbook: Runbook | None
     press_view: Callable[[str], None]
 

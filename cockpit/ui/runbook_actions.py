@@ -8,7 +8,7 @@ from __future__ import annotations
 from textual.app import SystemCommand
 
 from cockpit.runbook.engine import GateClosed, Runbook
-from cockpit.ui.messages import StepRefused
+from cockpit.ui.messages import MeasureRequested, StepRefused
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.reason import ReasonScreen
 from cockpit.ui.widgets.checklist import ChecklistPane
@@ -118,6 +118,34 @@ class RunbookActions(RunbookApp):
             await runbook.run_step(name, self._confirm, force_reason)
         except GateClosed as exc:
             self.post_message(StepRefused(name, exc.reasons))
+
+    def on_measure_requested(self, message: MeasureRequested) -> None:
+        """A run's checkpoints, each served through the launch step and measured (asks first; bench/checkpoints.py, as
+        `cockpit bench checkpoints`); what it finds reaches the runs pane through the store, at its next poll."""
+        from cockpit.bench.checkpoints import measure_checkpoints
+        from cockpit.errors import CockpitError
+
+        if self.read_only or self.runbook is None:
+            self.notify("Read-only mode, or no runbook: no launch step can serve a checkpoint", severity="warning")
+            return
+        runbook = self.runbook
+
+        def progress(text: str) -> None:
+            self.notify(text, title=f"measuring {message.run}", timeout=4)
+
+        async def measure() -> None:
+            try:
+                launch = self.context.launch_step_for(None)
+                result = await measure_checkpoints(runbook, launch, message.run,
+                                                   lambda: self.context.checkpoint_candidates(message.run, launch), self._confirm, progress)
+            except CockpitError as exc:
+                self.notify(str(exc), title=f"measuring {message.run}", severity="warning", timeout=10)
+                return
+            figures = ", ".join(f"{r.checkpoint} {r.accept_length:.2f}" for r in result.rows if r.accept_length is not None)
+            self.notify(f"{figures or 'nothing measured'}; {result.serving}" + "".join(f"\n! {f}" for f in result.failures),
+                        title=f"checkpoints of {message.run}", severity="warning" if result.failures else "information", timeout=12)
+
+        self.run_worker(measure(), name=f"measure {message.run}", group="measure", exclusive=True, exit_on_error=False)
 
     async def _confirm(self, plan: str) -> bool:
         answer = await self.push_screen_wait(ConfirmScreen("This changes things on a host:", plan))

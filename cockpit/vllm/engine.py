@@ -65,6 +65,9 @@ class VLLM:
     def with_depth(self, argv: list[str], depth: DepthConfig) -> list[str]:
         return launch.vllm_with_depth(argv, depth)
 
+    def with_draft(self, argv: list[str], draft_path: str) -> list[str]:
+        return launch.vllm_with_draft(argv, draft_path)
+
     def depth_of_argv(self, argv: list[str]) -> DepthConfig | None:
         return launch.depth_of_argv(argv)
 

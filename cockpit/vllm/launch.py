@@ -60,6 +60,15 @@ def depth_of_argv(argv: list[str]) -> DepthConfig | None:
     return DepthConfig.chain(tokens) if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else None
 
 
+def vllm_with_draft(argv: list[str], draft_path: str) -> list[str]:
+    """The command line with its speculative config's draft model replaced (every other key kept); one without a
+    speculative config is left as it is (it names no method or depth to serve a draft with)."""
+    rest, config = _split(argv)
+    if config is None:
+        return argv
+    return rest + ["--speculative-config", dumps({**config, "model": draft_path})]
+
+
 def vllm_with_depth(argv: list[str], depth: DepthConfig) -> list[str]:
     """The command line with its depth replaced (every other key of its speculative config kept); a
     baseline without speculation has no --speculative-config at all."""

@@ -12,12 +12,15 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cockpit.errors import CockpitError, ConfigError
 from harness.faultreport import FaultRow, report
 
+# one worker runs them all, in their order: the last one reports what the others counted (in this process)
+pytestmark = pytest.mark.xdist_group("bad-input")
 SETTINGS = settings(max_examples=int(__import__("os").environ.get("COCKPIT_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 JSONISH = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6), st.floats(allow_nan=True), st.text(max_size=12)),

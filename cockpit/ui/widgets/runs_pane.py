@@ -9,9 +9,10 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from cockpit.runs.report import eta_text, where_text
+from cockpit.runs.report import checkpoint_figure, eta_text, where_text
 from cockpit.runs.watch import RunStatus
 from cockpit.ui import actions
+from cockpit.ui.messages import MeasureRequested
 
 BARS = "▁▂▃▄▅▆▇█"
 STATE_STYLE = {"running": "bold green", "starting": "green", "finished": "bold cyan", "crashed": "bold white on red",
@@ -92,10 +93,9 @@ def run_block(status: RunStatus, width: int) -> Group:
                     style="green" if checkpoint.get("complete") else "yellow")
         lines.append(line)
     ship = status.per_checkpoint
-    if ship and len(ship["rows"]) > 1:  # which one to ship, where there is a choice
+    if ship and (len(ship["rows"]) > 1 or ship.get("basis") == "measured"):  # which one to ship, where there is a choice
         line = Text(no_wrap=True, overflow="ellipsis")
-        line.append("  by checkpoint " + "  ".join(f"{r['checkpoint']} {r['estimate']:.2f}" for r in ship["rows"][-6:]) + " · ",
-                    style="dim")
+        line.append("  by checkpoint " + "  ".join(checkpoint_figure(r) for r in ship["rows"][-6:]) + " · ", style="dim")
         line.append(ship["words"], style="bold yellow" if ship["earlier_better"] else "")
         lines.append(line)
     for flag in status.flags:
@@ -146,6 +146,25 @@ class RunsPane(Static, can_focus=True):
     def on_resize(self, event) -> None:
         self._shown = None
         self._draw()
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """a in the footer only where it can measure (not --read-only); its hidden twin answers otherwise, saying why."""
+        if actions.visibility_rule(action) != "writable":
+            return True
+        writable = not getattr(self.app, "read_only", False)
+        return (not writable) if parameters == ("hidden",) else writable
+
+    def action_measure(self, _shown: str = "") -> None:
+        """Measure the checkpoints of the first run shown that has a complete one (the palette names each run)."""
+        if getattr(self.app, "read_only", False):
+            self.app.notify("Read-only mode: no server is launched to measure a checkpoint", severity="warning")
+            return
+        for name in self.names:
+            status = self.statuses.get(name)
+            if status is not None and any(c.get("complete") for c in status.checkpoints):
+                self.post_message(MeasureRequested(name))
+                return
+        self.app.notify("no run has a complete checkpoint yet", severity="warning")
 
     def show(self, statuses: list[RunStatus]) -> None:
         for status in statuses:

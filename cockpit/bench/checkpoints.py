@@ -1,0 +1,166 @@
+"""Acceptance per checkpoint, measured by serving (issue 51 item 4): each complete checkpoint of a training run served
+through the runbook's launch step (its gates, its engine and release, its own depth and flags: only the draft changes), the
+same small prompt set at concurrency 1 for each, and the acceptance length the engine itself reports.  Each measurement is
+a benchmark run in the store (`bench report` lists it), named by the training run and the checkpoint; the runs watcher
+reads them back and ships by them (runs/watch.py), the estimate from accuracy standing where none was measured.
+
+A checkpoint the engine cannot load as it is (its key layout, a training state that needs an export) is not launched: it
+is named with why, as the runs pane judges it."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from cockpit.bench.client import Workload
+from cockpit.bench.store import save_run
+from cockpit.bench.sweep import _yes, bring_up, follow_ready, measure, relaunch
+from cockpit.bench.workload import load_prompts
+from cockpit.errors import CockpitError
+from cockpit.runbook.model import StepState
+from cockpit.serving import engines
+from cockpit.serving.server import wait_ready
+from cockpit.serving.steps import launch_depth
+
+REQUESTS = 8  # a small fixed set: the same prompts, in the same order, for every checkpoint
+MAX_TOKENS = 64
+PROMPTS_SEED = 0
+READY_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A checkpoint to measure: its name and path (on the launch host), when it was last written, and why it cannot be
+    served as it is (None: it can)."""
+    name: str
+    path: str
+    mtime: float = 0.0
+    unservable: str | None = None
+
+
+@dataclass
+class Measured:
+    checkpoint: str
+    path: str
+    accept_length: float | None = None
+    output_throughput_tok_s: float | None = None
+    file: str | None = None
+    failure: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint, "path": self.path, "accept_length": self.accept_length,
+                "output_throughput_tok_s": self.output_throughput_tok_s, "file": self.file, "failure": self.failure}
+
+
+@dataclass
+class CheckpointMeasure:
+    run: str
+    launch_step: str
+    engine: str = ""
+    rows: list[Measured] = field(default_factory=list)
+    serving: str = ""  # what runs when it is done
+    failures: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run, "launch_step": self.launch_step, "engine": self.engine, "rows": [r.to_json() for r in self.rows],
+                "serving": self.serving, "failures": self.failures}
+
+
+async def measure_checkpoints(runbook, launch_name: str, run: str, find: Callable[[], Awaitable[list[Candidate]]], confirm,
+                              progress: Callable[[str], None] | None = None, requests: int = REQUESTS,
+                              max_tokens: int = MAX_TOKENS) -> CheckpointMeasure:
+    """Serve each checkpoint `find` gives (asked once the steps before the launch have passed: a key fix among them
+    changes what loads) through the launch step and measure it; then the launch step's own config again where it had
+    passed (its server up), else nothing left running."""
+    launch = runbook.spec.step(launch_name)
+    serving = engines.engine(getattr(runbook.kind(launch), "engine", lambda _spec: None)(launch))
+    result = CheckpointMeasure(run, launch.name, serving.name)
+    transport = runbook.hub.pool.get(launch.host)
+    depth = launch_depth(runbook, launch)
+    prompts = load_prompts(None, PROMPTS_SEED)
+    before = runbook.result(launch.name)
+    was_serving = before is not None and before.state is StepState.PASSED
+
+    def report(text: str) -> None:
+        if progress is not None:
+            progress(text)
+
+    answer: list[bool] = []  # the one question's answer, once asked
+
+    async def confirm_once(text: str) -> bool:
+        if not answer:
+            answer.append(await confirm(f"Measuring {len(servable)} checkpoint(s) of {run} relaunches the server of '{launch.name}' on "
+                                     f"{launch.host} once for each (its own flags, only the draft changes), then "
+                                     f"{'its own config again' if was_serving else 'stops it'}:\n" + text))
+        return answer[0]
+
+    failure = await bring_up(runbook, launch, confirm, report)
+    if failure is not None:
+        result.failures.append(f"{failure} before the measurement")
+        return result
+    candidates = await find()
+    if not candidates:
+        result.failures.append(f"run '{run}' has no complete checkpoint yet")
+        return result
+    servable = [c for c in candidates if c.unservable is None]
+    result.rows = [Measured(c.name, c.path, failure=f"not served: {c.unservable}") for c in candidates if c.unservable]
+    result.failures += [f"{r.checkpoint}: {r.failure}" for r in result.rows]
+    if not servable:
+        return result
+    finished = False
+    try:
+        for candidate in servable:
+            row = Measured(candidate.name, candidate.path)
+            result.rows.append(row)
+            server, failure = await relaunch(runbook, launch, {"draft_path": candidate.path}, f"checkpoint {candidate.name}",
+                                             confirm_once, report)
+            if failure is None:
+                report(f"waiting for checkpoint {candidate.name} to be ready")
+                ready = await wait_ready(transport, server.pid, server.port, server.log, READY_TIMEOUT_S)
+                if ready.state != "ready":
+                    failure = f"not ready: {ready.diagnoses[0].message if ready.diagnoses else ready.state}"
+            if failure is not None:
+                row.failure = failure
+                result.failures.append(f"{candidate.name}: {failure}")
+                if answer == [False]:
+                    break  # refused: nothing more is launched
+                continue
+            report(f"checkpoint {candidate.name}: {requests} requests")
+            summary, records = await measure(serving, transport, server.port, serving.capabilities.bench_api,
+                                             Workload(prompts, requests, 1, max_tokens, 0.0))
+            summary.update(label=f"checkpoint {candidate.name}", concurrency=1, engine=serving.name, speculative=True,
+                           training_run=run, checkpoint=candidate.name, checkpoint_path=candidate.path,
+                           checkpoint_mtime=candidate.mtime, launch_step=launch.name, max_tokens=max_tokens,
+                           depth=depth.to_json() if depth is not None else None, time=time.time(), host=launch.host)
+            summary["file"] = str(save_run(summary, [r.to_json() for r in records], summary["label"]))
+            row.accept_length, row.output_throughput_tok_s, row.file = (summary.get("accept_length"),
+                                                                        summary.get("output_throughput_tok_s"), summary["file"])
+            if row.accept_length is None:
+                row.failure = "the engine reported no acceptance (is speculative decoding on?)"
+                result.failures.append(f"{candidate.name}: {row.failure}")
+            report(f"checkpoint {candidate.name}: acceptance "
+                   f"{row.accept_length:.2f}" if row.accept_length is not None else f"checkpoint {candidate.name}: no acceptance")
+        finished = True
+    finally:
+        if not finished and answer != [False]:
+            with contextlib.suppress(CockpitError):
+                await runbook.stop_server(launch.name, _yes, planned=True)
+    if answer == [False]:
+        result.serving = "nothing was changed (not confirmed)"
+        return result
+    result.serving = await _leave(runbook, launch, was_serving, result, report)
+    return result
+
+
+async def _leave(runbook, launch, relaunch_own: bool, result: CheckpointMeasure, report) -> str:
+    if not relaunch_own:
+        await runbook.stop_server(launch.name, _yes, planned=True)
+        return "the server is stopped"
+    server, failure = await relaunch(runbook, launch, None, "the launch step's own config", _yes, report)
+    if failure is not None:
+        result.failures.append(f"after the measurement: {failure}")
+        return f"the server could not be relaunched: {failure}"
+    await follow_ready(runbook, launch, report)
+    return f"serving the launch step's own config again (pid {server.pid})"
