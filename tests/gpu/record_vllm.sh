@@ -3,7 +3,8 @@
 # every log line stamped with its arrival time (A-serve.arrivals: "EPOCH_S<TAB>line"), the cockpit's own server watch
 # following A and B one look a second (tests/gpu/watch_real_server.py -> A-watch.jsonl, B-watch.jsonl), B stopped the
 # way `cockpit plan stop` does (its stop record written first, then the signal), and D: a start under
-# --kv-cache-memory-bytes too small (vLLM's own estimate of the longest length that fits).
+# --kv-cache-memory-bytes too small (vLLM's own estimate of the longest length that fits), and E: a draft whose hidden
+# size does not fit the target.
 # Run on the GPU machine from the checkout root with the payload carried (.realengine):
 #   BUDGET=500 bash tests/gpu/record_vllm.sh
 # (what follows is the kit's text where not said otherwise)
@@ -28,6 +29,7 @@ mkdir -p "$OUT" "$R"; T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[t+$(el)s] $*" | tee -a "$R/steps.log"; }
 left() { echo $(( BUDGET - $(el) )); }
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }  # (added, not yet run) ONLY="E C": just those scenarios
 
 finish() {
   say "packing"
@@ -116,16 +118,17 @@ serve() {  # serve TAG EXTRA_ARGS... ; starts the server in its own session, ech
   local tag=$1; shift
   setsid python3 -m vllm.entrypoints.cli.main serve "$M/target" --served-model-name tiny-llama-eagle3 \
      --host 127.0.0.1 --port $PORT --max-model-len 1024 --max-num-seqs 32 --gpu-memory-utilization 0.25 \
-     --speculative-config '{"method":"eagle3","model":"'"$M"'/draft","num_speculative_tokens":3}' \
+     --speculative-config '{"method":"eagle3","model":"'"${DRAFT:-$M/draft}"'","num_speculative_tokens":3}' \
      "${ATTN[@]}" "$@" > "$R/$tag-serve.log" 2>&1 < /dev/null &
   local pid=$!
   # (added) each line's arrival time, read as the file grows: what "the time a line carries" is checked against
   setsid python3 -c '
 import sys, time, os
 path, out = sys.argv[1], open(sys.argv[2], "w")
+done = sys.argv[3]
 while not os.path.exists(path): time.sleep(0.05)
 f = open(path, "rb"); buf = b""; idle = 0
-while idle < 400:
+while idle < 40 or not os.path.exists(done):  # (changed, not yet run) until its scenario is done: a start-up compiles for minutes
     chunk = f.read(65536)
     if not chunk:
         idle += 1; time.sleep(0.05); continue
@@ -133,7 +136,7 @@ while idle < 400:
     while b"\n" in buf:
         line, buf = buf.split(b"\n", 1)
         out.write("%.3f\t%s\n" % (time.time(), line.decode("utf-8", "replace"))); out.flush()
-' "$R/$tag-serve.log" "$R/$tag-serve.arrivals" < /dev/null > /dev/null 2>&1 &
+' "$R/$tag-serve.log" "$R/$tag-serve.arrivals" "$R/$tag.done" < /dev/null > /dev/null 2>&1 &
   # (added) the cockpit's own watch of it, one look a second, until $R/$tag.done exists and the server is gone
   setsid python3 "$REPO/tests/gpu/watch_real_server.py" --log "$R/$tag-serve.log" --url http://127.0.0.1:$PORT --pid $pid \
      --out "$R/$tag-watch.jsonl" --until-file "$R/$tag.done" --stopped-file "$R/$tag.stopped.json" --seconds 420 \
@@ -156,6 +159,7 @@ stop() {  # stop PID SIGNAL SECONDS : signal the server's whole session, wait, t
 }
 
 # ---- 4. scenario A: cold start, traffic, then SIGKILL of the engine core (crash text) ----
+if want A; then
 say "A: cold start"; PA=$(serve A)
 LIM=$(( $(left) - 120 )); [ $LIM -gt 300 ] && LIM=300
 if wait_ready "$PA" $LIM; then
@@ -172,10 +176,11 @@ else
   say "A: server did not become ready"; stop "$PA" TERM 5
 fi
 touch "$R/A.done"; say "A: done"
+fi
 
 # ---- 5. scenario B: warm start (compile cache), graceful shutdown: SIGINT to the process group
 #         as Ctrl-C in a terminal sends it (the server was started with setsid: pgid = pid) -----
-if [ "$(left)" -gt 150 ]; then
+if want B && [ "$(left)" -gt 150 ]; then
   say "B: warm start"; PB=$(serve B)
   if wait_ready "$PB" $(( $(left) - 60 )); then
     say "B: ready"; python3 "$P/kit/traffic.py" --out "$R/B" --seconds 6 --workers 2 --settle 0 > /dev/null 2>&1
@@ -187,21 +192,29 @@ if [ "$(left)" -gt 150 ]; then
   stop "$PB" TERM 5; touch "$R/B.done"; sleep 3; say "B: done"
 fi
 
+# ---- 5b. (added after the committed recordings, not yet run on the GPU machine: this session's device time ran out)
+#          E: a draft whose hidden size does not fit the target (a draft of another model's width) ---------------------
+if want E && [ "$(left)" -gt 100 ]; then
+  python3 "$P/kit/make_tiny_eagle3.py" /tmp/m-narrow --hidden 128 > "$R/make_model_narrow.log" 2>&1
+  say "E: start with a draft of hidden size 128 for a target of 256"; PE=$(DRAFT=/tmp/m-narrow/draft serve E)
+  t=0; while kill -0 "$PE" 2>/dev/null && [ $t -lt 120 ] && [ "$(left)" -gt 20 ]; do sleep 1; t=$((t+1)); done
+  stop "$PE" TERM 3; touch "$R/E.done"; say "E: done (waited ${t} s)"
+fi
+
 # ---- 6. scenario C: start-up failure (too little GPU memory for the KV cache) -------------
-if [ "$(left)" -gt 90 ]; then
+if want C && [ "$(left)" -gt 90 ]; then
   say "C: failing start"; PC=$(serve C --gpu-memory-utilization 0.0005)
   t=0; while kill -0 "$PC" 2>/dev/null && [ $t -lt $(( ($(left) - 20) / ${C_SHARE:-1} )) ]; do sleep 1; t=$((t+1)); done
   stop "$PC" TERM 3; touch "$R/C.done"; say "C: done"
 fi
 # ---- 7. (added) D: --kv-cache-memory-bytes too small: vLLM's own estimate of the longest length that fits ------
-if [ "$(left)" -gt 60 ]; then
+if want D && [ "$(left)" -gt 60 ]; then
   say "D: failing start (kv-cache-memory-bytes)"; PD=$(serve D --kv-cache-memory-bytes 1048576)
   t=0; while kill -0 "$PD" 2>/dev/null && [ $t -lt $(( $(left) - 15 )) ]; do sleep 1; t=$((t+1)); done
   stop "$PD" TERM 3; touch "$R/D.done"; say "D: done"
 fi
 # ---- 8. (added) the live test: the watch's looks read back (tests/gpu/test_real_engine.py) -----------------------
-sleep 2
-COCKPIT_REAL_ENGINE_REC="$R" timeout 60 python3 -m pytest -c /dev/null --noconftest -p no:cacheprovider -q -rA \
+want A && sleep 2 && COCKPIT_REAL_ENGINE_REC="$R" timeout 60 python3 -m pytest -c /dev/null --noconftest -p no:cacheprovider -q -rA \
     "$REPO/tests/gpu/test_real_engine.py" > "$R/live-test.txt" 2>&1; say "live test: exit $? ($(tail -1 "$R/live-test.txt"))"
 cp "$R/live-test.txt" "$OUT/" 2>/dev/null
 finish 0
