@@ -40,15 +40,16 @@ def _world(tmp_path: Path, epochs: int = 3, accuracy: float = 0.6) -> Path:
     return config
 
 
-def _measured(tmp_path: Path, epoch: int, accept: float, mtime: float | None = None) -> None:
-    """A measurement as `cockpit bench checkpoints` stores it."""
+def _measured(tmp_path: Path, epoch: int, accept: float, mtime: float | None = None, steps: int | None = None) -> None:
+    """A measurement as `cockpit bench checkpoints` stores it (`steps`: the depth it was served with)."""
     folder = tmp_path / "outputs" / f"epoch_{epoch}"
     newest = max(p.stat().st_mtime for p in folder.iterdir())
     paths.use_storage(tmp_path / "store")
     try:
         save_run({"label": f"checkpoint epoch_{epoch}", "concurrency": 1, "requests": 8, "failed": 0, "accept_length": accept,
                   "output_throughput_tok_s": 100.0, "engine": "sglang", "training_run": "r", "checkpoint": f"epoch_{epoch}",
-                  "checkpoint_path": str(folder), "checkpoint_mtime": newest if mtime is None else mtime, "time": time.time()}, [])
+                  "checkpoint_path": str(folder), "checkpoint_mtime": newest if mtime is None else mtime, "time": time.time(),
+                  "depth": None if steps is None else {"steps": steps, "topk": 1, "draft_tokens": steps + 1}}, [])
     finally:
         paths.use_storage(None)
 
@@ -66,7 +67,7 @@ def test_the_choice_by_what_was_measured_over_every_shape(tmp_path, shape):
     best = max(range(3), key=lambda k: (shape[k], k))
     earlier = best != 2 and shape[best] > shape[2] * 1.05
     assert choice["basis"] == "measured" and choice["earlier_better"] is earlier, (shape, choice)
-    assert choice["ship"] == f"epoch_{best if earlier else 2}" and "measured by serving (sglang, 8 requests)" in choice["words"]
+    assert choice["ship"] == f"epoch_{best if earlier else 2}" and "measured by serving: sglang, 8 requests each" in choice["words"]
     assert [r["measured"] for r in choice["rows"]] == list(shape) and all(r["estimate"] is not None for r in choice["rows"])
     text = _runs(config).stdout  # the text says the same choice, each measured figure beside its estimate
     assert choice["words"] in text and f"epoch_2 {shape[2]:.2f} (est. " in text
@@ -80,6 +81,20 @@ def test_a_measurement_of_a_checkpoint_written_again_is_not_its(tmp_path):
     choice = json.loads(_runs(config, "--json").stdout)["runs"][0]["per_checkpoint"]
     assert choice["basis"] == "estimate" and "estimated from accuracy" in choice["words"]
     assert choice["rows"][1]["measured"] is None and "measure it again" in choice["rows"][1]["measured_stale"]
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 5])
+def test_the_estimate_beside_a_measurement_is_at_the_depth_it_was_served_with(tmp_path, steps):
+    """A checkpoint served at another depth than the run's (a sweep's recommendation, say): the estimate shown beside
+    what was measured is the one for the depth it was served with, and says that depth."""
+    from cockpit.drafter.acceptance import estimate
+
+    config = _world(tmp_path, epochs=2, accuracy=0.7)
+    _measured(tmp_path, 1, 1.9, steps=steps)
+    row = json.loads(_runs(config, "--json").stdout)["runs"][0]["per_checkpoint"]["rows"][1]
+    expected = estimate([0.7] * 3, steps).with_bonus
+    assert row["measured_depth"] == steps and row["estimate_at_measured"] == pytest.approx(expected, abs=1e-3)
+    assert f"epoch_1 1.90 (est. {expected:.2f} at depth {steps})" in _runs(config).stdout
 
 
 def _cli(config: Path, *argv: str, timeout: float = 240) -> subprocess.CompletedProcess:

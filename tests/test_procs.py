@@ -234,3 +234,26 @@ def test_gpu_memory_is_shown_per_gpu_never_summed_over_them():
         known = [m for m in mibs if m is not None]
         assert figures and max(figures) == max(known) and min(figures) >= min(known), (mibs, shown)
         assert ("each" in shown) == (count > 1), (mibs, shown)
+
+
+async def test_the_process_pane_says_nothing_of_a_host_before_its_first_look():
+    """Before the first look at a host's processes the pane says it is reading them, never "no compute process"
+    (that is said only of a look that found none); following another host starts over."""
+    from textual.app import App
+
+    from cockpit.ui.widgets.proc_pane import ProcessesPolled, ProcessPane
+
+    class Bare(App):  # no hub: the pane's own poll finds nothing to ask, so only the messages below are its looks
+        def compose(self):
+            yield ProcessPane()
+
+    app = Bare()
+    async with app.run_test(size=(100, 20)) as pilot:
+        pane = app.query_one(ProcessPane)
+        for host in ("gpu-server", "trainer"):
+            pane.follow(host)
+            await pilot.pause()
+            assert f"reading the processes of {host}" in str(pane.content) and "no compute process" not in str(pane.content)
+            pane.post_message(ProcessesPolled(host, [], None))
+            await pilot.pause()
+            assert "no compute process on its GPUs" in str(pane.content)

@@ -677,6 +677,7 @@ class RunWatcher:
             row: dict[str, Any] = {"checkpoint": checkpoint.name, "path": checkpoint.path, "estimate": None, "source": None,
                                    "measured": None}
             epoch = checkpoint.order[0]  # SpecForge saves epoch_K after the epoch it prints as [K+1/N]
+            accs = None
             if checkpoint.name.startswith("epoch_") and epoch + 1 in by_epoch:
                 source, accs = by_epoch[epoch + 1]
                 found = estimate(accs, self.spec.depth)
@@ -688,7 +689,11 @@ class RunWatcher:
                     row["measured_stale"] = "written again since it was measured: measure it again"
                 else:
                     row.update(measured=round(float(run["accept_length"]), 4), measured_at=run.get("time"),
-                               measured_by=f"{run.get('engine') or 'the engine'}, {run.get('requests')} requests", file=run.get("file"))
+                               measured_by=f"{run.get('engine') or 'the engine'}, {run.get('requests')} requests each", file=run.get("file"))
+                    steps = (run.get("depth") or {}).get("steps") if isinstance(run.get("depth"), dict) else None
+                    at = estimate(accs, steps) if accs is not None and isinstance(steps, int) else None
+                    if at is not None:  # the estimate beside what was measured is at the depth it was served with
+                        row.update(measured_depth=steps, estimate_at_measured=round(at.with_bonus, 4))
             if row["estimate"] is not None or row["measured"] is not None:
                 rows.append(row)
         if not rows:
@@ -698,13 +703,13 @@ class RunWatcher:
         best, newest = max(reversed(scored), key=lambda r: r[basis]), scored[-1]  # a tie: the newer
         margin = MEASURED_MARGIN if basis == "measured" else ESTIMATE_MARGIN
         earlier = best is not newest and best[basis] > newest[basis] * (1 + margin)
-        how = f"measured by serving ({newest.get('measured_by')})" if basis == "measured" else "estimated from accuracy"
+        how = f"measured by serving: {newest.get('measured_by')}" if basis == "measured" else "estimated from accuracy"
         verb = "measures" if basis == "measured" else "predicts"
         words = (f"{best['checkpoint']} {verb} {best[basis]:.2f}, the newest {newest['checkpoint']} {newest[basis]:.2f}: "
                  f"ship {best['checkpoint']}" if earlier else
                  f"ship {newest['checkpoint']} ({verb} {newest[basis]:.2f}" + (f"; the best of {len(scored)} checkpoints)" if len(scored) > 1 else ")"))
         return {"rows": rows, "basis": basis, "ship": best["checkpoint"] if earlier else newest["checkpoint"], "earlier_better": earlier,
-                "words": f"{words} ({how})"}
+                "words": f"{words}; {how}" if basis == "measured" else f"{words} ({how})"}
 
     def _events_since(self, status: RunStatus) -> list[RunEvent]:
         events = []

@@ -20,6 +20,7 @@ from cockpit.demo.world import build  # noqa: E402
 from cockpit.runbook.model import StepState  # noqa: E402
 from cockpit.ui.app import CockpitApp  # noqa: E402
 from cockpit.ui.screens.confirm import ConfirmScreen  # noqa: E402
+from cockpit.ui.widgets.proc_pane import ProcessPane  # noqa: E402
 
 
 async def until(predicate, timeout: float = 120.0) -> None:
@@ -60,6 +61,7 @@ async def main() -> None:
                         await pilot.press("y")
                     await until(lambda: app.runbook.result(name) and app.runbook.result(name).state is state)
 
+                await step("training-done", False)  # the training run finishes into its checkpoint
                 await step("kill-trainer", True, shot="confirm-kill")
                 await step("kill-server-leftovers", True)
                 await step("server-gpus-clean", False)
@@ -75,6 +77,30 @@ async def main() -> None:
                 await shoot(app, "benchmark-charts")
                 await pilot.press("l")
                 await shoot(app, "command-log")
+                await pilot.press("l")
+                # issue 51: is this draft paying at my load, and which checkpoint?  The checkpoints measured by serving
+                # (`a` in the runs pane), then a load on the recommended server (`cockpit bench run`, c=8): the server's
+                # verdict, the sweep's schedule and the runs pane's choice on one screen
+                await pilot.press("t")
+                await pilot.press("a")
+                await until(lambda: isinstance(app.screen, ConfirmScreen))
+                await pilot.press("y")
+                await until(lambda: any("checkpoints of" in (n.title or "") for n in app._notifications), timeout=180)
+                port = app.runbook.launched("launch").port
+                load = subprocess.Popen([sys.executable, "-m", "cockpit", "bench", "run", "--endpoint", f"127.0.0.1:{port}",
+                                         "--concurrency", "8", "--requests", "2000", "--max-tokens", "64", "--no-save"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    await pilot.press("b", "b")  # the bench pane away: the runs pane has the rows for its choice
+                    await pilot.press("s")
+                    await until(lambda: "speculation: paying" in str(app.query_one("#server-live").content), timeout=60)
+                    await shoot(app, "is-it-paying-and-which-checkpoint")
+                finally:
+                    load.kill()
+                    load.wait()
+                await pilot.press("h", "p")
+                await until(lambda: app.query_one(ProcessPane).rows, timeout=30)  # its first look
+                await shoot(app, "who-holds-each-gpu")
         finally:
             world.close()
 

@@ -48,6 +48,7 @@ class ProcessPane(Static, can_focus=True):
         self.border_title = "processes"
         self.host: str | None = None
         self.rows: list[ProcRow] = []
+        self.looked = False  # the rows are a look at the host's processes (before the first: nothing is said of them)
         self.sort, self.descending = "gpu_mib", True
         self.selected_pid: int | None = None
         self.error: str | None = None
@@ -62,7 +63,7 @@ class ProcessPane(Static, can_focus=True):
     def follow(self, host: str) -> None:
         """Show this host's processes (the host in focus when the pane was opened)."""
         if host != self.host:
-            self.host, self.rows, self.selected_pid, self.error = host, [], None, None
+            self.host, self.rows, self.selected_pid, self.error, self.looked = host, [], None, None, False
             self._table, self._owners = ProcessTable(), {}
             self._draw()
 
@@ -93,7 +94,7 @@ class ProcessPane(Static, can_focus=True):
     def on_processes_polled(self, message: ProcessesPolled) -> None:
         if message.host != self.host:
             return  # the pane moved to another host meanwhile
-        self.rows, self.error = message.rows, message.error
+        self.rows, self.error, self.looked = message.rows, message.error, True
         self._draw()
 
     # --- keys ---------------------------------------------------------------------------------------
@@ -199,7 +200,8 @@ class ProcessPane(Static, can_focus=True):
             lines.append(Text(f"could not read: {self.error}", style="yellow", no_wrap=True, overflow="ellipsis"))
         if not rows:
             empty = "focus a host, then p" if not self.host else (
-                f"no process matches /{self.filter_text} (Esc: every process)" if self.rows else "no compute process on its GPUs")
+                f"no process matches /{self.filter_text} (Esc: every process)" if self.rows else
+                "no compute process on its GPUs" if self.looked else f"reading the processes of {self.host}…")
             lines.append(Text(empty, style="dim"))
         else:
             shown = [cells(r) for r in rows]

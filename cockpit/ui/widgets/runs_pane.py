@@ -75,6 +75,13 @@ def run_block(status: RunStatus, width: int) -> Group:
         figures.append_text(positions_chart(status.per_position_acc))
     if figures.plain.strip():
         lines.append(figures)
+    ship = status.per_checkpoint
+    if ship and (len(ship["rows"]) > 1 or ship.get("basis") == "measured"):  # which one to ship, where there is a choice
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append("  checkpoints: ")  # the choice first (a short pane shows it), then each one's figure
+        line.append(ship["words"], style="bold yellow" if ship["earlier_better"] else "")
+        line.append(" · " + "  ".join(checkpoint_figure(r) for r in ship["rows"][-6:]), style="dim")
+        lines.append(line)
     estimate = status.estimate
     if estimate:
         line = Text(no_wrap=True, overflow="ellipsis")
@@ -91,12 +98,6 @@ def run_block(status: RunStatus, width: int) -> Group:
         line.append(checkpoint["path"].rsplit("/", 1)[-1], style="bold")
         line.append(f"  {checkpoint.get('key_layout') or ''}  {checkpoint.get('verdict', '')}",
                     style="green" if checkpoint.get("complete") else "yellow")
-        lines.append(line)
-    ship = status.per_checkpoint
-    if ship and (len(ship["rows"]) > 1 or ship.get("basis") == "measured"):  # which one to ship, where there is a choice
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append("  by checkpoint " + "  ".join(checkpoint_figure(r) for r in ship["rows"][-6:]) + " · ", style="dim")
-        line.append(ship["words"], style="bold yellow" if ship["earlier_better"] else "")
         lines.append(line)
     for flag in status.flags:
         if flag.kind in ("died", "stalled"):
