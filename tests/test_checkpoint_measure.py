@@ -197,6 +197,7 @@ async def test_the_runs_pane_shows_what_was_measured_and_a_asks_before_it_serves
             # a finished run is read every ENDED_POLL_S (10 s): the measurement shows at its next look
             await eventually(lambda: "epoch_0 2.60 (est. " in shown(), timeout=40, what=f"the measured figures ({shown()})")
             assert "epoch_1 2.30 (est. 2.97)" in shown() and "epoch_0 measures 2.60, the newest epoch_1 2.30: ship epoch_0" in shown()
+            assert any(c.title == "Measure the checkpoints of: eagle3-train" for c in app.get_system_commands(app.screen))  # ctrl+p
             pane.focus()
             await pilot.press("a")
             await eventually(lambda: isinstance(app.screen, ConfirmScreen), timeout=20, what="the first step's question")

@@ -166,6 +166,15 @@ def visibility_rule(action: str) -> str:
     return _WHEN.get(action, "")
 
 
+def check_writable(app, action: str, parameters: tuple) -> bool | None:
+    """A pane's check_action for its keys shown only where they can change things (not --read-only): the shown
+    binding answers then, its hidden twin otherwise (and says why)."""
+    if visibility_rule(action) != "writable":
+        return True
+    writable = not getattr(app, "read_only", False)
+    return (not writable) if parameters == ("hidden",) else writable
+
+
 def bindings(scope: str = "app") -> list[BindingType]:
     return [b for a in ACTIONS if a.scope == scope for b in a.bindings()]
 

@@ -36,6 +36,9 @@ class RunbookActions(RunbookApp):
                                     lambda n=spec.name: self.action_reset_step(n))
         yield SystemCommand("Reset every step", "forget every recorded result and applied fix (asks first)",
                             lambda: self.action_reset_step(None))
+        for run in self.context.runs:
+            yield SystemCommand(f"Measure the checkpoints of: {run}", "serve each complete checkpoint through the launch step and "
+                                "measure its acceptance: which to ship (asks first)", lambda n=run: self.post_message(MeasureRequested(n)))
 
     def _writable(self, what: str) -> Runbook | None:
         """The runbook, where steps may change things; None where they may not (read-only, or no runbook), said."""

@@ -144,11 +144,8 @@ class ProcessPane(Static, can_focus=True):
         self._draw()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        """K in the footer only where it can kill (not --read-only); its hidden twin answers otherwise, saying why."""
-        if actions.visibility_rule(action) != "writable":
-            return True
-        writable = not getattr(self.app, "read_only", False)
-        return (not writable) if parameters == ("hidden",) else writable
+        """K in the footer only where it can kill (not --read-only)."""
+        return actions.check_writable(self.app, action, parameters)
 
     def action_kill_selected(self, _shown: str = "") -> None:
         if getattr(self.app, "read_only", False):

@@ -149,11 +149,8 @@ class RunsPane(Static, can_focus=True):
         self._draw()
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        """a in the footer only where it can measure (not --read-only); its hidden twin answers otherwise, saying why."""
-        if actions.visibility_rule(action) != "writable":
-            return True
-        writable = not getattr(self.app, "read_only", False)
-        return (not writable) if parameters == ("hidden",) else writable
+        """a in the footer only where it can measure (not --read-only)."""
+        return actions.check_writable(self.app, action, parameters)
 
     def action_measure(self, _shown: str = "") -> None:
         """Measure the checkpoints of the first run shown that has a complete one (the palette names each run)."""
