@@ -521,6 +521,8 @@ def cmd_bench(args) -> int:
         return cmd_bench_sweep(args)
     if args.bench_command == "checkpoints":
         return cmd_bench_checkpoints(args)
+    if args.bench_command == "baseline":
+        return cmd_bench_baseline(args)
     if args.bench_command == "schedule":
         from cockpit.bench.steps import depth_schedule, render_schedule
 
@@ -569,28 +571,52 @@ def cmd_bench_sweep(args) -> int:
     return EXIT_OK if not result.failures else EXIT_PROBLEM
 
 
+def _measurement(args, *counts: str):
+    """What a measurement through the launch step starts from: its counts checked (each at least 1), the context, the
+    launch step (--step, else the default one), and where its progress goes (stderr, for a person at a terminal)."""
+    for name in counts:
+        if getattr(args, name) < 1:
+            raise CockpitError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    ctx = context(args, need_config=True)
+
+    def progress(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    return ctx, ctx.launch_step_for(args.step), progress if sys.stderr.isatty() else None
+
+
+def cmd_bench_baseline(args) -> int:
+    from cockpit.bench.baseline import measure_baseline
+
+    ctx, launch, progress = _measurement(args, "concurrency", "requests", "max_tokens")
+    result = with_context(ctx, lambda c: measure_baseline(runbook_of(c), launch, args.concurrency,
+                                                          confirmer(args.yes, "the baseline relaunches the server", [] if args.json else None),
+                                                          progress, args.requests, args.max_tokens))
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        if result.output_throughput_tok_s is not None:
+            print(f"baseline without speculation at concurrency {result.concurrency}: {result.output_throughput_tok_s:.1f} tok/s "
+                  f"({result.file})")
+        print(result.serving)
+        if result.failure:
+            print(f"! {result.failure}")
+    return EXIT_OK if result.failure is None and result.output_throughput_tok_s is not None else EXIT_PROBLEM
+
+
 def cmd_bench_checkpoints(args) -> int:
     from cockpit.bench.checkpoints import measure_checkpoints
     from cockpit.runs.report import checkpoint_figure
     from cockpit.runs.watch import RunWatcher, look_once
 
-    for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
-        if value < 1:
-            raise CockpitError(f"{flag} must be at least 1, got {value}")
-    ctx = context(args, need_config=True)
-    launch = ctx.launch_step_for(args.step)
-    shown = sys.stderr.isatty()
-
-    def progress(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
-
+    ctx, launch, progress = _measurement(args, "requests", "max_tokens")
     if args.run not in ctx.runs:
         raise CockpitError(f"no run named '{args.run}'; runs: {', '.join(sorted(ctx.runs)) or 'none ([runs.NAME] in the config)'}")
 
     async def go(c):
         measured = await measure_checkpoints(runbook_of(c), launch, args.run, lambda: c.checkpoint_candidates(args.run, launch),
                                              confirmer(args.yes, "measuring relaunches the server", [] if args.json else None),
-                                             progress if shown else None, args.requests, args.max_tokens)
+                                             progress, args.requests, args.max_tokens)
         spec = c.runs[args.run]  # the runs pane's choice, from what is now stored: the same words in both shells
         status = await look_once(RunWatcher(spec, c.pool.get(spec.host), own_kills=c.own_kills), no_wait=True)
         return measured, status.per_checkpoint

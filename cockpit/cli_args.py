@@ -194,6 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
              json=True, yes="relaunch without asking").add_argument(
         "--after", choices=("recommended", "original", "stop"), help="what runs when it is done (default: [bench] after, recommended)")
 
+    base = _command(bench_sub, "baseline", "a short baseline without speculation at one concurrency: the launch step's server "
+                    "relaunched without its draft, measured, then its own config again; what `server` judges paying against",
+                    config=True, json=True, yes="relaunch the server without asking")
+    base.add_argument("--concurrency", type=int, default=8, metavar="N", help="requests in flight at once: the load to judge (default: 8)")
+    base.add_argument("--step", metavar="STEP", help="the launch step (default: [bench] launch_step, or the only one)")
+    base.add_argument("--requests", type=int, default=32, metavar="N", help="requests measured (default: 32)")
+    base.add_argument("--max-tokens", type=int, default=64, metavar="N", help="tokens generated per request (default: 64)")
     ckpt = _command(bench_sub, "checkpoints", "serve each complete checkpoint of a training run through the runbook's launch step "
                     "(its flags; only the draft changes) and measure the acceptance the engine reports: which checkpoint to ship; "
                     "exit 0 each measured, 1 one was not", config=True, json=True, yes="relaunch the server without asking")

@@ -34,7 +34,7 @@ def test_the_verdict_over_every_load_and_figure(state, running, ratio, window, n
     elif window <= COLLAPSED_AT:
         assert verdict.state == "collapsed" and f"{window:.2f}" in verdict.words
     elif base is None:
-        assert verdict.state == "unknown" and "run the sweep" in verdict.words
+        assert verdict.state == "unknown" and f"cockpit bench baseline --concurrency {running}" in verdict.words
     elif ratio >= 1 + MARGIN:
         assert verdict.state == "paying" and f"x{ratio:.2f}" in verdict.words and f"c={running}" in verdict.words
     elif ratio <= 1 - MARGIN:

@@ -9,16 +9,14 @@ is named with why, as the runs pane judges it."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from cockpit.bench.client import Workload
 from cockpit.bench.store import save_run
-from cockpit.bench.sweep import _yes, bring_up, follow_ready, measure, relaunch
+from cockpit.bench.sweep import AskOnce, bring_up, measure, relaunch, wind_up
 from cockpit.bench.workload import load_prompts
-from cockpit.errors import CockpitError
 from cockpit.runbook.model import StepState
 from cockpit.serving import engines
 from cockpit.serving.server import wait_ready
@@ -87,14 +85,9 @@ async def measure_checkpoints(runbook, launch_name: str, run: str, find: Callabl
         if progress is not None:
             progress(text)
 
-    answer: list[bool] = []  # the one question's answer, once asked
-
-    async def confirm_once(text: str) -> bool:
-        if not answer:
-            answer.append(await confirm(f"Measuring {len(servable)} checkpoint(s) of {run} relaunches the server of '{launch.name}' on "
-                                     f"{launch.host} once for each (its own flags, only the draft changes), then "
-                                     f"{'its own config again' if was_serving else 'stops it'}:\n" + text))
-        return answer[0]
+    ask = AskOnce(confirm, f"Measuring the checkpoints of {run} relaunches the server of '{launch.name}' on {launch.host} "
+                           f"once for each (its own flags, only the draft changes), then "
+                           f"{'its own config again' if was_serving else 'stops it'}")
 
     failure = await bring_up(runbook, launch, confirm, report)
     if failure is not None:
@@ -115,7 +108,7 @@ async def measure_checkpoints(runbook, launch_name: str, run: str, find: Callabl
             row = Measured(candidate.name, candidate.path)
             result.rows.append(row)
             server, failure = await relaunch(runbook, launch, {"draft_path": candidate.path}, f"checkpoint {candidate.name}",
-                                             confirm_once, report)
+                                             ask, report)
             if failure is None:
                 report(f"waiting for checkpoint {candidate.name} to be ready")
                 ready = await wait_ready(transport, server.pid, server.port, server.log, READY_TIMEOUT_S)
@@ -124,7 +117,7 @@ async def measure_checkpoints(runbook, launch_name: str, run: str, find: Callabl
             if failure is not None:
                 row.failure = failure
                 result.failures.append(f"{candidate.name}: {failure}")
-                if answer == [False]:
+                if ask.refused:
                     break  # refused: nothing more is launched
                 continue
             report(f"checkpoint {candidate.name}: {requests} requests")
@@ -144,23 +137,7 @@ async def measure_checkpoints(runbook, launch_name: str, run: str, find: Callabl
                    f"{row.accept_length:.2f}" if row.accept_length is not None else f"checkpoint {candidate.name}: no acceptance")
         finished = True
     finally:
-        if not finished and answer != [False]:
-            with contextlib.suppress(CockpitError):
-                await runbook.stop_server(launch.name, _yes, planned=True)
-    if answer == [False]:
-        result.serving = "nothing was changed (not confirmed)"
-        return result
-    result.serving = await _leave(runbook, launch, was_serving, result, report)
-    return result
-
-
-async def _leave(runbook, launch, relaunch_own: bool, result: CheckpointMeasure, report) -> str:
-    if not relaunch_own:
-        await runbook.stop_server(launch.name, _yes, planned=True)
-        return "the server is stopped"
-    server, failure = await relaunch(runbook, launch, None, "the launch step's own config", _yes, report)
+        result.serving, failure = await wind_up(runbook, launch, ask, was_serving, finished, report)
     if failure is not None:
         result.failures.append(f"after the measurement: {failure}")
-        return f"the server could not be relaunched: {failure}"
-    await follow_ready(runbook, launch, report)
-    return f"serving the launch step's own config again (pid {server.pid})"
+    return result

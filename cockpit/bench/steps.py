@@ -125,17 +125,39 @@ def sweep_baseline(runbook):
             if found is None or (result.finished_at or 0) > (found[1].finished_at or 0):
                 found = (spec, result)
     stored = _stored_sweep()  # a sweep `cockpit bench sweep` ran (its runs are in the store, not in a step's result)
+    swept, since = None, 0.0
     if found is not None and (stored is None or (found[1].finished_at or 0) >= stored[0]):
         spec, result = found
         when = _time.strftime("%Y-%m-%d %H:%M", _time.localtime(result.finished_at)) if result.finished_at else "an earlier run"
-        return baseline_of(result.evidence["rows"], result.evidence.get("decisions"), f"sweep '{spec.name}' of {when}")
-    if stored is None:
-        return None
-    ended, sweep_id, rows = stored
-    from cockpit.bench.decision import decide
+        swept, since = baseline_of(result.evidence["rows"], result.evidence.get("decisions"), f"sweep '{spec.name}' of {when}"), \
+            float(result.finished_at or 0)
+    elif stored is not None:
+        ended, sweep_id, rows = stored
+        from cockpit.bench.decision import decide
 
-    return baseline_of(rows, [d.to_json() for d in decide(rows)],
-                       f"the stored sweep {sweep_id} of {_time.strftime('%Y-%m-%d %H:%M', _time.localtime(ended))}")
+        swept, since = baseline_of(rows, [d.to_json() for d in decide(rows)],
+                                   f"the stored sweep {sweep_id} of {_time.strftime('%Y-%m-%d %H:%M', _time.localtime(ended))}"), ended
+    return _with_requested(swept, since)
+
+
+def _with_requested(swept, since: float):
+    """The sweep's baseline with each baseline measured on request since it (`cockpit bench baseline`) in its place at
+    that concurrency; those alone where no sweep measured one."""
+    import time as _time
+    from dataclasses import replace
+
+    from cockpit.bench.store import requested_baselines
+    from cockpit.serving.paying import Baseline
+
+    newer = {c: r for c, r in requested_baselines().items() if float(r.get("time") or 0) > since and r.get("output_throughput_tok_s")}
+    if not newer:
+        return swept
+    base = swept if swept is not None else Baseline()
+    tok_s, sources = dict(base.tok_s), dict(base.sources)
+    for concurrency, run in newer.items():
+        tok_s[concurrency] = float(run["output_throughput_tok_s"])
+        sources[concurrency] = f"a baseline measured on request at {_time.strftime('%Y-%m-%d %H:%M', _time.localtime(float(run['time'])))}"
+    return replace(base, tok_s=tok_s, sources=sources)
 
 
 _STORED: dict[str, Any] = {"key": None, "found": None}  # the store read once per change of its folder (a verdict a second)

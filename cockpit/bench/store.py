@@ -125,32 +125,47 @@ def compare(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-_MEASURED: dict[str, Any] = {"key": None, "runs": []}  # the store read once per change of its folder (the runs pane asks each poll)
+_NAMED: dict[str, tuple[tuple | None, list[dict[str, Any]]]] = {}  # per word: the store read once per change of its folder
 
 
-def checkpoint_runs(training_run: str) -> dict[str, dict[str, Any]]:
-    """The latest stored measurement of each checkpoint of `training_run` (bench/checkpoints.py), by checkpoint path.
-    The store is read again only when its folder changed (a run saved or removed)."""
+def _runs_named(word: str, keep) -> list[dict[str, Any]]:
+    """The stored runs whose label has `word` (save_run puts the label in the file's name) and that `keep` takes, oldest
+    first.  The store is read again only when its folder changed (a run saved or removed): pollers ask every second."""
     folder = runs_dir()
     try:
         stat = folder.stat()
         key: tuple | None = (str(folder), stat.st_mtime_ns, stat.st_ino)
     except OSError:
-        return {}
-    if key != _MEASURED["key"]:
-        measured = []
-        for path in list_runs():
-            if "-checkpoint-" not in path.name:  # their label: `checkpoint NAME` (save_run's file name carries it)
-                continue
-            try:
-                run = load_run(path)
-            except CockpitError:
-                continue
-            if run.get("training_run") and run.get("checkpoint_path"):
-                measured.append(run)
-        _MEASURED.update(key=key, runs=measured)
+        return []
+    cached = _NAMED.get(word)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    found = []
+    for path in list_runs():
+        if f"-{word}-" not in path.name:
+            continue
+        try:
+            run = load_run(path)
+        except CockpitError:
+            continue
+        if keep(run):
+            found.append(run)
+    _NAMED[word] = (key, found)
+    return found
+
+
+def checkpoint_runs(training_run: str) -> dict[str, dict[str, Any]]:
+    """The latest stored measurement of each checkpoint of `training_run` (bench/checkpoints.py), by checkpoint path."""
     found: dict[str, dict[str, Any]] = {}
-    for run in _MEASURED["runs"]:
+    for run in _runs_named("checkpoint", lambda r: bool(r.get("training_run") and r.get("checkpoint_path"))):
         if run["training_run"] == training_run:
             found[str(run["checkpoint_path"])] = run  # the files sort by time: the latest stays
+    return found
+
+
+def requested_baselines() -> dict[int, dict[str, Any]]:
+    """The latest baseline measured on request (bench/baseline.py) at each concurrency."""
+    found: dict[int, dict[str, Any]] = {}
+    for run in _runs_named("baseline", lambda r: bool(r.get("baseline_on_request")) and isinstance(r.get("concurrency"), int)):
+        found[int(run["concurrency"])] = run
     return found

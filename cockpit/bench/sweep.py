@@ -358,6 +358,48 @@ async def follow_ready(runbook, launch, report) -> None:
             await runbook.run_step(spec.name, _yes)
 
 
+class AskOnce:
+    """The one question of a measurement that relaunches the server once or more: asked at the first relaunch, its
+    answer kept for the rest."""
+
+    def __init__(self, confirm, preface: str):
+        self.confirm, self.preface = confirm, preface
+        self.answer: bool | None = None
+
+    async def __call__(self, text: str) -> bool:
+        if self.answer is None:
+            self.answer = bool(await self.confirm(f"{self.preface}:\n{text}"))
+        return self.answer
+
+    @property
+    def refused(self) -> bool:
+        return self.answer is False
+
+
+async def wind_up(runbook, launch, ask: AskOnce, was_serving: bool, finished: bool, report) -> tuple[str, str | None]:
+    """After a measurement's relaunches: nothing changed where its question was refused; else the launch step's server
+    as it was before (what `restore` says), a measurement cut short by an error stopping its own server first."""
+    if ask.refused:
+        return "nothing was changed (not confirmed)", None
+    if not finished:
+        with contextlib.suppress(CockpitError):
+            await runbook.stop_server(launch.name, _yes, planned=True)
+    return await restore(runbook, launch, was_serving, report)
+
+
+async def restore(runbook, launch, was_serving: bool, report) -> tuple[str, str | None]:
+    """After a measurement that relaunched the launch step: its own config again where it ran before (its readiness
+    steps following it), else nothing left running.  (what runs now, the failure to relaunch it)."""
+    if not was_serving:
+        await runbook.stop_server(launch.name, _yes, planned=True)
+        return "the server is stopped", None
+    server, failure = await relaunch(runbook, launch, None, "the launch step's own config", _yes, report)
+    if failure is not None:
+        return f"the server could not be relaunched: {failure}", failure
+    await follow_ready(runbook, launch, report)
+    return f"serving the launch step's own config again (pid {server.pid})", None
+
+
 async def _series(serving, transport, port: int) -> dict | None:
     """The engine's /metrics series now (None: not answered)."""
     from cockpit.serving.live import get

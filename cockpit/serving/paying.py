@@ -29,6 +29,10 @@ class Baseline:
     tok_s: dict[int, float] = field(default_factory=dict)
     off_above: int | None = None
     source: str = ""  # where it was measured ("the sweep of 2026-12-07 11:02")
+    sources: dict[int, str] = field(default_factory=dict)  # a concurrency measured elsewhere (a baseline on request)
+
+    def source_at(self, concurrency: int) -> str:
+        return self.sources.get(concurrency) or self.source
 
     def near(self, concurrency: int) -> tuple[int, float] | None:
         if not self.tok_s or concurrency <= 0:
@@ -73,11 +77,12 @@ def judge(figures: dict[str, Any], speculative: bool, baseline: Baseline | None)
     near = baseline.near(running) if baseline is not None else None
     if near is None or not tok_s:
         where = f" ({baseline.source})" if baseline is not None and baseline.source else ""
-        return Verdict("unknown", f"acceptance {window:.2f} at c={running}, but no baseline without speculation near this load"
-                                  f"{where}: run the sweep (its baseline rows) to judge it", concurrency=running)
+        return Verdict("unknown", f"acceptance {window:.2f} at c={running}; no baseline without speculation near this load{where} "
+                                  f"(a sweep, or `cockpit bench baseline --concurrency {running}`)", concurrency=running)
     at, base = near
     ratio = tok_s / base
-    measured = f"{tok_s:.0f} tok/s against {base:.0f} without speculation at c={at}" + (f" ({baseline.source})" if baseline and baseline.source else "")
+    source = baseline.source_at(at) if baseline is not None else ""
+    measured = f"{tok_s:.0f} tok/s against {base:.0f} without speculation at c={at}" + (f" ({source})" if source else "")
     if ratio >= 1 + MARGIN:
         return Verdict("paying", f"paying: x{ratio:.2f} at c={running} ({measured}; acceptance {window:.2f})", round(ratio, 3), running)
     if ratio <= 1 - MARGIN:

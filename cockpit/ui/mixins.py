@@ -71,6 +71,7 @@ class RunbookApp(_App):
     read_only: bool
     context: Context
     runbook: Runbook | None
+    serving: ServerFollow
     press_view: Callable[[str], None]
 
 

@@ -36,6 +36,11 @@ class RunbookActions(RunbookApp):
                                     lambda n=spec.name: self.action_reset_step(n))
         yield SystemCommand("Reset every step", "forget every recorded result and applied fix (asks first)",
                             lambda: self.action_reset_step(None))
+        if any(self.runbook.kind(s).launch for s in self.runbook.spec.steps):
+            load = self.serving.running or 8
+            yield SystemCommand(f"Measure a baseline without speculation at c={load}", "relaunch the launch step's server "
+                                "without its draft, measure, relaunch it (asks first): what 'is it paying' compares against",
+                                lambda c=load: self.action_measure_baseline(c))
         for run in self.context.runs:
             yield SystemCommand(f"Measure the checkpoints of: {run}", "serve each complete checkpoint through the launch step and "
                                 "measure its acceptance: which to ship (asks first)", lambda n=run: self.post_message(MeasureRequested(n)))
@@ -149,6 +154,29 @@ class RunbookActions(RunbookApp):
                         title=f"checkpoints of {message.run}", severity="warning" if result.failures else "information", timeout=12)
 
         self.run_worker(measure(), name=f"measure {message.run}", group="measure", exclusive=True, exit_on_error=False)
+
+    def action_measure_baseline(self, concurrency: int) -> None:
+        """A short baseline without speculation at `concurrency` (bench/baseline.py, as `cockpit bench baseline`)."""
+        from cockpit.bench.baseline import measure_baseline
+        from cockpit.errors import CockpitError
+
+        runbook = self._writable("no server can be relaunched for a baseline")
+        if runbook is None:
+            return
+
+        async def measure() -> None:
+            try:
+                launch = self.context.launch_step_for(None)
+                result = await measure_baseline(runbook, launch, concurrency, self._confirm,
+                                                lambda text: self.notify(text, title="baseline", timeout=4))
+            except CockpitError as exc:
+                self.notify(str(exc), title="baseline", severity="warning", timeout=10)
+                return
+            figure = f"{result.output_throughput_tok_s:.0f} tok/s at c={concurrency}" if result.output_throughput_tok_s else "not measured"
+            self.notify(f"{figure}; {result.serving}" + (f"\n! {result.failure}" if result.failure else ""), title="baseline without speculation",
+                        severity="warning" if result.failure else "information", timeout=12)
+
+        self.run_worker(measure(), name="baseline", group="measure", exclusive=True, exit_on_error=False)
 
     async def _confirm(self, plan: str) -> bool:
         answer = await self.push_screen_wait(ConfirmScreen("This changes things on a host:", plan))

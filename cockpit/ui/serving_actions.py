@@ -116,6 +116,8 @@ class ServingActions(ServingApp):
             spec, result = self.runbook.latest_launch("serve_launch") if self.runbook is not None else (None, None)
             verdict = live_verdict(self.runbook, spec.name if spec is not None else None, message.status.figures)
             pane.show(message.status, verdict)  # the verdict judged once a poll: drawn here, alerted below
+            running = message.status.figures.get("running")
+            self.serving.running = running if isinstance(running, int) and running > 0 else self.serving.running
             self.show_keys()
             if spec is None:
                 return

@@ -17,6 +17,7 @@ class ServerFollow:
     watching: tuple | None = None
     raised: set[str] = field(default_factory=set)
     turns: VerdictTurns = field(default_factory=VerdictTurns)  # whether speculation pays, as last held (two looks)
+    running: int | None = None  # the requests it ran at its last look (the load a baseline on request is measured at)
 
     def follow(self, key: tuple) -> bool:
         """Start following `key`; False when it is already the one followed."""
