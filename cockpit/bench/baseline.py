@@ -31,7 +31,7 @@ class BaselineMeasure:
     engine: str = ""
     output_throughput_tok_s: float | None = None
     file: str | None = None
-    serving: str = ""
+    serving: str = "nothing was relaunched"  # what runs when it is done
     failure: str | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -58,7 +58,7 @@ class CheckpointMeasure:
     launch_step: str
     engine: str = ""
     rows: list[Measured] = field(default_factory=list)
-    serving: str = ""  # what runs when it is done
+    serving: str = "nothing was relaunched"  # what runs when it is done
     failures: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
