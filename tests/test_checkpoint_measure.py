@@ -92,9 +92,10 @@ def test_the_estimate_beside_a_measurement_is_at_the_depth_it_was_served_with(tm
     config = _world(tmp_path, epochs=2, accuracy=0.7)
     _measured(tmp_path, 1, 1.9, steps=steps)
     row = json.loads(_runs(config, "--json").stdout)["runs"][0]["per_checkpoint"]["rows"][1]
-    expected = estimate([0.7] * 3, steps).with_bonus
-    assert row["measured_depth"] == steps and row["estimate_at_measured"] == pytest.approx(expected, abs=1e-3)
-    assert f"epoch_1 1.90 (est. {expected:.2f} at depth {steps})" in _runs(config).stdout
+    expected = estimate([0.7] * 3, steps)  # three positions known: served deeper, the estimate covers those three
+    assert row["measured_depth"] == steps and row["estimate_at_measured"] == pytest.approx(expected.with_bonus, abs=1e-3)
+    assert row["estimate_depth"] == min(steps, 3) == expected.depth
+    assert f"epoch_1 1.90 (est. {expected.with_bonus:.2f} at depth {expected.depth})" in _runs(config).stdout
 
 
 def _cli(config: Path, *argv: str, timeout: float = 240) -> subprocess.CompletedProcess:

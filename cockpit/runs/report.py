@@ -84,7 +84,7 @@ def checkpoint_figure(row: dict) -> str:
     """A checkpoint's acceptance length: measured by serving (the estimate beside it), else estimated from accuracy."""
     if row.get("measured") is not None:
         if row.get("estimate_at_measured") is not None:  # at the depth it was served with
-            return f"{row['checkpoint']} {row['measured']:.2f} (est. {row['estimate_at_measured']:.2f} at depth {row['measured_depth']})"
+            return f"{row['checkpoint']} {row['measured']:.2f} (est. {row['estimate_at_measured']:.2f} at depth {row['estimate_depth']})"
         return f"{row['checkpoint']} {row['measured']:.2f}" + (f" (est. {row['estimate']:.2f})" if row.get("estimate") is not None else "")
     return f"{row['checkpoint']} est. {row['estimate']:.2f}"
 

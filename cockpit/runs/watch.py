@@ -692,8 +692,9 @@ class RunWatcher:
                                measured_by=f"{run.get('engine') or 'the engine'}, {run.get('requests')} requests each", file=run.get("file"))
                     steps = (run.get("depth") or {}).get("steps") if isinstance(run.get("depth"), dict) else None
                     at = estimate(accs, steps) if accs is not None and isinstance(steps, int) else None
-                    if at is not None:  # the estimate beside what was measured is at the depth it was served with
-                        row.update(measured_depth=steps, estimate_at_measured=round(at.with_bonus, 4))
+                    if at is not None:  # the estimate beside what was measured is at the depth it was served with (as far
+                        # as accuracies are known: the positions it covers)
+                        row.update(measured_depth=steps, estimate_depth=at.depth, estimate_at_measured=round(at.with_bonus, 4))
             if row["estimate"] is not None or row["measured"] is not None:
                 rows.append(row)
         if not rows:
