@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -144,9 +145,12 @@ def pytest_sessionstart(session):
         return
     tests = Path(__file__).resolve().parent
     log = open(os.path.join(tempfile.gettempdir(), f"cockpit-tests-warm-{os.getpid()}.log"), "w")  # noqa: SIM115 - the child's
-    _warming.append(subprocess.Popen([sys.executable, "-m", "harness.managers"], cwd=tests, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(tests)}))
+    warming = subprocess.Popen([sys.executable, "-m", "harness.managers"], cwd=tests, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(tests)})
     log.close()
+    _warming.append(warming)
+    # reaped as soon as it ends: a test that counts this process's children finds no <defunct> one of the run's own
+    threading.Thread(target=warming.wait, name="reap the warm start", daemon=True).start()
 
 
 def pytest_runtest_logreport(report):
