@@ -107,7 +107,13 @@ def test_the_checklist_step_fails_on_a_target_that_does_not_fit(tmp_path, fits):
     assert done.stderr == "", done.stderr
     result = json.loads(done.stdout)
     text = json.dumps(result)
+    ran = result["ran"][0]
+    # what the check rests on, passed or failed: the target's config.json and what it says
+    assert ran["evidence"]["target"]["config"] == str(target / "config.json")
+    assert ran["evidence"]["target"]["hidden_size"] == (HIDDEN if fits else HIDDEN * 2)
     if fits:
-        assert done.returncode == 0 and '"passed"' in text, text[:800]
+        assert done.returncode == 0 and ran["state"] == "passed" and ran["evidence"]["target"]["mismatches"] == 0, text[:800]
+        assert f"fits its target (hidden size {HIDDEN}, vocabulary {VOCAB}" in ran["message"], ran["message"]
     else:
-        assert done.returncode != 0 and '"failed"' in text and f"this target's is {HIDDEN * 2}" in text, text[:800]
+        assert done.returncode != 0 and ran["state"] == "failed" and f"this target's is {HIDDEN * 2}" in text, text[:800]
+        assert ran["evidence"]["target"]["mismatches"] >= 1

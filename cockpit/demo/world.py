@@ -216,6 +216,15 @@ def build(root: Path, engine: str = "sglang") -> DemoWorld:
     story = STORIES.get(engine)
     server_python = serving_python(root, python, SGLANG_RELEASE if engine == "sglang" else None)
     draft = root / "outputs" / "epoch_1"  # the training run's last checkpoint (it writes it as the demo starts)
+    # the target's config.json, which the draft is checked against before the launch: a STAND-IN of the story's target
+    # at the demo draft's own size (no weights: the stand-in engines read none)
+    target = root / "models" / "Llama-3.3-70B-Instruct"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "config.json").write_text(json.dumps({
+        "_cockpit_demo": "STAND-IN: the demo's target, at the size of the demo's draft (a real Llama-3.3-70B is 8192 wide)",
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 80, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 1000, "torch_dtype": "bfloat16"},
+        indent=2))
     port = _free_port()
     if story is None:
         raise CockpitError(f"the demo tells its story with {' or '.join(STORIES)}; it has none for the engine '{engine}'")
@@ -292,6 +301,7 @@ name = "draft-ready"
 kind = "drafter_check"
 host = "gpu-server"
 from_step = "training-done"           # the checkpoint the training run finished into
+target = {json.dumps(str(root / 'models' / 'Llama-3.3-70B-Instruct'))}   # checked against its config.json
 {judge}
 
 [[runbook.steps]]

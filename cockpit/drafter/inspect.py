@@ -99,6 +99,7 @@ class DraftReport:
     config: dict[str, Any] | None = None
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    target: dict[str, Any] | None = None  # the target it was checked against (drafter/target.py): where, and what it says
 
     def verdicts(self, version: str | None = None, engine: str | None = None) -> dict[str, list[Problem]]:
         return {r: [p for p in self.problems if r in p.ranges] for r in ranges_of(engine, version)}

@@ -56,6 +56,8 @@ async def _inspect(ctx: RunContext, spec: StepSpec):
         against = check_against(report, facts)
         report.problems.extend(against.problems)
         report.notes.extend(against.notes)
+        report.target = {"config": facts.source, "hidden_size": facts.hidden_size, "vocab_size": facts.vocab_size,
+                         "num_hidden_layers": facts.num_hidden_layers, "mismatches": len(against.problems)}
     return report
 
 
@@ -138,6 +140,11 @@ class DrafterCheck(StepKind):
         lines = [f"{evidence['tensors']} tensors in {', '.join(evidence.get('files') or [])} at {evidence.get('path')} on {evidence.get('host')}"]
         if evidence.get("fixed"):
             lines.append(f"renamed {evidence['fixed']} keys layers.0.* to midlayer.* (header only)")
+        if evidence.get("target"):
+            target = evidence["target"]
+            lines.append(f"checked against its target {target.get('config')}: hidden size {target.get('hidden_size')}, vocabulary "
+                         f"{target.get('vocab_size')}, {target.get('num_hidden_layers')} layers"
+                         + (f"; {target['mismatches']} mismatch(es)" if target.get("mismatches") else ": it fits"))
         for version_range, problems in (evidence.get("verdicts") or {}).items():
             who = range_label(version_range)
             lines.append(f"{who}: " + ("ready" if not problems else "; ".join(problems)))
@@ -169,8 +176,13 @@ class DrafterCheck(StepKind):
                 evidence["fixed"] = fixed.changed
                 report = await _inspect(ctx, spec)
         evidence["verdicts"] = {r: [p.message for p in ps] for r, ps in report.verdicts(version, engine).items()}
+        if report.target is not None:
+            evidence["target"] = report.target
         if report.ready(version, engine):
             extra = f"; renamed {evidence['fixed']} keys" if evidence.get("fixed") else ""
+            if report.target is not None:  # what the check against its target rests on
+                extra += (f"; fits its target (hidden size {report.target['hidden_size']}, vocabulary {report.target['vocab_size']}: "
+                          f"{report.target['config']})")
             return StepResult(StepState.PASSED, started, _now(), f"draft ready ({len(report.tensors)} tensors, "
                               f"{size(report.total_bytes)}){extra}", evidence)
         first = next(p for ps in report.verdicts(version, engine).values() for p in ps)
