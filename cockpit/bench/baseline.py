@@ -12,12 +12,9 @@ from typing import Any, Callable
 
 from cockpit.bench.client import Workload
 from cockpit.bench.store import save_run
-from cockpit.bench.sweep import AskOnce, bring_up, measure, relaunch, variant_of, wind_up
+from cockpit.bench.sweep import AskOnce, bring_up, launch_target, measure, relaunch_ready, variant_of, wind_up
 from cockpit.bench.workload import load_prompts
-from cockpit.runbook.model import StepState
-from cockpit.serving import engines
 from cockpit.serving.depth import DepthConfig
-from cockpit.serving.server import wait_ready
 
 REQUESTS = 32  # short: a few seconds of a loaded server, enough for its throughput
 MAX_TOKENS = 64
@@ -42,12 +39,9 @@ class BaselineMeasure:
 
 async def measure_baseline(runbook, launch_name: str, concurrency: int, confirm, progress: Callable[[str], None] | None = None,
                            requests: int = REQUESTS, max_tokens: int = MAX_TOKENS) -> BaselineMeasure:
-    launch = runbook.spec.step(launch_name)
-    serving = engines.engine(getattr(runbook.kind(launch), "engine", lambda _spec: None)(launch))
+    target = launch_target(runbook, launch_name)
+    launch, serving, was_serving = target.launch, target.serving, target.was_serving
     result = BaselineMeasure(launch.name, concurrency, serving.name)
-    transport = runbook.hub.pool.get(launch.host)
-    before = runbook.result(launch.name)
-    was_serving = before is not None and before.state is StepState.PASSED
     ask = AskOnce(confirm, f"A baseline at concurrency {concurrency} relaunches the server of '{launch.name}' on {launch.host} "
                            f"without speculation ({requests} requests), then {'its own config again' if was_serving else 'stops it'}")
 
@@ -61,17 +55,13 @@ async def measure_baseline(runbook, launch_name: str, concurrency: int, confirm,
         return result
     finished = False
     try:
-        server, failure = await relaunch(runbook, launch, variant_of(DepthConfig()), "the baseline (no speculation)", ask, report)
-        if failure is None:
-            report("waiting for the baseline server to be ready")
-            ready = await wait_ready(transport, server.pid, server.port, server.log, READY_TIMEOUT_S)
-            if ready.state != "ready":
-                failure = f"not ready: {ready.diagnoses[0].message if ready.diagnoses else ready.state}"
+        server, failure = await relaunch_ready(runbook, target, variant_of(DepthConfig()), "the baseline (no speculation)", ask,
+                                               report, READY_TIMEOUT_S)
         if failure is not None:
             result.failure = failure
         else:
             report(f"the baseline: {requests} requests at concurrency {concurrency}")
-            summary, records = await measure(serving, transport, server.port, serving.capabilities.bench_api,
+            summary, records = await measure(serving, target.transport, server.port, serving.capabilities.bench_api,
                                              Workload(load_prompts(None, 0), requests, concurrency, max_tokens, 0.0))
             summary.update(label=f"baseline c{concurrency}", concurrency=concurrency, engine=serving.name, speculative=False,
                            baseline_on_request=True, launch_step=launch.name, max_tokens=max_tokens, time=time.time(),

@@ -15,11 +15,8 @@ from typing import Any, Awaitable, Callable
 
 from cockpit.bench.client import Workload
 from cockpit.bench.store import save_run
-from cockpit.bench.sweep import AskOnce, bring_up, measure, relaunch, wind_up
+from cockpit.bench.sweep import AskOnce, bring_up, launch_target, measure, relaunch_ready, wind_up
 from cockpit.bench.workload import load_prompts
-from cockpit.runbook.model import StepState
-from cockpit.serving import engines
-from cockpit.serving.server import wait_ready
 from cockpit.serving.steps import launch_depth
 
 REQUESTS = 8  # a small fixed set: the same prompts, in the same order, for every checkpoint
@@ -72,14 +69,11 @@ async def measure_checkpoints(runbook, launch_name: str, run: str, find: Callabl
     """Serve each checkpoint `find` gives (asked once the steps before the launch have passed: a key fix among them
     changes what loads) through the launch step and measure it; then the launch step's own config again where it had
     passed (its server up), else nothing left running."""
-    launch = runbook.spec.step(launch_name)
-    serving = engines.engine(getattr(runbook.kind(launch), "engine", lambda _spec: None)(launch))
+    target = launch_target(runbook, launch_name)
+    launch, serving, was_serving = target.launch, target.serving, target.was_serving
     result = CheckpointMeasure(run, launch.name, serving.name)
-    transport = runbook.hub.pool.get(launch.host)
     depth = launch_depth(runbook, launch)
     prompts = load_prompts(None, PROMPTS_SEED)
-    before = runbook.result(launch.name)
-    was_serving = before is not None and before.state is StepState.PASSED
 
     def report(text: str) -> None:
         if progress is not None:
@@ -107,21 +101,16 @@ async def measure_checkpoints(runbook, launch_name: str, run: str, find: Callabl
         for candidate in servable:
             row = Measured(candidate.name, candidate.path)
             result.rows.append(row)
-            server, failure = await relaunch(runbook, launch, {"draft_path": candidate.path}, f"checkpoint {candidate.name}",
-                                             ask, report)
-            if failure is None:
-                report(f"waiting for checkpoint {candidate.name} to be ready")
-                ready = await wait_ready(transport, server.pid, server.port, server.log, READY_TIMEOUT_S)
-                if ready.state != "ready":
-                    failure = f"not ready: {ready.diagnoses[0].message if ready.diagnoses else ready.state}"
-            if failure is not None:
+            server, failure = await relaunch_ready(runbook, target, {"draft_path": candidate.path}, f"checkpoint {candidate.name}",
+                                                   ask, report, READY_TIMEOUT_S)
+            if failure is not None:  # (said with the checkpoint's name)
                 row.failure = failure
-                result.failures.append(f"{candidate.name}: {failure}")
+                result.failures.append(failure)
                 if ask.refused:
                     break  # refused: nothing more is launched
                 continue
             report(f"checkpoint {candidate.name}: {requests} requests")
-            summary, records = await measure(serving, transport, server.port, serving.capabilities.bench_api,
+            summary, records = await measure(serving, target.transport, server.port, serving.capabilities.bench_api,
                                              Workload(prompts, requests, 1, max_tokens, 0.0))
             summary.update(label=f"checkpoint {candidate.name}", concurrency=1, engine=serving.name, speculative=True,
                            training_run=run, checkpoint=candidate.name, checkpoint_path=candidate.path,

@@ -212,6 +212,36 @@ async def _relaunch(runbook, launch, depth: DepthConfig | None, confirm, report)
     return await relaunch(runbook, launch, variant_of(depth) if depth is not None else None, label, confirm, report)
 
 
+@dataclass(frozen=True)
+class LaunchTarget:
+    """What a measurement through a launch step works with: the step, its engine, its host's transport, and whether
+    its server ran before (the step passed: it runs its own config again afterwards)."""
+
+    launch: Any
+    serving: Any
+    transport: Any
+    was_serving: bool
+
+
+def launch_target(runbook, name: str) -> LaunchTarget:
+    launch = runbook.spec.step(name)
+    serving = engines.engine(getattr(runbook.kind(launch), "engine", lambda _spec: None)(launch))
+    before = runbook.result(launch.name)
+    return LaunchTarget(launch, serving, runbook.hub.pool.get(launch.host), before is not None and before.state is StepState.PASSED)
+
+
+async def relaunch_ready(runbook, target: LaunchTarget, variant: dict[str, Any] | None, label: str, confirm, report,
+                         timeout_s: float) -> tuple[Any, str | None]:
+    """`relaunch`, then wait until its server is ready.  (launched server, failure: said with `label`)."""
+    server, failure = await relaunch(runbook, target.launch, variant, label, confirm, report)
+    if failure is None:
+        report(f"waiting for {label} to be ready")
+        ready = await wait_ready(target.transport, server.pid, server.port, server.log, timeout_s)
+        if ready.state != "ready":
+            failure = f"{label}: server not ready: {ready.diagnoses[0].message if ready.diagnoses else ready.state}"
+    return server, failure
+
+
 async def relaunch(runbook, launch, variant: dict[str, Any] | None, label: str, confirm, report) -> tuple[Any, str | None]:
     """Stop what the launch step runs and start it with `variant` over its parameters (None: as it is), through its
     gate; the GPUs of a stopped server can take a moment to free.  (launched server, failure)."""
@@ -244,8 +274,8 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
     server as `after` (default: the sweep's own setting) says.  `progress` gets every progress state."""
     from cockpit.serving.steps import launch_depth
 
-    launch = runbook.spec.step(sweep.launch_step)
-    serving = engines.engine(getattr(runbook.kind(launch), "engine", lambda _spec: None)(launch))
+    target = launch_target(runbook, sweep.launch_step)
+    launch, serving, transport = target.launch, target.serving, target.transport
     engine = serving.name
     api = sweep.api or serving.capabilities.bench_api
     after = after or sweep.after
@@ -256,7 +286,6 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
     started = time.monotonic()
     result = SweepResult(sweep_id=time.strftime("%Y%m%d-%H%M%S"), accuracies=sweep.drafter_accuracy,
                          serve_concurrency=sweep.serve_concurrency)
-    transport = runbook.hub.pool.get(launch.host)
 
     def report(text: str) -> None:
         elapsed = time.monotonic() - started
@@ -281,12 +310,8 @@ async def run_sweep(runbook, sweep: SweepSpec, confirm, progress=None, after: st
     finished = False
     try:
         for depth in configs:
-            server, failure = await _relaunch(runbook, launch, depth, confirm_once, report)
-            if failure is None:
-                report(f"waiting for {depth.label} to be ready")
-                ready = await wait_ready(transport, server.pid, server.port, server.log, sweep.ready_timeout_s)
-                if ready.state != "ready":
-                    failure = f"{depth.label}: server not ready: {ready.diagnoses[0].message if ready.diagnoses else ready.state}"
+            server, failure = await relaunch_ready(runbook, target, variant_of(depth), depth.label, confirm_once, report,
+                                                   sweep.ready_timeout_s)
             if failure is not None:
                 result.failures.append(failure)
                 done += len(sweep.concurrency) * sweep.repeats

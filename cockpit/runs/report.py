@@ -65,8 +65,8 @@ def render_run(status: RunStatus) -> str:
         lines.append("  " + text)
     if status.finished:
         lines.append(f"  finished: {status.finished}")
-    ship = status.per_checkpoint
-    if ship and (len(ship["rows"]) > 1 or ship.get("basis") == "measured"):  # which one to ship, where there is a choice
+    ship = shown_choice(status)
+    if ship:
         lines.append("  by checkpoint: " + "  ".join(checkpoint_figure(r) for r in ship["rows"]) + f"; {ship['words']}")
     checkpoint = status.latest_checkpoint
     if checkpoint:
@@ -78,6 +78,12 @@ def render_run(status: RunStatus) -> str:
     if status.read_error:
         lines.append(f"  could not read: {status.read_error}")
     return "\n".join(lines)
+
+
+def shown_choice(status: RunStatus) -> dict | None:
+    """Which checkpoint to ship, where it is worth a line: there is a choice, or what was measured stands behind it."""
+    ship = status.per_checkpoint
+    return ship if ship and (len(ship["rows"]) > 1 or ship.get("basis") == "measured") else None
 
 
 def checkpoint_figure(row: dict) -> str:

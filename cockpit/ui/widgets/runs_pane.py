@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from cockpit.runs.report import checkpoint_figure, eta_text, where_text
+from cockpit.runs.report import checkpoint_figure, eta_text, shown_choice, where_text
 from cockpit.runs.watch import RunStatus
 from cockpit.ui import actions
 from cockpit.ui.messages import MeasureRequested
@@ -75,8 +75,8 @@ def run_block(status: RunStatus, width: int) -> Group:
         figures.append_text(positions_chart(status.per_position_acc))
     if figures.plain.strip():
         lines.append(figures)
-    ship = status.per_checkpoint
-    if ship and (len(ship["rows"]) > 1 or ship.get("basis") == "measured"):  # which one to ship, where there is a choice
+    ship = shown_choice(status)
+    if ship:
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append("  checkpoints: ")  # the choice first (a short pane shows it), then each one's figure
         line.append(ship["words"], style="bold yellow" if ship["earlier_better"] else "")
