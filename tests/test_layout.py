@@ -437,3 +437,59 @@ def test_the_checklist_detail_never_splits_a_path_in_two():
         pieces = [w for line in lines for w in line.split() if w.startswith("/tmp/") or "cockpit-demo" in w]
         assert pieces and all(w == path or (w.endswith("…") and path.startswith(w[:-1])) for w in pieces), (width, pieces)
         assert not any(line.strip().startswith(("ckpit", "outputs/", "model.safetensors")) for line in lines), (width, lines)
+
+
+def every_ordered_pair(sizes: list) -> list:
+    """A walk from sizes[0] back to it that goes from each size to each other size exactly once (an Eulerian circuit of
+    the complete directed graph, Hierholzer's)."""
+    left = {a: [b for b in sizes if b != a] for a in sizes}
+    stack, walk = [sizes[0]], []
+    while stack:
+        if left[stack[-1]]:
+            stack.append(left[stack[-1]].pop())
+        else:
+            walk.append(stack.pop())
+    return walk[::-1]
+
+
+def test_the_walk_takes_every_ordered_pair_once():
+    sizes = [(160, 48), (100, 30), (80, 24), (130, 36)]
+    walk = every_ordered_pair(sizes)
+    steps = list(zip(walk, walk[1:]))
+    assert sorted(steps) == sorted((a, b) for a in sizes for b in sizes if a != b) and walk[0] == sizes[0]
+
+
+async def test_no_frame_is_drawn_at_a_size_the_terminal_no_longer_has(tmp_path, fixtures, monkeypatch):
+    """CI (a loaded 2-core machine): after a resize from 160x48 to 100x30 with four panes open, tmux showed the checklist
+    at the top and no title, no GPU rows.  The panes' heights were set when the app heard of the resize, while the screen
+    still had the old size: Textual drew a 48-row frame into the 30-row terminal (which scrolls it), and the full frame
+    of the new size came later (>1 s later under load).  Every frame written must have the terminal's size: over every
+    ordered pair of sizes (large and small, each crossing of the small/large line), with every bottom pane open, with and
+    without a dialog over the main screen.  (Textual's frames are read where the app writes them, App._display.)"""
+    from harness.scenes import everything, runs_app
+
+    from cockpit.ui.screens.help import HelpScreen
+
+    app = runs_app(tmp_path, fixtures, monkeypatch)
+    frames: list[tuple[tuple[int, int], tuple[int, int], str]] = []
+    sizes = [(160, 48), (100, 30), (80, 24), (130, 36), (99, 27), (200, 60)]
+    async with app.run_test(size=(160, 48)) as pilot:
+        await everything(pilot)
+        write = app._display
+
+        def display(screen, renderable):
+            if renderable is not None:
+                frames.append((tuple(screen.outer_size), tuple(app.size), type(renderable).__name__))  # (Screen.size is the app's)
+            return write(screen, renderable)
+
+        app._display = display  # type: ignore[method-assign]
+        for with_dialog in (False, True):
+            if with_dialog:
+                await pilot.press("question_mark")
+                await pilot.pause()
+                assert isinstance(app.screen, HelpScreen)
+            for size in every_ordered_pair(sizes)[1:]:  # each resize one of the pairs, each pair once
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.02)  # (Textual resizes the screen 1/120 s after the app)
+    stale = [f for f in frames if f[0] != f[1]]
+    assert len(frames) > 40 and stale == [], stale[:10]

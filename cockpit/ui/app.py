@@ -32,6 +32,7 @@ from cockpit.ui.host_actions import HostActions
 from cockpit.ui.messages import CommandLogged, CopyRequested, GateInvalidated, KillRequested, RunbookChanged, StepRefused, SweepProgress
 from cockpit.ui.runbook_actions import RunbookActions
 from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.screens.main import MainScreen
 from cockpit.ui.serving_state import ServerFollow, SweepAlerts
 from cockpit.ui.serving_actions import ServingActions
 from cockpit.ui.view_actions import ViewActions
@@ -172,6 +173,9 @@ class CockpitApp(ViewActions, HostActions, ServingActions, RunbookActions, App[i
             self.notify("nothing copied yet: y copies what is selected", severity="warning")
             return
         self.push_screen(CopiedScreen(*self.copied))
+
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(self, id="_default")
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)

@@ -4,6 +4,7 @@ the view keys, the footer's keys, messages in a small terminal, and saying where
 from __future__ import annotations
 
 
+from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Footer
 
@@ -24,14 +25,16 @@ from cockpit.ui.mixins import ViewsApp
 class ViewActions(ViewsApp):
     """Mixed into CockpitApp; what it needs of the app is ViewsApp (ui/mixins.py): its layout_state, hosts_view, panes, runbook, context, config."""
 
-    def on_resize(self, event) -> None:  # (runs before App's own handler: self.size is still the old size)
-        compact = Layout.is_compact(event.size.width, event.size.height)
+    def screen_resized(self, size: Size) -> None:
+        """The main screen took a new size (ui/screens/main.py: not the app's resize event, which comes while the screen
+        still has the old size)."""
+        compact = Layout.is_compact(size.width, size.height)
         if self._laid_out:
             target = self.layout_state.resized(compact, self._view_of_focus())  # the pane in use stays in view
         else:
             self.layout_state.compact, target = compact, None
-        self.query_one("#main").set_class(event.size.width < 130, "-narrow")
-        self.apply_layout(event.size.height)
+        self.query_one("#main").set_class(size.width < 130, "-narrow")
+        self.apply_layout(size.height)
         if target is not None and self.screen is self.screen_stack[0]:
             self.call_after_refresh(self._focus_view, target)  # and keeps the focus (a pane hidden by the layout loses it)
 
@@ -50,7 +53,9 @@ class ViewActions(ViewsApp):
         state, panes = self.layout_state, self._panes()
         self.set_class(state.compact, "-compact")
         bar = self.query_one(MessageBar)
-        rows = (height or self.size.height) - 2 - bar.rows  # less the title, the footer and the messages
+        # the main screen's size: between the app's resize and the screen's, the screen still lays out at the old one
+        screen = self.screen_stack[0].outer_size if self.screen_stack else self.size  # (Screen.size is the app's)
+        rows = (height or screen.height or self.size.height) - 2 - bar.rows  # less the title, the footer and the messages
         heights, tabbed = ({}, []) if state.compact else state.shares(rows)
         for view, pane in panes.items():
             if view in ("hosts", "checklist"):
