@@ -715,3 +715,38 @@ async def test_a_specforge_train_checkpoint_caught_mid_save_says_so(tmp_path):
     assert checkpoint.complete and checkpoint.needs_export
     with pytest.raises(CockpitError, match="specforge export --to sglang"):
         inspect_draft(saving)
+
+
+@pytest.mark.parametrize("stamp, look_s, state", [
+    (-3.0, 0.0, "running"),  # written 3 s before the look: within its cadence
+    (0.4, 0.0, "running"),  # written while the look read it (stamped after the look began)
+    (1.8, 1.5, "running"),  # a slow look (SSH on a loaded host): a write near its end
+    (30.0, 0.0, "unknown"),  # stamped far after the look: another clock, not "0 s ago"
+])
+def test_a_write_during_the_look_is_a_write_now_for_a_viewer_who_cannot_see_the_trainer(tmp_path, monkeypatch, stamp, look_s, state):
+    """CI, an ordinary user's one-shot `runs` over SSH while root's trainer wrote every 0.3 s: the log's last write was
+    stamped after the look began, read "no word for -0 s", and the run was unknown while its log grew.  A stamp within the
+    look is a write now; one beyond it is another clock's and says so (never a negative silence, never running on it)."""
+    import cockpit.runs.watch as watch
+    from cockpit.hosts.liveness import Liveness
+
+    path = tmp_path / "train.log"
+    path.write_text("step 10: {'loss': 3.0, 'acc': 0.1}\nstep 20: {'loss': 2.9, 'acc': 0.1}\n")
+    begun = 1_000_000.0
+    os.utime(path, (begun + stamp, begun + stamp))
+    ticks = iter([begun] + [begun + look_s] * 20)  # the look's start, then its end for every later reading
+
+    async def hidden(*_args, **_kwargs):
+        return Liveness("unknown", f"processes writing {path}", why="another user's processes cannot be read by this user")
+
+    monkeypatch.setattr(watch, "probe", hidden)
+
+    async def go():
+        watcher = RunWatcher(RunSpec("r", "here", log=str(path)), local(), clock=lambda: next(ticks))
+        status, _ = await watcher.poll(catch_up=True)
+        assert status.state == state, status.evidence
+        assert "-0 s" not in status.evidence and not re.search(r"no word for -\d", status.evidence), status.evidence
+        if state == "unknown":
+            assert "ahead of this machine's clock" in status.evidence, status.evidence
+
+    asyncio.run(go())

@@ -415,7 +415,7 @@ class RunWatcher:
             alive_by = "the log grew since the last look (its writer lives, whoever it is)"
         hidden = live is not None and (live.state == "unknown" or (live.state == "gone" and not live.complete))
         cadence = self.cadence_s()
-        silence = now - self._log_mtime if self._log_mtime is not None else None
+        silence = self._silence(now)
         if alive_by is None and hidden and silence is not None and 0 <= silence <= cadence:
             # its processes cannot all be seen, but its log was written within its cadence: someone writes it
             alive_by = f"the log was written {silence:.0f} s ago (its writer lives, whoever it is: {live.why if live else ''})"
@@ -450,8 +450,10 @@ class RunWatcher:
                                    if not self._checkpoints else "checkpoints only: set log, pid_file or process to see the trainer")
             hint = ("; set pid_file or process (command lines are world-readable), or say where it runs (slurm_job, container, "
                     "pod)") if mgr is None else ""
-            quiet = (f"no word for {silence:.0f} s (its cadence {cadence:.0f} s), and the process is not visible to "
-                     f"{self._viewer()}: " if silence is not None else "")
+            quiet = "" if silence is None else (
+                f"no word for {silence:.0f} s (its cadence {cadence:.0f} s), and the process is not visible to {self._viewer()}: "
+                if silence >= 0 else f"its log's last write is stamped {-silence:.0f} s ahead of this machine's clock (the "
+                f"host's clock runs ahead?), and the process is not visible to {self._viewer()}: ")
             return "unknown", (quiet + "whether the trainer still runs cannot be seen: " + "; ".join(reasons) +
                                f"; the log's last progress {self._ago(now)}" + self._gpu_note() + hint)
         silent = silence is None or silence > cadence
@@ -595,6 +597,18 @@ class RunWatcher:
         if self.log.last_progress_at is None:
             return "never"
         return f"{duration(max(0.0, now - self.log.last_progress_at))} ago"
+
+    def _silence(self, now: float) -> float | None:
+        """Seconds since the log's last write, as of this look.  `now` is when the look began; a trainer that writes
+        while the log is being read (through SSH, on a loaded host) stamps it after that: a write during the look, 0 s
+        ago (it read "no word for -0 s" and left the run unknown while its log grew).  A stamp later still than the look's
+        end (plus 1 s of the file system's timestamp grain) is another clock's and stays what it says."""
+        if self._log_mtime is None:
+            return None
+        silence = now - self._log_mtime
+        if silence < 0 and -silence <= (self.clock() - now) + 1.0:
+            return 0.0
+        return silence
 
     def _status(self, now: float, error: str | None) -> RunStatus:
         log = self.log
