@@ -6,7 +6,8 @@ follow the app's event: the panes' new heights were set while the screen still h
 them out and drew a frame of the old size into the smaller terminal (a 48-row frame into 30 rows scrolls the terminal:
 the title and the GPU rows went off the top; seen in CI, measured on every resize by
 tests/test_layout.py::test_no_frame_is_drawn_at_a_size_the_terminal_no_longer_has).  Here the heights are set in the
-screen's own Resize, in the same step as Textual's layout at that size."""
+screen's own Resize, in the same step as Textual's layout at that size; and the app passes its Resize on to the screens
+at once (ui/view_actions.py), so that no repaint falls between the two."""
 
 from __future__ import annotations
 
