@@ -20,40 +20,18 @@
 # Parameters (env): BUDGET (seconds this script may use, default 540); MODEL_ARGS (extra
 # make_tiny_eagle3.py arguments, e.g. "--layers 4" for the draft/target mismatch crash).
 # Written for vLLM 0.20.2 (its module and kernel file names); not tried for other releases.
-set -u
 P=$(pwd)/.realengine                          # the carried payload folder
-REPO=$(pwd)
-OUT=${OUT:-/tmp/out}; R=/tmp/rec; S=/tmp/site; M=/tmp/m
-BUDGET=${BUDGET:-540}                         # seconds this script may use in all
-mkdir -p "$OUT" "$R"; T0=$(date +%s)
-el() { echo $(( $(date +%s) - T0 )); }
-say() { echo "[t+$(el)s] $*" | tee -a "$R/steps.log"; }
-left() { echo $(( BUDGET - $(el) )); }
-want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }  # (added, not yet run) ONLY="E C": just those scenarios
-
-finish() {
-  say "packing"
-  grep -h -E "SpecDecoding metrics|Starting vLLM|Application startup complete|Uvicorn running|Available routes|Using .*backend|Capturing CUDA graphs|torch.compile takes|init engine|died|EngineDeadError|Error|Traceback" \
-       "$R"/*-serve.log 2>/dev/null | cut -c1-300 | head -80 > "$R/summary.txt"
-  cp "$R/steps.log" "$R/summary.txt" "$OUT/" 2>/dev/null; cat "$R/summary.txt"
-  [ -f "$R/A-serve.log" ] && head -c 15000000 "$R/A-serve.log" > "$OUT/A-serve.log"
-  sleep 2; cat "$R"/*-watch.jsonl > "$OUT/watch.jsonl" 2>/dev/null
-  tar -C /tmp -czf "$OUT/vllm-eagle3-rec.tar.gz" rec 2>/dev/null
-  ls -la "$OUT"; exit "${1:-0}"
-}
-
-unxz() { xz -dc "$1" 2>/dev/null || python3 -c "import lzma,shutil,sys;shutil.copyfileobj(lzma.open(sys.argv[1]),sys.stdout.buffer)" "$1"; }
+ENGINE=vllm
+SUMMARY_RE="SpecDecoding metrics|Starting vLLM|Application startup complete|Uvicorn running|Available routes|Using .*backend|Capturing CUDA graphs|torch.compile takes|init engine|died|EngineDeadError|Error|Traceback"
+. "$(dirname "$0")/record_lib.sh"             # (changed) what record_sglang.sh shares: budget, packing, following a server
 
 # ---- 1. unpack ------------------------------------------------------------------------
-say "verify payload"; (cd "$P" && sha256sum -c --quiet MANIFEST.sha256) || { say "payload checksum FAILED"; finish 3; }
-MH=$(sha256sum "$P/MANIFEST.sha256" | cut -c1-16)
-if [ "$(cat "$S/.complete" 2>/dev/null)" != "$MH" ]; then
-  rm -rf "$S"; mkdir -p "$S"
-  unxz "$P/site-py.tar.xz" | tar -x -C "$S" || { say "untar failed"; finish 4; }
+unpack
+if [ "$UNPACKED" = 1 ]; then
   [ -f "$P/vllm_C.so.xz" ] && unxz "$P/vllm_C.so.xz" > "$S/vllm/_C.abi3.so"  # (changed) vLLM 0.26 has none: its ops are in _C_stable_libtorch
   unxz "$P/vllm_C_stable.so.xz" > "$S/vllm/_C_stable_libtorch.abi3.so"
   [ -f "$P/vllm_fa3_C.so.xz" ] && unxz "$P/vllm_fa3_C.so.xz" > "$S/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
-  echo "$MH" > "$S/.complete"
+  unpacked
 fi
 # (added) vLLM 0.26's model registry imports vllm.vllm_flash_attn, which refuses to load without a FlashAttention
 # kernel: a payload built --no-fa3 (to fit 64 MiB) gets an empty STAND-IN module in its place; the server then runs
@@ -69,14 +47,12 @@ if [ -f /tmp/parts/kernels-full.sha256 ]; then
     cat /tmp/parts/kernels-full.tar.xz.part-* | unxz /dev/stdin | tar -x -C "$S" && say "using the UNPRUNED kernels from /tmp/parts"
   else say "/tmp/parts incomplete: $(ls /tmp/parts | tr '\n' ' ')"; fi
 fi
-say "unpacked: $(du -sh $S | cut -f1)"
 export PYTHONPATH="$S"
 python3 -c "import xgrammar" 2>/dev/null || export PYTHONPATH="$S:$P/kit/stubs"
 # (changed) VLLM_USE_FLASHINFER_SAMPLER=0: vLLM 0.26 imports FlashInfer for its sampler unless told not to (the payload has none)
 export VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 \
        PYTHONUNBUFFERED=1 VLLM_LOG_STATS_INTERVAL=10 TOKENIZERS_PARALLELISM=false
-{ nvidia-smi; df -h /tmp /dev/shm; python3 -c "import sys,torch,transformers,triton;print(sys.version);print('torch',torch.__version__,'cuda',torch.version.cuda,'transformers',transformers.__version__,'triton',triton.__version__)"
-  python3 -m pip list --format=freeze 2>/dev/null || uv pip list 2>/dev/null; } > "$R/env.txt" 2>&1
+record_env
 
 # ---- 2. self-test of the (pruned) kernels: two _C ops, default lazy loading; then the
 #         same with every module loaded eagerly (informational only) -------------------------
@@ -108,7 +84,6 @@ grep -q "SELFTEST OK" "$R/selftest.log" || { say "self-test FAILED (see selftest
 # ---- 3. tiny target + EAGLE-3 draft ------------------------------------------------------
 say "make model"; python3 "$P/kit/make_tiny_eagle3.py" "$M" ${MODEL_ARGS:-} > "$R/make_model.log" 2>&1 || { say "model build FAILED"; finish 6; }
 
-PORT=8000
 ATTN=(); [ -f "$S/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so" ] || ATTN=(--attention-backend TRITON_ATTN)
 # `python3 -m vllm.entrypoints.cli.main` ends in `if __name__ == "__main__": main()`. A home-made
 # launcher must have that guard too: the EngineCore is a spawned process that re-imports the
@@ -121,43 +96,9 @@ serve() {  # serve TAG EXTRA_ARGS... ; starts the server in its own session, ech
      --speculative-config '{"method":"eagle3","model":"'"${DRAFT:-$M/draft}"'","num_speculative_tokens":3}' \
      "${ATTN[@]}" "$@" > "$R/$tag-serve.log" 2>&1 < /dev/null &
   local pid=$!
-  # (added) each line's arrival time, read as the file grows: what "the time a line carries" is checked against
-  setsid python3 -c '
-import sys, time, os
-path, out = sys.argv[1], open(sys.argv[2], "w")
-done = sys.argv[3]
-while not os.path.exists(path): time.sleep(0.05)
-f = open(path, "rb"); buf = b""; idle = 0
-while idle < 40 or not os.path.exists(done):  # (changed, not yet run) until its scenario is done: a start-up compiles for minutes
-    chunk = f.read(65536)
-    if not chunk:
-        idle += 1; time.sleep(0.05); continue
-    idle = 0; buf += chunk
-    while b"\n" in buf:
-        line, buf = buf.split(b"\n", 1)
-        out.write("%.3f\t%s\n" % (time.time(), line.decode("utf-8", "replace"))); out.flush()
-' "$R/$tag-serve.log" "$R/$tag-serve.arrivals" "$R/$tag.done" < /dev/null > /dev/null 2>&1 &
-  # (added) the cockpit's own watch of it, one look a second, until $R/$tag.done exists and the server is gone
-  setsid python3 "$REPO/tests/gpu/watch_real_server.py" --log "$R/$tag-serve.log" --url http://127.0.0.1:$PORT --pid $pid \
-     --out "$R/$tag-watch.jsonl" --until-file "$R/$tag.done" --stopped-file "$R/$tag.stopped.json" --seconds 420 \
-     < /dev/null > "$R/$tag-watch.err" 2>&1 &
+  follow "$tag" $pid                          # (added) arrival times and the cockpit's own watch
   echo $pid
 }
-wait_ready() {  # wait_ready PID SECONDS -> 0 when /health answers 200, 1 on exit or timeout
-  local pid=$1 lim=$2 t=0
-  while [ $t -lt "$lim" ]; do
-    kill -0 "$pid" 2>/dev/null || return 1
-    python3 -c "import urllib.request,sys;sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:$PORT/health',timeout=2).status==200 else 1)" 2>/dev/null && return 0
-    sleep 1; t=$((t+1))
-  done; return 1
-}
-stop() {  # stop PID SIGNAL SECONDS : signal the server's whole session, wait, then SIGKILL it
-  local pid=$1 sig=$2 lim=$3 t=0
-  kill -"$sig" -- -"$pid" 2>/dev/null
-  while kill -0 "$pid" 2>/dev/null && [ $t -lt "$lim" ]; do sleep 1; t=$((t+1)); done
-  kill -KILL -- -"$pid" 2>/dev/null; sleep 1
-}
-
 # ---- 4. scenario A: cold start, traffic, then SIGKILL of the engine core (crash text) ----
 if want A; then
 say "A: cold start"; PA=$(serve A)
@@ -185,9 +126,7 @@ if want B && [ "$(left)" -gt 150 ]; then
   if wait_ready "$PB" $(( $(left) - 60 )); then
     say "B: ready"; python3 "$P/kit/traffic.py" --out "$R/B" --seconds 6 --workers 2 --settle 0 > /dev/null 2>&1
     sleep 3
-    # (added) as `cockpit plan stop` does: its record first (when, by whom, which pids), then the signal
-    printf '{"at": %s, "by": "you", "pids": [%s], "signal": "SIGINT"}' "$(date +%s.%N)" "$PB" > "$R/B.stopped.json"
-    kill -INT -- -"$PB"; t=0; while kill -0 "$PB" 2>/dev/null && [ $t -lt 30 ]; do sleep 1; t=$((t+1)); done
+    stop_as_the_cockpit B "$PB"                 # (added) its stop record first, then SIGINT, as `cockpit plan stop`
   fi
   stop "$PB" TERM 5; touch "$R/B.done"; sleep 3; say "B: done"
 fi

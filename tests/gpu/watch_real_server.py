@@ -28,24 +28,34 @@ from cockpit.hosts.local import LocalTransport  # noqa: E402
 from cockpit.serving.target import ServerTarget, read_server  # noqa: E402
 
 
-def scrape(url: str) -> dict[str, float]:
-    """The engine's own counters, read straight from /metrics (what the cockpit's figures must equal)."""
+WANTED = {
+    "vllm": ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_accepted_tokens_total",
+             "vllm:spec_decode_num_draft_tokens_total", "vllm:generation_tokens_total", "vllm:num_requests_running"),
+    "sglang": None,  # every sglang: sample but histogram buckets (no recording yet says which ones the figures rest on)
+}
+
+
+def scrape(url: str, engine: str = "vllm") -> dict[str, float]:
+    """The engine's own counters, read straight from /metrics (what the cockpit's figures must equal), summed over their
+    labels."""
     try:
         text = urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=2).read().decode()
     except OSError:
         return {}
-    wanted = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_accepted_tokens_total",
-              "vllm:spec_decode_num_draft_tokens_total", "vllm:generation_tokens_total", "vllm:num_requests_running")
+    wanted = WANTED[engine]
     out: dict[str, float] = {}
     for line in text.splitlines():
         name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in wanted and not line.startswith("#"):
+        if line.startswith("#") or not name:
+            continue
+        if (name in wanted) if wanted is not None else (name.startswith(engine + ":") and not name.endswith("_bucket")):
             out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
 
 
 async def main() -> int:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--engine", choices=sorted(WANTED), default="vllm")
     parser.add_argument("--log", required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument("--pid", type=int, required=True)
@@ -61,7 +71,7 @@ async def main() -> int:
             return json.loads(Path(args.stopped_file).read_text())
         return None
 
-    target = ServerTarget(None, "gpu", args.log, args.url, args.pid, stopped=stopped)
+    target = ServerTarget(None, "gpu", args.log, args.url, args.pid, engine=args.engine, stopped=stopped)
     start = time.time()
     with open(args.out, "a") as out:
         while time.time() - start < args.seconds:
@@ -73,7 +83,7 @@ async def main() -> int:
                         "flags": [f.get("kind") for f in data.get("flags") or []],
                         "figures": {k: data.get(k) for k in ("throughput_tok_s", "accept_length", "running", "queued", "sources",
                                                              "figures_age_s", "figures_are_last", "ended", "alive", "spec_decode")},
-                        "lines_read": len(live.lines), "metrics": scrape(args.url),
+                        "lines_read": len(live.lines), "metrics": scrape(args.url, args.engine),
                         "diagnoses": [d.get("kind") for d in data.get("diagnoses") or []]}
             except Exception as exc:  # noqa: BLE001 - a look that failed is itself the record
                 look = {"t": round(began, 3), "error": f"{type(exc).__name__}: {exc}"}

@@ -1,0 +1,104 @@
+#!/bin/bash
+# record_sglang.sh: a real SGLang serving EAGLE-3 on the GPU machine, recorded as record_vllm.sh records vLLM (issue 48).
+# WRITTEN FOR THE NEXT RECORDING, NOT YET RUN ON A GPU: the session that wrote it had no device time left.  What was
+# checked on CPU: the payload (tests/gpu/build_sglang_payload.sh .realengine-sglang --check) imports SGLang 0.5.11's
+# whole serving path with torch 2.11 and Python 3.12, as the GPU machine has them; 37 MiB, with the checkout under the
+# 64 MiB one call carries.  Run there from the checkout root, the payload carried (carry [".realengine-sglang"]):
+#   BUDGET=520 bash tests/gpu/record_sglang.sh
+# Steps (time-stamped in steps.log): unpack into /tmp/site, env.txt, a kernel self-test (sgl_kernel's rmsnorm against
+# torch's), the kit's tiny echo Llama and its EAGLE-3 draft (LlamaForCausalLMEagle3: SGLang's own architecture name),
+# then A: cold start, traffic, SIGKILL of the scheduler process (sglang::scheduler); B: warm start, traffic, stopped as
+# `cockpit plan stop` stops it; E: a draft whose hidden size does not fit the target; C: a start with too little memory
+# for the KV cache.  Each server's lines with their arrival times and the cockpit's own watch beside it
+# (tests/gpu/record_lib.sh).  Served with the triton attention backend (the payload leaves out FlashAttention-3), the
+# PyTorch sampler and no grammar backend (xgrammar is left out: nothing here asks for structured output).
+# Everything comes back as $OUT/sglang-eagle3-rec.tar.gz plus steps.log, summary.txt, A-serve.log, watch.jsonl.
+P=$(pwd)/.realengine-sglang
+ENGINE=sglang
+SUMMARY_RE="The server is fired up|Uvicorn running|Load weight|KV Cache is allocated|Capture cuda graph|Decode batch|accept len|Traceback|Error|Exception|Received sigquit|exit code|Killed"
+. "$(dirname "$0")/record_lib.sh"
+
+# ---- 1. unpack, the environment ----------------------------------------------------------------------------------------
+unpack
+[ "$UNPACKED" = 1 ] && unpacked
+export PYTHONPATH="$S" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false \
+       SGLANG_DISABLE_REQUEST_LOGGING=0
+record_env
+
+# ---- 2. self-test: the (trimmed) kernel library loads on this GPU and one op agrees with torch --------------------------
+say "self-test"
+cat > /tmp/selftest.py <<'PY'
+import torch
+torch.cuda.init()
+import sgl_kernel
+x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16); w = torch.rand(256, device="cuda", dtype=torch.bfloat16)
+out = sgl_kernel.rmsnorm(x, w, 1e-5); torch.cuda.synchronize()
+ref = torch.nn.functional.rms_norm(x.float(), (256,), w.float(), 1e-5)
+print("SELFTEST OK", torch.cuda.get_device_name(), sgl_kernel.__version__, (out.float() - ref).abs().max().item())
+PY
+timeout 120 python3 /tmp/selftest.py > "$R/selftest.log" 2>&1
+tail -n 3 "$R/selftest.log"
+grep -q "SELFTEST OK" "$R/selftest.log" || { say "self-test FAILED (see selftest.log)"; finish 5; }
+
+# ---- 3. tiny target + EAGLE-3 draft --------------------------------------------------------------------------------------
+say "make model"; python3 "$P/kit/make_tiny_eagle3.py" "$M" ${MODEL_ARGS:-} > "$R/make_model.log" 2>&1 || { say "model build FAILED"; finish 6; }
+
+serve() {  # serve TAG EXTRA_ARGS... ; starts the server in its own session, echoes its pid
+  local tag=$1; shift
+  setsid python3 -m sglang.launch_server --model-path "$M/target" --served-model-name tiny-llama-eagle3 \
+     --host 127.0.0.1 --port $PORT --context-length 1024 --max-running-requests 32 --mem-fraction-static 0.25 \
+     --speculative-algorithm EAGLE3 --speculative-draft-model-path "${DRAFT:-$M/draft}" \
+     --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \
+     --attention-backend triton --sampling-backend pytorch --grammar-backend none --enable-metrics \
+     "$@" > "$R/$tag-serve.log" 2>&1 < /dev/null &
+  local pid=$!
+  follow "$tag" $pid
+  echo $pid
+}
+
+# ---- 4. A: cold start, traffic, then SIGKILL of the scheduler (SGLang's engine process) ---------------------------------
+if want A; then
+  say "A: cold start"; PA=$(serve A)
+  LIM=$(( $(left) - 120 )); [ $LIM -gt 300 ] && LIM=300
+  if wait_ready "$PA" $LIM; then
+    say "A: ready"; ps -o pid,ppid,args --ppid "$PA" > "$R/A-children.txt" 2>&1
+    nvidia-smi > "$R/A-smi-ready.txt" 2>&1
+    python3 "$P/kit/traffic.py" --out "$R/A" --seconds 25 > "$R/A-traffic.log" 2>&1
+    nvidia-smi > "$R/A-smi-after-traffic.txt" 2>&1
+    say "A: traffic done"; sleep 14; say "A: idle 14 s after the traffic's settle"
+    SC=$(ps -o pid=,args= --ppid "$PA" | grep "sglang::scheduler" | awk '{print $1}' | head -1)
+    say "A: SIGKILL scheduler pid=${SC:-none}"; date +%s.%N > "$R/A.killed_at"; [ -n "$SC" ] && kill -KILL "$SC"
+    sleep 3; python3 "$P/kit/traffic.py" --out "$R/A-after-crash" --seconds 2 --workers 1 --settle 0 > /dev/null 2>&1
+    stop "$PA" TERM 15
+  else
+    say "A: server did not become ready"; stop "$PA" TERM 5
+  fi
+  touch "$R/A.done"; say "A: done"
+fi
+
+# ---- 5. B: warm start, traffic, stopped as the cockpit stops a server --------------------------------------------------
+if want B && [ "$(left)" -gt 150 ]; then
+  say "B: warm start"; PB=$(serve B)
+  if wait_ready "$PB" $(( $(left) - 60 )); then
+    say "B: ready"; python3 "$P/kit/traffic.py" --out "$R/B" --seconds 6 --workers 2 --settle 0 > /dev/null 2>&1
+    sleep 3; stop_as_the_cockpit B "$PB"
+  fi
+  stop "$PB" TERM 5; touch "$R/B.done"; sleep 3; say "B: done"
+fi
+
+# ---- 6. E: a draft whose hidden size does not fit the target --------------------------------------------------------------
+if want E && [ "$(left)" -gt 100 ]; then
+  python3 "$P/kit/make_tiny_eagle3.py" /tmp/m-narrow --hidden 128 > "$R/make_model_narrow.log" 2>&1
+  say "E: start with a draft of hidden size 128 for a target of 256"; PE=$(DRAFT=/tmp/m-narrow/draft serve E)
+  t=0; while kill -0 "$PE" 2>/dev/null && [ $t -lt 120 ] && [ "$(left)" -gt 20 ]; do sleep 1; t=$((t+1)); done
+  stop "$PE" TERM 3; touch "$R/E.done"; say "E: done (waited ${t} s)"
+fi
+
+# ---- 7. C: a start with too little memory for the KV cache --------------------------------------------------------------
+if want C && [ "$(left)" -gt 60 ]; then
+  say "C: failing start (mem-fraction-static)"; PC=$(serve C --mem-fraction-static 0.001)
+  t=0; while kill -0 "$PC" 2>/dev/null && [ $t -lt $(( $(left) - 15 )) ]; do sleep 1; t=$((t+1)); done
+  stop "$PC" TERM 3; touch "$R/C.done"; say "C: done"
+fi
+# (no live test: tests/gpu/test_real_engine.py reads vLLM's counters; SGLang's figure rule waits for this recording)
+finish 0
