@@ -48,7 +48,7 @@ mkdir -p "$DEST/kit"
 cp "$KIT/make_tiny_eagle3.py" "$KIT/traffic.py" "$DEST/kit/"
 (cd "$DEST" && find . -type f ! -name MANIFEST.sha256 | sort | xargs sha256sum > MANIFEST.sha256)
 payload=$(du -sm "$DEST" | cut -f1)
-checkout=$(cd "$ROOT" && git ls-files -z | xargs -0 du -cm 2>/dev/null | tail -1 | cut -f1)
+checkout=$(( $(cd "$ROOT" && git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1) >> 20 ))
 echo "== payload $payload MiB, with the checkout about $((payload + checkout)) MiB (64 MiB travel in one call)"
 
 [ "$CHECK" = "--check" ] || exit 0
