@@ -84,3 +84,49 @@ stop_as_the_cockpit() {  # stop_as_the_cockpit TAG PID : as `cockpit plan stop` 
   printf '{"at": %s, "by": "you", "pids": [%s], "signal": "SIGINT"}' "$(date +%s.%N)" "$pid" > "$R/$tag.stopped.json"
   kill -INT -- -"$pid"; while kill -0 "$pid" 2>/dev/null && [ $t -lt 30 ]; do sleep 1; t=$((t+1)); done
 }
+
+# ---- the scenarios both engines record (each engine's script defines serve() and ENGINE_PROC first) ----------------------
+scenario_a() {  # A: cold start, traffic, idle, then SIGKILL of the engine's own process (ENGINE_PROC: its name among the
+                # server's children, grep -i), what the requests in flight and the server say after
+  want A || return 0
+  say "A: cold start"; PA=$(serve A)
+  local lim=$(( $(left) - 120 )); [ $lim -gt 300 ] && lim=300
+  if wait_ready "$PA" $lim; then
+    say "A: ready"; ps -o pid,ppid,args --ppid "$PA" > "$R/A-children.txt" 2>&1
+    nvidia-smi > "$R/A-smi-ready.txt" 2>&1
+    python3 "$P/kit/traffic.py" --out "$R/A" --seconds 25 > "$R/A-traffic.log" 2>&1
+    nvidia-smi > "$R/A-smi-after-traffic.txt" 2>&1
+    say "A: traffic done"; sleep 14; say "A: idle 14 s after the traffic's settle"
+    local ec; ec=$(ps -o pid=,args= --ppid "$PA" | grep -i -- "$ENGINE_PROC" | awk '{print $1}' | head -1)
+    say "A: SIGKILL $ENGINE_PROC pid=${ec:-none}"; date +%s.%N > "$R/A.killed_at"; [ -n "$ec" ] && kill -KILL "$ec"
+    sleep 3; python3 "$P/kit/traffic.py" --out "$R/A-after-crash" --seconds 2 --workers 1 --settle 0 > /dev/null 2>&1
+    stop "$PA" TERM 15
+  else
+    say "A: server did not become ready"; stop "$PA" TERM 5
+  fi
+  touch "$R/A.done"; say "A: done"
+}
+scenario_b() {  # B: warm start (the compile cache), traffic, stopped as `cockpit plan stop` stops it
+  want B && [ "$(left)" -gt 150 ] || return 0
+  say "B: warm start"; PB=$(serve B)
+  if wait_ready "$PB" $(( $(left) - 60 )); then
+    say "B: ready"; python3 "$P/kit/traffic.py" --out "$R/B" --seconds 6 --workers 2 --settle 0 > /dev/null 2>&1
+    sleep 3; stop_as_the_cockpit B "$PB"
+  fi
+  stop "$PB" TERM 5; touch "$R/B.done"; sleep 3; say "B: done"
+}
+scenario_e() {  # E: a draft whose hidden size does not fit the target (a draft of another model's width)
+  want E && [ "$(left)" -gt 100 ] || return 0
+  python3 "$P/kit/make_tiny_eagle3.py" /tmp/m-narrow --hidden 128 > "$R/make_model_narrow.log" 2>&1
+  say "E: start with a draft of hidden size 128 for a target of 256"; PE=$(DRAFT=/tmp/m-narrow/draft serve E)
+  local t=0; while kill -0 "$PE" 2>/dev/null && [ $t -lt 120 ] && [ "$(left)" -gt 20 ]; do sleep 1; t=$((t+1)); done
+  stop "$PE" TERM 3; touch "$R/E.done"; say "E: done (waited ${t} s)"
+}
+failing_start() {  # failing_start TAG NEED_S SHARE WHAT ARGS... : a start that fails (KV-cache memory), waited for while
+                   # it lives, with 1/SHARE of what is left of the budget
+  local tag=$1 need=$2 share=$3 what=$4; shift 4
+  want "$tag" && [ "$(left)" -gt "$need" ] || return 0
+  say "$tag: failing start ($what)"; local pid; pid=$(serve "$tag" "$@")
+  local t=0; while kill -0 "$pid" 2>/dev/null && [ $t -lt $(( ($(left) - 20) / share )) ]; do sleep 1; t=$((t+1)); done
+  stop "$pid" TERM 3; touch "$R/$tag.done"; say "$tag: done"
+}

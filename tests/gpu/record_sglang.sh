@@ -56,49 +56,12 @@ serve() {  # serve TAG EXTRA_ARGS... ; starts the server in its own session, ech
   echo $pid
 }
 
-# ---- 4. A: cold start, traffic, then SIGKILL of the scheduler (SGLang's engine process) ---------------------------------
-if want A; then
-  say "A: cold start"; PA=$(serve A)
-  LIM=$(( $(left) - 120 )); [ $LIM -gt 300 ] && LIM=300
-  if wait_ready "$PA" $LIM; then
-    say "A: ready"; ps -o pid,ppid,args --ppid "$PA" > "$R/A-children.txt" 2>&1
-    nvidia-smi > "$R/A-smi-ready.txt" 2>&1
-    python3 "$P/kit/traffic.py" --out "$R/A" --seconds 25 > "$R/A-traffic.log" 2>&1
-    nvidia-smi > "$R/A-smi-after-traffic.txt" 2>&1
-    say "A: traffic done"; sleep 14; say "A: idle 14 s after the traffic's settle"
-    SC=$(ps -o pid=,args= --ppid "$PA" | grep "sglang::scheduler" | awk '{print $1}' | head -1)
-    say "A: SIGKILL scheduler pid=${SC:-none}"; date +%s.%N > "$R/A.killed_at"; [ -n "$SC" ] && kill -KILL "$SC"
-    sleep 3; python3 "$P/kit/traffic.py" --out "$R/A-after-crash" --seconds 2 --workers 1 --settle 0 > /dev/null 2>&1
-    stop "$PA" TERM 15
-  else
-    say "A: server did not become ready"; stop "$PA" TERM 5
-  fi
-  touch "$R/A.done"; say "A: done"
-fi
-
-# ---- 5. B: warm start, traffic, stopped as the cockpit stops a server --------------------------------------------------
-if want B && [ "$(left)" -gt 150 ]; then
-  say "B: warm start"; PB=$(serve B)
-  if wait_ready "$PB" $(( $(left) - 60 )); then
-    say "B: ready"; python3 "$P/kit/traffic.py" --out "$R/B" --seconds 6 --workers 2 --settle 0 > /dev/null 2>&1
-    sleep 3; stop_as_the_cockpit B "$PB"
-  fi
-  stop "$PB" TERM 5; touch "$R/B.done"; sleep 3; say "B: done"
-fi
-
-# ---- 6. E: a draft whose hidden size does not fit the target --------------------------------------------------------------
-if want E && [ "$(left)" -gt 100 ]; then
-  python3 "$P/kit/make_tiny_eagle3.py" /tmp/m-narrow --hidden 128 > "$R/make_model_narrow.log" 2>&1
-  say "E: start with a draft of hidden size 128 for a target of 256"; PE=$(DRAFT=/tmp/m-narrow/draft serve E)
-  t=0; while kill -0 "$PE" 2>/dev/null && [ $t -lt 120 ] && [ "$(left)" -gt 20 ]; do sleep 1; t=$((t+1)); done
-  stop "$PE" TERM 3; touch "$R/E.done"; say "E: done (waited ${t} s)"
-fi
-
-# ---- 7. C: a start with too little memory for the KV cache --------------------------------------------------------------
-if want C && [ "$(left)" -gt 60 ]; then
-  say "C: failing start (mem-fraction-static)"; PC=$(serve C --mem-fraction-static 0.001)
-  t=0; while kill -0 "$PC" 2>/dev/null && [ $t -lt $(( $(left) - 15 )) ]; do sleep 1; t=$((t+1)); done
-  stop "$PC" TERM 3; touch "$R/C.done"; say "C: done"
-fi
+# ---- 4-7. the scenarios (tests/gpu/record_lib.sh): A cold start, traffic, the scheduler killed; B warm start, stopped
+#           as the cockpit stops it; E a draft of another hidden size; C too little memory for the KV cache
+ENGINE_PROC="sglang::scheduler"
+scenario_a
+scenario_b
+scenario_e
+failing_start C 60 1 "mem-fraction-static" --mem-fraction-static 0.001
 # (no live test: tests/gpu/test_real_engine.py reads vLLM's counters; SGLang's figure rule waits for this recording)
 finish 0

@@ -99,59 +99,15 @@ serve() {  # serve TAG EXTRA_ARGS... ; starts the server in its own session, ech
   follow "$tag" $pid                          # (added) arrival times and the cockpit's own watch
   echo $pid
 }
-# ---- 4. scenario A: cold start, traffic, then SIGKILL of the engine core (crash text) ----
-if want A; then
-say "A: cold start"; PA=$(serve A)
-LIM=$(( $(left) - 120 )); [ $LIM -gt 300 ] && LIM=300
-if wait_ready "$PA" $LIM; then
-  say "A: ready"; ps -o pid,ppid,args --ppid "$PA" > "$R/A-children.txt" 2>&1
-  nvidia-smi > "$R/A-smi-ready.txt" 2>&1
-  python3 "$P/kit/traffic.py" --out "$R/A" --seconds 25 > "$R/A-traffic.log" 2>&1
-  nvidia-smi > "$R/A-smi-after-traffic.txt" 2>&1
-  say "A: traffic done"; sleep 14; say "A: idle 14 s after the traffic's settle"
-  EC=$(ps -o pid=,args= --ppid "$PA" | grep -i enginecore | awk '{print $1}' | head -1)
-  say "A: SIGKILL engine core pid=${EC:-none}"; date +%s.%N > "$R/A.killed_at"; [ -n "$EC" ] && kill -KILL "$EC"
-  sleep 3; python3 "$P/kit/traffic.py" --out "$R/A-after-crash" --seconds 2 --workers 1 --settle 0 > /dev/null 2>&1
-  stop "$PA" TERM 15
-else
-  say "A: server did not become ready"; stop "$PA" TERM 5
-fi
-touch "$R/A.done"; say "A: done"
-fi
-
-# ---- 5. scenario B: warm start (compile cache), graceful shutdown: SIGINT to the process group
-#         as Ctrl-C in a terminal sends it (the server was started with setsid: pgid = pid) -----
-if want B && [ "$(left)" -gt 150 ]; then
-  say "B: warm start"; PB=$(serve B)
-  if wait_ready "$PB" $(( $(left) - 60 )); then
-    say "B: ready"; python3 "$P/kit/traffic.py" --out "$R/B" --seconds 6 --workers 2 --settle 0 > /dev/null 2>&1
-    sleep 3
-    stop_as_the_cockpit B "$PB"                 # (added) its stop record first, then SIGINT, as `cockpit plan stop`
-  fi
-  stop "$PB" TERM 5; touch "$R/B.done"; sleep 3; say "B: done"
-fi
-
-# ---- 5b. (added after the committed recordings, not yet run on the GPU machine: this session's device time ran out)
-#          E: a draft whose hidden size does not fit the target (a draft of another model's width) ---------------------
-if want E && [ "$(left)" -gt 100 ]; then
-  python3 "$P/kit/make_tiny_eagle3.py" /tmp/m-narrow --hidden 128 > "$R/make_model_narrow.log" 2>&1
-  say "E: start with a draft of hidden size 128 for a target of 256"; PE=$(DRAFT=/tmp/m-narrow/draft serve E)
-  t=0; while kill -0 "$PE" 2>/dev/null && [ $t -lt 120 ] && [ "$(left)" -gt 20 ]; do sleep 1; t=$((t+1)); done
-  stop "$PE" TERM 3; touch "$R/E.done"; say "E: done (waited ${t} s)"
-fi
-
-# ---- 6. scenario C: start-up failure (too little GPU memory for the KV cache) -------------
-if want C && [ "$(left)" -gt 90 ]; then
-  say "C: failing start"; PC=$(serve C --gpu-memory-utilization 0.0005)
-  t=0; while kill -0 "$PC" 2>/dev/null && [ $t -lt $(( ($(left) - 20) / ${C_SHARE:-1} )) ]; do sleep 1; t=$((t+1)); done
-  stop "$PC" TERM 3; touch "$R/C.done"; say "C: done"
-fi
-# ---- 7. (added) D: --kv-cache-memory-bytes too small: vLLM's own estimate of the longest length that fits ------
-if want D && [ "$(left)" -gt 60 ]; then
-  say "D: failing start (kv-cache-memory-bytes)"; PD=$(serve D --kv-cache-memory-bytes 1048576)
-  t=0; while kill -0 "$PD" 2>/dev/null && [ $t -lt $(( $(left) - 15 )) ]; do sleep 1; t=$((t+1)); done
-  stop "$PD" TERM 3; touch "$R/D.done"; say "D: done"
-fi
+# ---- 4-7. the scenarios (tests/gpu/record_lib.sh): A cold start, traffic, the EngineCore killed; B warm start, stopped
+#           as `cockpit plan stop` stops it; E (added, not yet run there) a draft of another hidden size; C too little
+#           memory for the KV cache; D (added) --kv-cache-memory-bytes too small: vLLM's own estimate of what fits
+ENGINE_PROC=enginecore
+scenario_a
+scenario_b
+scenario_e
+failing_start C 90 "${C_SHARE:-1}" "gpu-memory-utilization" --gpu-memory-utilization 0.0005
+failing_start D 60 1 "kv-cache-memory-bytes" --kv-cache-memory-bytes 1048576
 # ---- 8. (added) the live test: the watch's looks read back (tests/gpu/test_real_engine.py) -----------------------
 want A && sleep 2 && COCKPIT_REAL_ENGINE_REC="$R" timeout 60 python3 -m pytest -c /dev/null --noconftest -p no:cacheprovider -q -rA \
     "$REPO/tests/gpu/test_real_engine.py" > "$R/live-test.txt" 2>&1; say "live test: exit $? ($(tail -1 "$R/live-test.txt"))"
