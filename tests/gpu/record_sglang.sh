@@ -3,7 +3,8 @@
 # WRITTEN FOR THE NEXT RECORDING, NOT YET RUN ON A GPU: the session that wrote it had no device time left.  What was
 # checked on CPU: the payload (tests/gpu/build_sglang_payload.sh .realengine-sglang --check) imports SGLang 0.5.11's
 # whole serving path with torch 2.11 and Python 3.12, as the GPU machine has them; 37 MiB, with the checkout under the
-# 64 MiB one call carries.  Run there from the checkout root, the payload carried (carry [".realengine-sglang"]):
+# 64 MiB one call carries; the shell of record_lib.sh's scenarios, run against a stand-in server (A killed and read, B
+# read "stopped by you").  Run there from the checkout root, the payload carried (carry [".realengine-sglang"]):
 #   BUDGET=520 bash tests/gpu/record_sglang.sh
 # Steps (time-stamped in steps.log): unpack into /tmp/site, env.txt, a kernel self-test (sgl_kernel's rmsnorm against
 # torch's), the kit's tiny echo Llama and its EAGLE-3 draft (LlamaForCausalLMEagle3: SGLang's own architecture name),
