@@ -196,6 +196,39 @@ async def test_the_sweep_progress_bar_has_no_timer_and_still_moves():
         assert bar.percentage == 0.75
 
 
+async def test_a_dialog_waiting_for_words_redraws_nothing_while_it_waits(tmp_path, monkeypatch):
+    """Textual's Input blinks its cursor: a redraw every half second for as long as a dialog waits (and the skip-a-gate
+    dialog's snapshot depended on the moment it was taken).  The reason dialog, open with its input focused, asks for no
+    redraw of the input in 1.5 s (three blinks); and every text input the cockpit builds
+    is that steady one (read from the source: a plain Input( in cockpit/ui fails this)."""
+    import re
+    from pathlib import Path
+
+    from harness.scenes import panes_app
+
+    import cockpit.ui
+    from cockpit.ui.widgets.steady_input import SteadyInput
+
+    app = panes_app(tmp_path, monkeypatch)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        app.action_force_step("serve")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if isinstance(app.screen.focused, SteadyInput):
+                break
+        field = app.screen.focused
+        assert isinstance(field, SteadyInput), app.screen.focused
+        redraws = []
+        field.refresh = lambda *a, **k: redraws.append(a) or field  # type: ignore[method-assign]
+        await pilot.pause(1.5)
+        assert redraws == [] and field.has_focus
+    source = Path(cockpit.ui.__file__).parent
+    plain = [f"{p.relative_to(source)}:{n}" for p in source.rglob("*.py") for n, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"(?<![A-Za-z])Input\(", line)]
+    assert plain == [], plain
+
+
 async def test_a_closed_quiet_driver_never_writes_to_its_old_pipe_number():
     """Textual sets the exit event once more after closing the driver; by then the pipe's number may
     belong to another file, which must not receive the wake-up byte."""

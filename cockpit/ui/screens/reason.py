@@ -10,6 +10,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from cockpit.ui.widgets.steady_input import SteadyInput
+
 
 class ReasonScreen(ModalScreen[str | None]):
     DEFAULT_CSS = """
@@ -38,7 +40,7 @@ class ReasonScreen(ModalScreen[str | None]):
         with Vertical():
             yield Static(Text(self.title_text, style="bold"))
             yield Static(Text(self.explanation))
-            yield Input(placeholder="why the gate is skipped (recorded in the audit log)", id="reason")
+            yield SteadyInput(placeholder="why the gate is skipped (recorded in the audit log)", id="reason")
             yield Static("", id="reason-hint")
 
     def on_mount(self) -> None:

@@ -12,6 +12,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from cockpit.ui.widgets.steady_input import SteadyInput
+
 
 def compile_search(text: str) -> re.Pattern | None:
     """The search as a pattern: case-insensitive unless it has an upper-case letter (less's -i, vim's smartcase)."""
@@ -43,7 +45,7 @@ class SearchScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Input(value=self.current, placeholder=f"search {self.where} (a regular expression; case-smart)", id="search")
+            yield SteadyInput(value=self.current, placeholder=f"search {self.where} (a regular expression; case-smart)", id="search")
             yield Static(f"{self.hint}   esc: cancel", id="search-hint")
 
     def on_mount(self) -> None:

@@ -11,6 +11,7 @@ from textual.widgets import Input, Static
 from cockpit.config import HostConfig
 from cockpit.ui.widgets.fleet import FleetTable
 from cockpit.ui.widgets.host_pane import HostPane
+from cockpit.ui.widgets.steady_input import SteadyInput
 
 FLEET_AT = 16  # beyond this many hosts: one line per host (the fleet view); enter opens a host's pane
 
@@ -34,7 +35,7 @@ class HostsView(VerticalScroll):
             yield Static("No hosts configured. Add [hosts.NAME] tables to the config "
                          "(`cockpit init --example` prints an annotated one).", id="empty")
         if self.fleet is not None:
-            search = Input(placeholder="filter: a name's part, role:NAME, state:down (enter keeps it, esc clears)", id="fleet-filter")
+            search = SteadyInput(placeholder="filter: a name's part, role:NAME, state:down (enter keeps it, esc clears)", id="fleet-filter")
             search.display = False
             yield search
             yield self.fleet
