@@ -483,6 +483,10 @@ async def test_no_frame_is_drawn_at_a_size_the_terminal_no_longer_has(tmp_path, 
             return write(screen, renderable)
 
         app._display = display  # type: ignore[method-assign]
+        laid_out = []  # the panes laid out once per resize (the app's word and Textual's later one are the same resize)
+        lay_out = app.screen_resized
+        app.screen_resized = lambda size: (laid_out.append(tuple(size)), lay_out(size))  # type: ignore[method-assign]
+        resizes = 0
         for with_dialog in (False, True):
             if with_dialog:
                 await pilot.press("question_mark")
@@ -490,6 +494,8 @@ async def test_no_frame_is_drawn_at_a_size_the_terminal_no_longer_has(tmp_path, 
                 assert isinstance(app.screen, HelpScreen)
             for size in every_ordered_pair(sizes)[1:]:  # each resize one of the pairs, each pair once
                 await pilot.resize_terminal(*size)
+                resizes += 1
                 await pilot.pause(0.02)  # (Textual resizes the screen 1/120 s after the app)
     stale = [f for f in frames if f[0] != f[1]]
     assert len(frames) > 40 and stale == [], stale[:10]
+    assert len(laid_out) == resizes, (len(laid_out), resizes)

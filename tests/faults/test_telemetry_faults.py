@@ -181,8 +181,11 @@ async def test_truncated_and_garbage_lines(hosts, tmp_path):
         await asyncio.sleep(0.5)
         injected = (faulty.scenario_dir / "injected.127.0.0.1.log").read_text().split()
         skipped = run.hub.monitors["faulty"].ticks_skipped
-        # the faulted host kept its rate apart from the ticks whose row was garbled
-        assert run.watch.max_gap(["faulty"], start, time.monotonic()) < max(4 * INTERVAL + 0.6, BASELINE_TIMES * run.baseline_gap)
+        # the faulted host kept its rate apart from the ticks whose row was garbled: counted side by side with the steady
+        # hosts in the same window (a loaded machine slows all three alike), not against the clock
+        end = time.monotonic()
+        counts = {name: sum(1 for t in run.watch.fresh[name] if start < t < end) for name in (*STEADY, "faulty")}
+        assert 4 * (counts["faulty"] + skipped) >= 3 * min(counts[name] for name in STEADY), (counts, skipped)
         finish(run, "truncated and garbage lines", len(injected), [], start,
                note=f"{injected.count('truncated')} rows cut, {injected.count('garbage')} garbage lines; "
                     f"{skipped} ticks with a cut row skipped, none shown")

@@ -26,11 +26,16 @@ class MainScreen(Screen[None]):
     def __init__(self, layout: LaysOut, **kwargs):
         super().__init__(**kwargs)
         self._layout = layout
+        self._sized: Size | None = None  # the size the panes were last laid out for
 
     def on_resize(self, event: events.Resize) -> None:
-        self._layout.screen_resized(event.size)
+        # each resize comes twice (the app's word at once, Textual's own 1/120 s later): laid out once
+        if event.size != self._sized:
+            self._sized = event.size
+            self._layout.screen_resized(event.size)
 
     def on_screen_resume(self, _event: events.ScreenResume) -> None:
         # a resize while another screen covered this one (Textual resizes a covered screen when it comes back)
         if self.outer_size != self.app.size:  # (the size it was laid out at; Screen.size is the app's)
+            self._sized = self.app.size
             self._layout.screen_resized(self.app.size)
