@@ -164,7 +164,7 @@ class Running:
     hub: TelemetryHub
     watch: Watch
     probe: UiProbe
-    baseline_gap: float = 0.0  # the steady hosts' longest gap with no fault, measured in this run before the fault
+    baseline_rate: float = 0.0  # the steady hosts' samples a second with no fault, measured in this run before the fault
 
 
 @contextlib.asynccontextmanager

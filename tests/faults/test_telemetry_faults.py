@@ -30,11 +30,12 @@ INTERVAL_MS = 200
 INTERVAL = INTERVAL_MS / 1000.0
 STEADY = ("steady-a", "steady-b")
 EIGHT = {"gpus": 8}
-# The steady hosts must keep their rate: no gap between two samples longer than this, or than BASELINE_TIMES the
-# longest gap the same run showed with no fault (a loaded machine stretches both alike: 1.30 s once with two busy loops
-# beside the suite's four workers on two cores, where the fault window's gaps were the load's and not the fault's).
-STEADY_GAP_LIMIT_S = 1.0
-BASELINE_S, BASELINE_TIMES = 2.0, 3.0
+# The steady hosts must keep their rate through the fault: at least RATE_SHARE of the samples a second they delivered in
+# the same run just before it (BASELINE_S with no fault), counted side by side, not held to the clock.  A fault that holds
+# the cockpit up (a connect or a frozen host waited on in the loop) stops them for its timeouts, seconds at a time; a
+# loaded machine delays a tick now and then (the longest gap, reported in the row, was 1.30 s and 1.73 s once each in a
+# loaded suite where 0.26 s is usual: a fixed 1 s bar on it failed runs the fault had not slowed).
+BASELINE_S, RATE_SHARE = 2.0, 0.5
 
 pytestmark = pytest.mark.usefixtures("needs_sshd")
 
@@ -77,7 +78,7 @@ async def fault_window(run, names=(*STEADY, "faulty"), timeout=20.0) -> float:
         await run.watch.fresh_after(name, 0.0, timeout)
     quiet = time.monotonic()  # the same hosts with no fault yet, side by side with what follows
     await asyncio.sleep(BASELINE_S)
-    run.baseline_gap = run.watch.max_gap(STEADY, quiet, time.monotonic())
+    run.baseline_rate = steady_rate(run, quiet, time.monotonic())
     run.probe.reset()
     return time.monotonic()
 
@@ -97,6 +98,12 @@ async def outage(run, down, up, hold_s: float) -> tuple[float, int]:
     return recovery, max(0, kept - history_length(run.hub, "faulty"))
 
 
+def steady_rate(run, start: float, end: float) -> float:
+    """Fresh samples a second, per steady host, between start and end."""
+    count = sum(1 for name in STEADY for t in run.watch.fresh[name] if start < t < end)
+    return count / (len(STEADY) * max(end - start, 1e-9))
+
+
 def finish(run, fault, injected, recoveries, start, lost_history=0, note=""):
     """Report the row, then hold the cockpit to the suite's bar."""
     end = time.monotonic()
@@ -106,12 +113,9 @@ def finish(run, fault, injected, recoveries, start, lost_history=0, note=""):
                           recoveries, gap, note))
     assert not run.watch.wrong, run.watch.wrong[:5]
     assert lost_history == 0, "the faulted host's history lost samples"
-    # a stall the fault caused lasts as long as the fault's timeouts (seconds); a loaded machine (the suite's four workers
-    # on two cores) delays a tick now and then by a fraction of one: the ticks missed are reported, the stall is the bar,
-    # measured against the same run's gaps before the fault
-    bar = max(STEADY_GAP_LIMIT_S, BASELINE_TIMES * run.baseline_gap)
-    assert gap < bar, (f"steady hosts stalled: longest gap {gap:.2f} s ({missed} ticks missed; with no fault, "
-                       f"{run.baseline_gap:.2f} s)")
+    rate = steady_rate(run, start, end)
+    assert rate >= RATE_SHARE * run.baseline_rate, (f"steady hosts slowed by the fault: {rate:.2f} samples/s each, "
+                                                    f"{run.baseline_rate:.2f} with no fault (longest gap {gap:.2f} s)")
     assert run.probe.answered, run.probe.verdict()
     return row
 
