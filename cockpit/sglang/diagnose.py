@@ -18,7 +18,7 @@ from cockpit.serving.engine import LogReading
 from cockpit.serving.helpschema import FlagSchema, parse_argparse_text
 from cockpit.serving.argparse_errors import ARG_PREFIX, diagnose_argparse, split_unknown  # noqa: F401  (re-exported)
 from cockpit.serving.suggest import most_likely
-from cockpit.diagnosis import Diagnosis
+from cockpit.diagnosis import SHAPE_MISMATCH, Diagnosis, draft_does_not_fit, in_draft
 from cockpit.sglang.flags import reference_schema
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -88,9 +88,19 @@ SIGNATURES = (
     _sig("scheduler_died", r"(Scheduler hit an exception|(?:Rank \d+ )?scheduler is dead)",
          "a scheduler process died: read the traceback above it (the OOM killer leaves none: check dmesg)", cause=False),
 )
-CONSEQUENCES = {s.kind for s in SIGNATURES if not s.cause} | {"child_failed", "python_exception"}
+CONSEQUENCES = {s.kind for s in SIGNATURES if not s.cause} | {"child_failed", "python_exception", "subprocess_failed"}
 ANY_SIGNATURE = re.compile("|".join(f"(?:{sig.pattern.pattern})" for sig in SIGNATURES))
-SIGQUIT = re.compile(r"Received sigquit from a child process")
+# the wrapper of a child's failure: before 0.5.x's subprocess watchdog, and its own word since (0.5.11, recorded)
+SIGQUIT = re.compile(r"Received sigquit from a child process|SIGQUIT received\. .*It usually means one child failed")
+# 0.5.11's subprocess watchdog (sglang/srt/utils/watchdog.py): a server process that ended, with its exit code (negative:
+# the signal that ended it); the server then sends itself SIGQUIT (a real one, its scheduler killed with SIGKILL:
+# tests/fixtures/gpu-engines/sglang-0.5.11-h100/A-serve.log)
+SUBPROCESS_ENDED = re.compile(r"Subprocess (?P<name>\S+) \(pid=(?P<pid>\d+)\) crashed with exit code (?P<code>-?\d+)")
+# its own words of a graceful stop (0.5.11's SIGTERM handler drains and shuts down; uvicorn's lines on a Ctrl-C): after
+# it came up, what ends then is the stop's teardown (a SIGTERM to its process group ends its children with -15)
+SHUTDOWN = re.compile(r"SIGTERM received\. .*shutting down|INFO:     Shutting down$|Application shutdown complete\.|"
+                      r"Finished server process \[\d+\]")
+STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|AssertionError|KeyError|Exception)(?::.*)?$")
 DECODE_LINE = re.compile(r"Decode batch[.,].*?accept len: (?P<len>\d+(?:\.\d+)?)")
 MILESTONES = (
@@ -182,6 +192,15 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
                     report.milestones.append((name, number))
         if READY_LINE in line:
             report.ready = True
+        if offset not in quoted and "mat1 and mat2" in line and "draft_does_not_fit" not in seen_kinds:
+            shape = SHAPE_MISMATCH.search(line)
+            if shape is not None and in_draft(run, offset):  # not memory, whatever the capture's own advice says
+                seen_kinds.update(("draft_does_not_fit", "cuda_graph_capture_failed"))
+                report.diagnoses.append(draft_does_not_fit(shape, number, facts.get("draft"), facts.get("model")))
+                continue
+        if "crashed with exit code" in line and "subprocess_ended" not in seen_kinds and (ended := SUBPROCESS_ENDED.search(line)):
+            seen_kinds.add("subprocess_ended")
+            report.diagnoses.append(_subprocess_ended(ended, number))
         if offset not in quoted and ANY_SIGNATURE.search(line):
             for signature in SIGNATURES:
                 match = signature.pattern.search(line)
@@ -207,10 +226,14 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
             None, None, ("cockpit drafter fix-keys DRAFT_DIR",), report.run_start_line, severity="error"))
     if not report.diagnoses and not report.ready:
         tail_exc = _traceback_cause(run, len(run)) if any("Traceback (most recent call last)" in l for l in run) else None
-        if tail_exc is not None:
+        # the server's last word only: a traceback it logged and went on after (a route it could not set up, then
+        # "Application startup complete") is no end (a real 0.5.11 without openai_harmony, read before it was ready)
+        if tail_exc is not None and not any(STAMP.match(later) for later in run[tail_exc[1] + 1:]):
             text, index = tail_exc
             report.diagnoses.append(Diagnosis("python_exception", text, None, None, (), run_numbers[index]))
     if report.ready:
+        ready_at = max(n for m, n in report.milestones if m == "ready")
+        report.stopped_at = next((n for line, n in zip(run, run_numbers) if n > ready_at and SHUTDOWN.search(line.rstrip())), None)
         # errors before the ready line belong to start-up noise only when the server still came up
         report.diagnoses = [d for d in report.diagnoses if d.kind == "draft_weights_not_loaded" or d.line is None
                             or d.line > max(n for m, n in report.milestones if m == "ready")]
@@ -225,8 +248,27 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
     return report
 
 
-SERVER_ARGS_FACTS = {"port": r"\bport=(\d+)", "mem_fraction": r"\bmem_fraction_static=([\d.]+)", "tp": r"\btp_size=(\d+)"}
+SERVER_ARGS_FACTS = {"port": r"\bport=(\d+)", "mem_fraction": r"\bmem_fraction_static=([\d.]+)", "tp": r"\btp_size=(\d+)",
+                     "model": r"\bmodel_path='([^']*)'", "draft": r"\bspeculative_draft_model_path='([^']*)'"}
 TRACEBACK_FILE = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def _subprocess_ended(match: re.Match, line: int) -> Diagnosis:
+    """A server process that ended, as SGLang's watchdog says it: a signal is the cause (SIGKILL: the OOM killer, a
+    scheduler, kill -9), an exit code a consequence of the error logged above it."""
+    import signal
+
+    name, pid, code = match.group("name"), match.group("pid"), int(match.group("code"))
+    if code < 0:
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = f"signal {-code}"
+        why = " (the OOM killer, a scheduler or kill -9? check dmesg)" if sig == "SIGKILL" else ""
+        return Diagnosis("subprocess_killed", f"SGLang's {name} process (pid {pid}) was killed by {sig}{why}; the server "
+                         "shut itself down", None, None, (), line)
+    return Diagnosis("subprocess_failed", f"SGLang's {name} process (pid {pid}) exited with code {code}: its error is "
+                     "logged above this line", None, None, (), line)
 
 
 def _facts(run: list[str]) -> dict[str, str]:

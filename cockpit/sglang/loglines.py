@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 
 from cockpit.serving.engine import LiveLine
+from cockpit.sglang.diagnose import SHUTDOWN
 
 # runs-facts "What a monitor should parse", item 5: every version's decode and prefill lines
 BATCH_RE = re.compile(
@@ -70,8 +71,25 @@ def live_line(line: str) -> LiveLine | None:
     if "server_args=ServerArgs(" in line:
         return LiveLine("start")
     if "fired up" in line and "The server is fired up and ready to roll" in line:  # diagnose.READY_LINE
-        return LiveLine("ready")
+        return LiveLine("ready", line_time(line))
+    if ("hut" in line or "Finished server" in line) and SHUTDOWN.search(line.rstrip()) is not None:
+        return LiveLine("stop", line_time(line), detail={"line": line.strip()[:300]})
     return None
+
+
+_STAMP = re.compile(r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def line_time(line: str) -> float | None:
+    """The time an SGLang line carries (`[2026-12-07 22:03:58]`, the server's local time), as epoch seconds; None for a
+    line without its stamp (a traceback, a progress bar)."""
+    m = _STAMP.match(line)
+    if m is None:
+        return None
+    try:
+        return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
+    except ValueError:
+        return None
 
 
 def series_of_samples(samples) -> dict[str, float] | None:

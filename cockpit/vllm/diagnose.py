@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from cockpit.crashtexts import CUDA_OOM, NCCL_TIMEOUT
 from cockpit.intake import clean
-from cockpit.diagnosis import Diagnosis
+from cockpit.diagnosis import SHAPE_MISMATCH, Diagnosis, draft_does_not_fit, in_draft
 from cockpit.serving.engine import LogReading
 from cockpit.vllm import specconfig
 from cockpit.format import shell_words
@@ -161,6 +161,12 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None, 
                 add(found)
                 skip_to = offset + 4
                 continue
+        if "mat1 and mat2" in text and (m := SHAPE_MISMATCH.search(text)) and in_draft(lines, offset):
+            args = _given_args(lines)
+            draft = (_given_config(lines) or {}).get("model")
+            add(draft_does_not_fit(m, number, draft if isinstance(draft, str) else None,
+                                   args.get("model") if isinstance(args.get("model"), str) else None))
+            continue
         if (m := _OLD_FRACTION.search(text)):
             add(_fraction(float(m.group("value")), number))
             continue

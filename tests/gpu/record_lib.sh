@@ -8,7 +8,9 @@ REPO=$(pwd)
 OUT=${OUT:-/tmp/out}; R=/tmp/rec; S=/tmp/site; M=/tmp/m
 BUDGET=${BUDGET:-540}                         # seconds the script may use in all
 PORT=8000
-mkdir -p "$OUT" "$R"; T0=$(date +%s)
+# A fresh /tmp/rec each time: a warm machine keeps the last recording's, and its markers (TAG.done) ended the next one's
+# arrival capture at once (empty *.arrivals) while the watch and the traffic appended to its files.
+rm -rf "$R"; mkdir -p "$OUT" "$R"; T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[t+$(el)s] $*" | tee -a "$R/steps.log"; }
 left() { echo $(( BUDGET - $(el) )); }
