@@ -26,6 +26,10 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=120)
 
 
+def _name(folder: Path) -> str:
+    return str(folder.relative_to(GPU)).replace("/", "-")
+
+
 def editor_line(path: Path, pattern: str) -> int:
     """The line an editor shows `pattern` on: newlines counted, a carriage return inside a line not."""
     data = path.read_bytes()
@@ -51,6 +55,8 @@ ENDINGS = [
     # and its watchdog calls that a crash; the stop came first
     (SGLANG, "C", 0, "stopped", None, r"SIGTERM received\. signum=None frame=None\. Draining requests"),
     (SGLANG, "E", 1, None, "draft_does_not_fit", r"RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
+    (SGLANG / "run2", "A", 1, "crashed", "subprocess_killed", r"Subprocess scheduler_0 \(pid=\d+\) crashed with exit code -9"),
+    (SGLANG / "run2", "B", 0, "stopped", None, r"INFO:     Shutting down"),
     (VLLM, "A", 1, "crashed", "engine_dead", r"engine core exited unexpectedly"),
     (VLLM, "B", 0, "stopped", None, r"trigger received signal=SIGINT"),
     (VLLM, "E", 1, None, "draft_does_not_fit", r"RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
@@ -59,7 +65,7 @@ ENDINGS = [
 
 
 @pytest.mark.parametrize(("folder", "tag", "status", "state", "kind", "cited"), ENDINGS,
-                         ids=[f"{f.name}-{t}" for f, t, *_ in ENDINGS])
+                         ids=[f"{_name(f)}-{t}" for f, t, *_ in ENDINGS])
 def test_every_recorded_ending_is_read_as_it_happened(folder, tag, status, state, kind, cited):
     log = folder / f"{tag}-serve.log"
     proc = cli("parse-log", "--json", str(log))
@@ -107,12 +113,11 @@ def chunks(folder: Path, tag: str) -> list[list[str]]:
 
 
 SUSPECT = re.compile(r"Traceback|Error|Exception|exit code|SIG|hutdown|Finished server|[Ff]ail|Killed|error")
-RECORDED_LOGS = [(SGLANG, "A"), (SGLANG, "B"), (SGLANG, "C"), (VLLM, "A"), (VLLM, "B"), (VLLM, "D"), (VLLM / "run1", "A"),
+RECORDED_LOGS = [(SGLANG, "A"), (SGLANG, "B"), (SGLANG, "C"), (SGLANG / "run2", "A"), (SGLANG / "run2", "B"), (VLLM, "A"), (VLLM, "B"), (VLLM, "D"), (VLLM / "run1", "A"),
                  (VLLM / "run1", "B")]
 
 
-@pytest.mark.parametrize(("folder", "tag"), RECORDED_LOGS, ids=[f"{f.parent.name if f.name == 'run1' else f.name}"
-                                                                  f"{'-run1' if f.name == 'run1' else ''}-{t}" for f, t in RECORDED_LOGS])
+@pytest.mark.parametrize(("folder", "tag"), RECORDED_LOGS, ids=[f"{_name(f)}-{t}" for f, t in RECORDED_LOGS])
 def test_no_part_of_a_real_log_raises_an_alarm_before_its_end_is_written(folder, tag):
     """A watch reads a log as it grows.  Cut where its lines arrived, every part of a real server's log that ends before
     the line its whole reading cites (the crash, the stop) is read without an error and without a flag, by parse-log's
@@ -143,12 +148,13 @@ def test_no_part_of_a_real_log_raises_an_alarm_before_its_end_is_written(folder,
 
 
 WATCH_ENDS = [(SGLANG, "A", "crashed", "killed by SIGKILL"), (SGLANG, "B", "stopped", "stopped by you"),
+              (SGLANG / "run2", "A", "crashed", "killed by SIGKILL"), (SGLANG / "run2", "B", "stopped", "stopped by you"),
               (SGLANG, "C", "stopped", "not by the cockpit"), (SGLANG, "E", "crashed", "the draft does not fit"),
               (VLLM, "A", "crashed", "engine core died while serving"), (VLLM, "B", "stopped", "stopped by you"),
               (VLLM, "E", "crashed", "the draft does not fit"), (VLLM, "D", "crashed", "estimates 224")]
 
 
-@pytest.mark.parametrize(("folder", "tag", "state", "words"), WATCH_ENDS, ids=[f"{f.name}-{t}" for f, t, *_ in WATCH_ENDS])
+@pytest.mark.parametrize(("folder", "tag", "state", "words"), WATCH_ENDS, ids=[f"{_name(f)}-{t}" for f, t, *_ in WATCH_ENDS])
 def test_the_server_watch_ends_each_recording_as_it_ended(folder, tag, state, words):
     """The watch's own look (read_server: what `cockpit server` and the TUI's pane show) at a recorded log whose server
     is gone, with the cockpit's stop record where the cockpit stopped it (B): crashed where the log says so, stopped by
@@ -168,8 +174,72 @@ def test_the_server_watch_ends_each_recording_as_it_ended(folder, tag, state, wo
         stop["pids"] = [gone]
     transport = LocalTransport(HostConfig(name="gpu", address="127.0.0.1", local=True), CommandLog())
     target = ServerTarget(None, "gpu", str(folder / f"{tag}-serve.log"), "http://127.0.0.1:9", gone,
-                          engine="sglang" if folder == SGLANG else "vllm", stopped=lambda: stop)
+                          engine="sglang" if SGLANG in (folder, folder.parent) else "vllm", stopped=lambda: stop)
     _live, data = asyncio.run(read_server(target, lambda _host: transport))
     ended = data.get("ended") or {}
     assert ended.get("state") == state and words in ended.get("why", ""), ended
     assert (state == "stopped") is not any(f["kind"] in ("crashed", "oom") for f in data["flags"]), data["flags"]
+
+
+def _before_and_after_the_watchdog() -> tuple[bytes, bytes]:
+    """The real A log up to SGLang's watchdog line, and its last words (what it wrote as it ended)."""
+    data = (SGLANG / "A-serve.log").read_bytes()
+    cut = data.rindex(b"\n", 0, data.index(b"Subprocess scheduler_0")) + 1
+    return data[:cut], data[cut:]
+
+
+@pytest.mark.parametrize("shell", ["server-command", "tui-pane"])
+def test_a_server_that_writes_its_end_and_goes_between_two_reads_is_read_with_its_last_words(tmp_path, monkeypatch, shell):
+    """A real SGLang wrote its watchdog's crash line and ended within the same look as the cockpit's watch read its log
+    and then found its process gone: that look said `died ... no crash in its log` (the live test's one failure on the
+    GPU machine).  Its last words are read once it is known gone, in both shells' paths (read_server: `cockpit server`;
+    ServerWatcher: the TUI's pane and the launch step's watch): crashed, at the watchdog's line."""
+    import asyncio
+
+    from cockpit.config import HostConfig
+    from cockpit.hosts.commandlog import CommandLog
+    from cockpit.hosts.local import LocalTransport
+
+    head, last_words = _before_and_after_the_watchdog()
+    assert last_words.startswith(b"[") and b"crashed with exit code -9" in last_words
+    log = tmp_path / "A-serve.log"
+    log.write_bytes(head)
+    gone = 2 ** 22 + 7
+    transport = LocalTransport(HostConfig(name="gpu", address="127.0.0.1", local=True), CommandLog())
+
+    def ends_now():  # what the server does between the log's read and the liveness look: writes, then is gone
+        with log.open("ab") as handle:
+            handle.write(last_words)
+
+    if shell == "server-command":
+        from cockpit.serving import target as target_module
+
+        async def gone_after_writing(_transport, _pid):
+            ends_now()
+            return False, 1.0
+
+        monkeypatch.setattr(target_module, "_alive_in_two_looks", gone_after_writing)
+        server = target_module.ServerTarget(None, "gpu", str(log), None, gone, engine="sglang")
+        _live, data = asyncio.run(target_module.read_server(server, lambda _host: transport))
+        ended = data["ended"]
+    else:
+        from cockpit.serving import server as server_module
+
+        calls = []
+
+        async def gone_after_writing(_transport, _pid):
+            calls.append(1)
+            if len(calls) == 2:  # the look that confirms it gone
+                ends_now()
+            return False
+
+        monkeypatch.setattr(server_module, "process_alive", gone_after_writing)
+        watcher = server_module.ServerWatcher(transport, gone, None, str(log), engine="sglang")
+
+        async def two_looks():
+            first = await watcher.poll()
+            assert first.confirming and first.ended is None
+            return await watcher.poll()
+
+        ended = asyncio.run(two_looks()).ended
+    assert ended["state"] == "crashed" and "killed by SIGKILL" in ended["why"], ended

@@ -60,6 +60,44 @@ def release() -> tuple[str, str, argparse.ArgumentParser | None]:
 WORDS = "the draft proposes and the target verifies several tokens in one forward pass".split()
 
 
+# every `sglang:` family of a real SGLang 0.5.11's /metrics (tests/fixtures/gpu-engines/sglang-0.5.11-h100, B: a warm start at rest, and the two
+# families it serves only once requests ran, as after its traffic): those this stand-in does not simulate are served as recorded
+AT_REST = resources.files("cockpit.demo").joinpath("data", "sglang-0.5.11-metrics-at-rest.txt")
+RECORDED_MODEL = 'model_name="tiny-llama-eagle3"'
+
+
+def families(text: str) -> dict[str, list[str]]:
+    """A Prometheus text exposition by family: its name -> its lines, from its `# HELP` on."""
+    found: dict[str, list[str]] = {}
+    lines: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            lines = found.setdefault(line.split()[2], [])
+        if lines is not None:
+            lines.append(line)
+    return found
+
+
+def with_recorded(live: str, recorded: dict[str, list[str]], recorded_model: str, model_name: str) -> str:
+    """A stand-in's live series with the real server's words for them (its HELP), then every other family of the real
+    recording, at rest, labelled with this server's model."""
+    out = []
+    served = families(live)
+    for name, lines in served.items():
+        real_help = next((line for line in recorded.get(name, []) if line.startswith("# HELP ")), None)
+        out += [real_help or lines[0], *lines[1:]]
+    label = 'model_name="' + model_name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    for name, lines in recorded.items():
+        if name not in served:
+            out += [line.replace(recorded_model, label) for line in lines]
+    return "\n".join(out) + "\n"
+
+
+@functools.lru_cache(maxsize=1)
+def _at_rest() -> dict[str, list[str]]:
+    return families(AT_REST.read_text())
+
+
 def stamp(message: str) -> None:
     print(time.strftime("[%Y-%m-%d %H:%M:%S] ") + message, flush=True)
 
@@ -197,9 +235,16 @@ class DemoServer:
     async def handle(self, reader, writer) -> None:
         await serve_connection(reader, writer, self.route)
 
+    def access(self, method: str, path: str, status: int, writer) -> None:
+        """uvicorn's access line, as a real SGLang logs every request (0.5.11, recorded)."""
+        peer = writer.get_extra_info("peername") or ("127.0.0.1", 0)
+        words = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}.get(status, "")
+        stamp(f'INFO:     {peer[0]}:{peer[1]} - "{method} {path} HTTP/1.1" {status} {words}')
+
     async def route(self, method: str, path: str, body: dict, writer) -> None:
         if path in ("/health", "/health_generate"):
             reply(writer, 200 if self.ready else 503, b"")
+            self.access(method, path, 200 if self.ready else 503, writer)
         elif path in ("/server_info", "/get_server_info"):
             while self.control().get("hang"):
                 await asyncio.sleep(0.2)  # it asks the scheduler, which is stuck: no answer
@@ -211,12 +256,16 @@ class DemoServer:
                     state["avg_spec_accept_length"] = self.total_tokens / self.total_verifies
                 info["internal_states"] = [state]
             reply(writer, 200, json.dumps(info).encode())
+            self.access(method, path, 200, writer)
         elif path == "/metrics" and "--enable-metrics" in self.args:
             reply(writer, 200, self.metrics(), "text/plain; version=0.0.4")
+            self.access(method, path, 200, writer)
         elif path == "/generate" and method == "POST":
+            self.access(method, path, 200, writer)
             await self.generate(body, writer)
         else:
             reply(writer, 404, b"")
+            self.access(method, path, 404, writer)
 
     def metrics(self) -> bytes:
         """SGLang's /metrics series (runs-facts b.4), written by prometheus_client as SGLang does."""
@@ -229,7 +278,10 @@ class DemoServer:
             Gauge(f"sglang:{name}", name, list(labels), registry=registry).labels(**labels).set(value)
         for name, value in (("generation_tokens", self.total_tokens), ("spec_verify_calls", self.total_verifies)):
             Counter(f"sglang:{name}", name, list(labels), registry=registry).labels(**labels).inc(value)
-        return generate_latest(registry)
+        live = "\n".join(line for name, lines in families(generate_latest(registry).decode()).items()
+                         if not name.endswith("_created") for line in lines)  # SGLang serves no _created series
+        return with_recorded(live, _at_rest(), RECORDED_MODEL,
+                             str(self.args.get("--model-path", ""))).encode()
 
     def _decode_step(self, tokens: int) -> None:
         """SGLang logs a `Decode batch` line every 40 decode steps (0.5.x wording)."""
@@ -268,6 +320,9 @@ class DemoServer:
 
     async def _stream(self, max_tokens: int, speculative: bool, start: float, writer, send) -> None:
         await asyncio.sleep(0.04)  # prefill
+        stamp(f"Prefill batch, #new-seq: 1, #new-token: 24, #cached-token: 0, token usage: {min(0.99, self.active * 0.004):.2f}, "
+              f"#running-req: {self.active - 1}, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput "
+              f"(token/s): {24 / 0.04:.2f}")
         produced = steps = 0
         text = ""
         while produced < max_tokens:
@@ -346,18 +401,38 @@ def main(argv: list[str] | None = None) -> int:
     stamp("Load weight begin. avail mem=139.10 GB")
     time.sleep(0.8)
     gpus_busy = register_gpus(tp)
-    stamp(f"Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=121.60 GB, mem usage={140 / tp:.2f} GB.")
-    stamp("KV Cache is allocated. #tokens: 1048576, KV size: 100.00 GB")
+    stamp(f"Load weight end. elapsed=0.80 s, type=LlamaForCausalLM, avail mem=121.60 GB, mem usage={140 / tp:.2f} GB.")
+    # the start-up's lines as a real 0.5.11 printed them, in its order (tests/fixtures/gpu-engines/sglang-0.5.11-h100)
+    stamp("KV Cache is allocated. #tokens: 1048576, K size: 50.00 GB, V size: 50.00 GB")
+    stamp("Memory pool end. avail mem=21.60 GB")
     stamp("Capture cuda graph begin. This can take up to several minutes. avail mem=21.60 GB")
     time.sleep(0.6)
     stamp("Capture cuda graph end. Time elapsed: 0.60 s. mem usage=1.20 GB. avail mem=20.40 GB.")
     server = DemoServer(values)
     server.gpus_busy = gpus_busy
+    if server.model.speculative:  # the draft's own: its weights, its KV cache, its graphs (0.5.11's order)
+        stamp("Load weight begin. avail mem=20.40 GB")
+        stamp("Load weight end. elapsed=0.02 s, type=LlamaForCausalLMEagle3, avail mem=19.40 GB, mem usage=1.00 GB.")
+        stamp("KV Cache is allocated. #tokens: 1048576, K size: 0.50 GB, V size: 0.50 GB")
+        stamp("Memory pool end. avail mem=18.40 GB")
+        stamp("Capture draft cuda graph begin. This can take up to several minutes. avail mem=18.40 GB")
+        stamp("Capture draft cuda graph end. Time elapsed: 0.30 s. mem usage=0.06 GB. avail mem=18.34 GB.")
+        stamp("Capture draft extend cuda graph begin. This can take up to several minutes. avail mem=18.34 GB")
+        stamp("Capture draft extend cuda graph end. Time elapsed: 0.10 s. mem usage=0.04 GB. avail mem=18.30 GB.")
+    stamp(f"max_total_num_tokens=1048576, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests="
+          f"{_int(values.get('--max-running-requests'), 48)}, context_len={_int(values.get('--context-length'), 131072)}, "
+          "available_gpu_mem=20.34 GB")
+    stamp(f"INFO:     Started server process [{os.getpid()}]")
+    stamp("INFO:     Waiting for application startup.")
+    signal.signal(signal.SIGINT, shut_down)
+    signal.signal(signal.SIGTERM, terminated)
 
     async def run() -> None:
         asyncio.ensure_future(watch_parent())
         listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=256)
-        stamp(f"Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)")
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, scheduler_killed)
+        stamp("INFO:     Application startup complete.")
+        stamp(f"INFO:     Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)")
         await asyncio.sleep(0.5)
         server.ready = True
         stamp("The server is fired up and ready to roll!")
@@ -366,6 +441,31 @@ def main(argv: list[str] | None = None) -> int:
 
     asyncio.run(run())
     return 0
+
+
+def shut_down(_signum: int, _frame) -> None:
+    """SIGINT (a Ctrl-C; the cockpit's plan stop): uvicorn's words as a real 0.5.11 logged them, exit status 0."""
+    for line in ("INFO:     Shutting down", "INFO:     Waiting for application shutdown.", "INFO:     Application shutdown complete.",
+                 f"INFO:     Finished server process [{os.getpid()}]"):
+        stamp(line)
+    os._exit(0)
+
+
+def terminated(_signum: int, _frame) -> None:
+    """SIGTERM (the cockpit's stop, a `kill`): a real 0.5.11's handler logs that it drains, its tokenizer manager says
+    how many requests remain and then ends its whole process tree, its own process included (its source:
+    tokenizer_manager.py; to a whole process group the recording shows its detokenizer ending with -15 first)."""
+    stamp("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+    stamp("Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].")
+    os.kill(os.getpid(), signal.SIGKILL)  # kill_process_tree(os.getpid(), include_parent=True)
+
+
+def scheduler_killed() -> None:
+    """SIGUSR2 plays its scheduler killed with SIGKILL (a real 0.5.11's A-serve.log): the watchdog's line, the SIGQUIT
+    handler's, and the server gone (no shutdown lines: SGLang kills its own process tree)."""
+    stamp(f"Subprocess scheduler_0 (pid={os.getpid() + 1}) crashed with exit code -9. Triggering SIGQUIT for cleanup...")
+    stamp("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+    os.kill(os.getpid(), signal.SIGKILL)  # kill_process_tree(os.getpid()): the server's own process too
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from cockpit.demo.server import WORDS, _int, event_stream, parse, register_gpus, reply, serve_connection, watch_parent
+from cockpit.demo.server import (WORDS, _int, event_stream, families, parse, register_gpus, reply, serve_connection, watch_parent,
+                                 with_recorded)
 from cockpit.demo.specmodel import SpecModel, draft_accuracies
 
 HELP = resources.files("cockpit.vllm").joinpath("data", "help_0.10.2.txt")  # the real 0.10.2 --help
@@ -33,37 +34,16 @@ AT_REST = resources.files("cockpit.demo").joinpath("data", "vllm-0.20.2-metrics-
 RECORDED_MODEL = 'model_name="tiny-llama-eagle3"'
 
 
-def _families(text: str) -> dict[str, list[str]]:
-    """A Prometheus text exposition by family: its name -> its lines, from its `# HELP` on."""
-    found: dict[str, list[str]] = {}
-    lines: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            lines = found.setdefault(line.split()[2], [])
-        if lines is not None:
-            lines.append(line)
-    return found
-
-
 @lru_cache(maxsize=1)
 def _at_rest() -> dict[str, list[str]]:
-    return _families(AT_REST.read_text())
+    return families(AT_REST.read_text())
 
 
 def with_recorded_families(live: str, model_name: str) -> str:
-    """The stand-in's live series with the real server's words for them (its HELP), then every other family of the
-    recording, at rest, labelled with this server's model."""
-    recorded = _at_rest()
-    out = []
-    served = _families(live)
-    for name, lines in served.items():
-        real_help = next((line for line in recorded.get(name, []) if line.startswith("# HELP ")), None)
-        out += [real_help or lines[0], *lines[1:]]
-    label = 'model_name="' + model_name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    for name, lines in recorded.items():
-        if name not in served:
-            out += [line.replace(RECORDED_MODEL, label) for line in lines]
-    return "\n".join(out) + "\n"
+    """The stand-in's live series with the real server's words for them, then every other family of the recording."""
+    return with_recorded(live, _at_rest(), RECORDED_MODEL, model_name)
+
+
 VERSION = "0.10.2"
 
 

@@ -521,11 +521,12 @@ class LiveServer:
         self.unreachable: str | None = None
         self.metrics_off = False  # /metrics answered 404: --enable-metrics is off, not asked again
 
-    async def poll(self, catch_up: bool = False) -> LiveFigures:
+    async def read_log(self, catch_up: bool = True) -> int:
+        """The log's new lines read into the figures (all of them with catch_up); how many came."""
         from cockpit.hosts.transport import TransportError
 
         now = self.figures.clock()
-        self.unreachable = None
+        came = 0
         if self.follower is not None:
             try:
                 while True:
@@ -535,12 +536,19 @@ class LiveServer:
                         self.figures = LiveFigures(clock=self.figures.clock)  # a new server's log
                     self.figures.feed(update.lines, now)
                     self.lines.extend(update.lines)
+                    came += len(update.lines)
                     if update.event == "appeared" and update.mtime and self.figures.last_decode_at is not None:
                         self.figures.last_decode_at = min(self.figures.last_decode_at, update.mtime)
                     if not catch_up or update.size is None or self.follower.offset is None or self.follower.offset >= update.size:
                         break
             except (TransportError, OSError) as exc:
                 self.unreachable = str(exc)
+        return came
+
+    async def poll(self, catch_up: bool = False) -> LiveFigures:
+        now = self.figures.clock()
+        self.unreachable = None
+        await self.read_log(catch_up)
         if self.base_url and self.opener is not None:
             text = None
             if not self.metrics_off:

@@ -261,6 +261,14 @@ class ServerWatcher:
             self._found_gone_at = self._found_gone_at or time.time()
             # a terminal state rests on two looks; the cockpit's own stop is evidence enough by itself
             confirming = self._gone_looks < 2 and stop is None and not (self.manager_state is not None and self.manager_state.terminal)
+        if not alive and not confirming and self.follower is not None:
+            # its last words, read once it is known gone (what it wrote as the look began is in its log by now)
+            with contextlib.suppress(TransportError, OSError):
+                last = await self.follower.poll()
+                if last:
+                    self.lines.extend(last)
+                    self.live.figures.feed(last)
+                    new += last
         if self._report is None or not all(map(routine_line, new)) or (
                 new and any(d.kind == "draft_weights_not_loaded" for d in self._report.diagnoses)):
             # ~70 ms for 2000 lines: made again when a line came that can change it, not for each second's

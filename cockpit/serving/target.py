@@ -115,13 +115,6 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
             live.unreachable = str(exc)
         if "prometheus" not in figures.sources and live.unreachable is None:
             live.unreachable = f"no serving engine's series ({', '.join(p + '*' for p in prefixes())}) in Prometheus match {selector}"
-    errors = []
-    if live.lines:
-        # a crash in the log (the last run in it) is the server's state, whatever its figures were
-        from cockpit.serving.logread import diagnose_lines
-
-        report = diagnose_lines(list(live.lines))
-        errors = [d for d in report.diagnoses if d.severity == "error"]
     alive, found_gone_at = None, None
     if target.pid and transport is not None:
         alive, found_gone_at = await _alive_in_two_looks(transport, target.pid)
@@ -130,6 +123,17 @@ async def read_server(target: ServerTarget, get_transport, opener=None, promethe
             alive = False
         elif manager.phase == "running":
             alive = True
+    if alive is False:
+        # its last words, read once it is known gone: what it wrote while this look began is in its log now (a real
+        # SGLang wrote its watchdog's crash line and ended between the log's read and the liveness look: "died")
+        await live.read_log()
+    errors = []
+    if live.lines:
+        # a crash in the log (the last run in it) is the server's state, whatever its figures were
+        from cockpit.serving.logread import diagnose_lines
+
+        report = diagnose_lines(list(live.lines))
+        errors = [d for d in report.diagnoses if d.severity == "error"]
     stop = target.stopped() if target.stopped is not None else None
     if alive is False:
         # its end, from the evidence read now: the cockpit's own stop, its manager's word, its log's crash, or died

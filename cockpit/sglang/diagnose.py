@@ -188,7 +188,8 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
             decode_lens.append(float(decode.group("len")))
         if ANY_MILESTONE.search(line):
             for name, pattern in MILESTONES:
-                if pattern.search(line):
+                # each once, where first reached: the draft loads its weights and its KV cache again (0.5.11, recorded)
+                if pattern.search(line) and all(name != seen for seen, _ in report.milestones):
                     report.milestones.append((name, number))
         if READY_LINE in line:
             report.ready = True
@@ -228,7 +229,7 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
         tail_exc = _traceback_cause(run, len(run)) if any("Traceback (most recent call last)" in l for l in run) else None
         # the server's last word only: a traceback it logged and went on after (a route it could not set up, then
         # "Application startup complete") is no end (a real 0.5.11 without openai_harmony, read before it was ready)
-        if tail_exc is not None and not any(STAMP.match(later) for later in run[tail_exc[1] + 1:]):
+        if tail_exc is not None and not any(STAMP.match(later) for later in run[tail_exc[1] + 1:]) and not _logged(run, tail_exc[1]):
             text, index = tail_exc
             report.diagnoses.append(Diagnosis("python_exception", text, None, None, (), run_numbers[index]))
     if report.ready:
@@ -251,6 +252,17 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
 SERVER_ARGS_FACTS = {"port": r"\bport=(\d+)", "mem_fraction": r"\bmem_fraction_static=([\d.]+)", "tp": r"\btp_size=(\d+)",
                      "model": r"\bmodel_path='([^']*)'", "draft": r"\bspeculative_draft_model_path='([^']*)'"}
 TRACEBACK_FILE = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def _logged(run: list[str], exception_at: int) -> bool:
+    """Whether the traceback that ends at `exception_at` is one SGLang logged in a message and handled (`[stamp] Can not
+    initialize OpenAIServingResponses, error: Traceback (most recent call last):`), not one that ended a process (a bare
+    `Traceback (most recent call last):` line)."""
+    for index in range(exception_at, max(-1, exception_at - 400), -1):
+        line = run[index]
+        if "Traceback (most recent call last)" in line:
+            return bool(STAMP.match(line)) and not line.rstrip().endswith("] Traceback (most recent call last):")
+    return False
 
 
 def _subprocess_ended(match: re.Match, line: int) -> Diagnosis:

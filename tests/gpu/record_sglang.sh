@@ -1,7 +1,7 @@
 #!/bin/bash
 # record_sglang.sh: a real SGLang serving EAGLE-3 on the GPU machine, recorded as record_vllm.sh records vLLM (issue 48).
-# WRITTEN FOR THE NEXT RECORDING, NOT YET RUN ON A GPU: the session that wrote it had no device time left.  What was
-# checked on CPU: the payload (tests/gpu/build_sglang_payload.sh .realengine-sglang --check) imports SGLang 0.5.11's
+# Run once on an H100 (2026-12-07: tests/fixtures/gpu-engines/sglang-0.5.11-h100, 461 s), before step 8 was added.
+# What was checked on CPU before that run: the payload (tests/gpu/build_sglang_payload.sh .realengine-sglang --check) imports SGLang 0.5.11's
 # whole serving path with torch 2.11 and Python 3.12, as the GPU machine has them; 37 MiB, with the checkout under the
 # 64 MiB one call carries; the shell of record_lib.sh's scenarios, run against a stand-in server (A killed and read, B
 # read "stopped by you").  Run there from the checkout root, the payload carried (carry [".realengine-sglang"]):
@@ -27,6 +27,7 @@ export PYTHONPATH="$S" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=
 record_env
 
 # ---- 2. self-test: the (trimmed) kernel library loads on this GPU and one op agrees with torch --------------------------
+if [ -z "${SKIP_SELFTEST:-}" ]; then  # SKIP_SELFTEST=1: a machine already shown to run the payload's kernels
 say "self-test"
 cat > /tmp/selftest.py <<'PY'
 import torch
@@ -40,6 +41,7 @@ PY
 timeout 120 python3 /tmp/selftest.py > "$R/selftest.log" 2>&1
 tail -n 3 "$R/selftest.log"
 grep -q "SELFTEST OK" "$R/selftest.log" || { say "self-test FAILED (see selftest.log)"; finish 5; }
+fi
 
 # ---- 3. tiny target + EAGLE-3 draft --------------------------------------------------------------------------------------
 say "make model"; python3 "$P/kit/make_tiny_eagle3.py" "$M" ${MODEL_ARGS:-} > "$R/make_model.log" 2>&1 || { say "model build FAILED"; finish 6; }
@@ -64,5 +66,8 @@ scenario_a
 scenario_b
 scenario_e
 failing_start C 60 1 "mem-fraction-static" --mem-fraction-static 0.001
-# (no live test: tests/gpu/test_real_engine.py reads vLLM's counters; SGLang's figure rule waits for this recording)
+# ---- 8. the live test: the watch's looks read back (tests/gpu/test_real_engine.py; SGLang's figure rule: its gauges) ----
+want A && sleep 2 && COCKPIT_REAL_ENGINE=sglang COCKPIT_REAL_ENGINE_REC="$R" timeout 60 python3 -m pytest -c /dev/null --noconftest \
+    -p no:cacheprovider -q -rA "$REPO/tests/gpu/test_real_engine.py" > "$R/live-test.txt" 2>&1
+say "live test: exit $? ($(tail -1 "$R/live-test.txt"))"; cp "$R/live-test.txt" "$OUT/" 2>/dev/null
 finish 0
