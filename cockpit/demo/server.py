@@ -2,7 +2,10 @@
 recorded SGLang 0.5.23 `--help` and argparse's crash for a bad flag (the real usage text), or another recorded
 release's parser rebuilt from its flags (SGLANG_STANDIN_VERSION: the demo's 0.5.2), prints
 SGLang's start-up lines, then answers /health (503, then 200), /server_info and a streaming
-/generate.  Speculative decoding is modelled (demo/specmodel.py): acceptance grows with depth and
+/generate.  What a real SGLang 0.5.11 printed on an H100 (tests/fixtures/gpu-engines/sglang-0.5.11-h100) it prints
+too: its start-up lines in their order, uvicorn's access line for each request, a Prefill line for each, the recorded
+/metrics families; SIGINT logs uvicorn's stop, SIGTERM SGLang's drain, SIGUSR2 plays its scheduler killed (both end
+its own process with SIGKILL, as SGLang ends its process tree).  Speculative decoding is modelled (demo/specmodel.py): acceptance grows with depth and
 saturates, each draft step costs time, and a verify pass slows as the batch grows, so the best depth
 depends on concurrency.  It logs SGLang's `Decode batch` lines, and registers its GPU memory with the
 demo's nvidia-smi (every GPU of its tensor parallelism) while it runs."""
