@@ -378,7 +378,7 @@ def diagnose_file(path: str | Path, schema: FlagSchema | None = None, read_all: 
         report.lines = count
         if not count:
             report.notes.append("the log is empty")
-        elif not report.diagnoses and not report.ready:
+        elif report.state == "starting":
             report.notes.append("no crash found, and the server is not ready (yet)")
         return report
     if str(path) == "-":
@@ -395,7 +395,7 @@ def diagnose_file(path: str | Path, schema: FlagSchema | None = None, read_all: 
                             "a crash before that is not seen; pass --all to read all of it")
     if not lines:
         report.notes.append("the log is empty")
-    elif not report.diagnoses and not report.ready:
+    elif report.state == "starting":
         report.notes.append("no crash found, and the server is not ready (yet)")
     return report
 

@@ -101,6 +101,9 @@ SUBPROCESS_ENDED = re.compile(r"Subprocess (?P<name>\S+) \(pid=(?P<pid>\d+)\) cr
 SHUTDOWN = re.compile(r"SIGTERM received\. .*shutting down|INFO:     Shutting down$|Application shutdown complete\.|"
                       r"Finished server process \[\d+\]")
 STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+# its capacity, logged once it is up: a KV cache smaller than one request of its context length still starts (a real
+# 0.5.11 at --mem-fraction-static 0.001 served with 117 tokens), and then refuses every longer input
+CAPACITY = re.compile(r"max_total_num_tokens=(?P<tokens>\d+), .*?\bcontext_len=(?P<context>\d+)")
 EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|AssertionError|KeyError|Exception)(?::.*)?$")
 DECODE_LINE = re.compile(r"Decode batch[.,].*?accept len: (?P<len>\d+(?:\.\d+)?)")
 MILESTONES = (
@@ -199,6 +202,11 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
                 seen_kinds.update(("draft_does_not_fit", "cuda_graph_capture_failed"))
                 report.diagnoses.append(draft_does_not_fit(shape, number, facts.get("draft"), facts.get("model")))
                 continue
+        if "max_total_num_tokens=" in line and "kv_cache_below_context" not in seen_kinds and (cap := CAPACITY.search(line)):
+            seen_kinds.add("kv_cache_below_context")
+            if int(cap.group("tokens")) < int(cap.group("context")):
+                report.diagnoses.append(_below_context(int(cap.group("tokens")), int(cap.group("context")), facts.get("mem_fraction"),
+                                                       number))
         if "crashed with exit code" in line and "subprocess_ended" not in seen_kinds and (ended := SUBPROCESS_ENDED.search(line)):
             seen_kinds.add("subprocess_ended")
             report.diagnoses.append(_subprocess_ended(ended, number))
@@ -210,7 +218,7 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
                     report.diagnoses.append(_from_signature(signature, match, facts, number, schema))
         if SIGQUIT.search(line) and "child_failed" not in seen_kinds:
             seen_kinds.add("child_failed")
-            if not any(d.kind not in CONSEQUENCES for d in report.diagnoses):
+            if not any(d.kind not in CONSEQUENCES and d.severity == "error" for d in report.diagnoses):
                 cause = _traceback_cause(run, offset)
                 if cause is not None:
                     text, index = cause
@@ -225,7 +233,7 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
             f"accept len 1.00 on all {len(decode_lens)} decode lines: the draft is not used (layers.0.* keys skipped by "
             "SGLang 0.4.9-0.5.11, or wrong aux layers): run cockpit drafter inspect",
             None, None, ("cockpit drafter fix-keys DRAFT_DIR",), report.run_start_line, severity="error"))
-    if not report.diagnoses and not report.ready:
+    if not any(d.severity == "error" for d in report.diagnoses) and not report.ready:
         tail_exc = _traceback_cause(run, len(run)) if any("Traceback (most recent call last)" in l for l in run) else None
         # the server's last word only: a traceback it logged and went on after (a route it could not set up, then
         # "Application startup complete") is no end (a real 0.5.11 without openai_harmony, read before it was ready)
@@ -236,9 +244,10 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
         ready_at = max(n for m, n in report.milestones if m == "ready")
         report.stopped_at = next((n for line, n in zip(run, run_numbers) if n > ready_at and SHUTDOWN.search(line.rstrip())), None)
         # errors before the ready line belong to start-up noise only when the server still came up
-        report.diagnoses = [d for d in report.diagnoses if d.kind == "draft_weights_not_loaded" or d.line is None
+        report.diagnoses = [d for d in report.diagnoses if d.kind in ("draft_weights_not_loaded", "kv_cache_below_context") or d.line is None
                             or d.line > max(n for m, n in report.milestones if m == "ready")]
-    report.diagnoses.sort(key=lambda d: d.kind in CONSEQUENCES)  # the root cause first, what followed from it after
+    # the root cause first, what followed from it after, a warning last
+    report.diagnoses.sort(key=lambda d: (d.severity != "error", d.kind in CONSEQUENCES))
     seen: set = set()
     unique = []
     for d in report.diagnoses:  # several ranks print the same error: said once, at its first line
@@ -252,6 +261,17 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
 SERVER_ARGS_FACTS = {"port": r"\bport=(\d+)", "mem_fraction": r"\bmem_fraction_static=([\d.]+)", "tp": r"\btp_size=(\d+)",
                      "model": r"\bmodel_path='([^']*)'", "draft": r"\bspeculative_draft_model_path='([^']*)'"}
 TRACEBACK_FILE = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def _below_context(tokens: int, context: int, fraction: str | None, line: int) -> Diagnosis:
+    """A server up with a KV cache smaller than one request of its context length: SGLang refuses inputs of
+    min(context_len, pool) - 6 tokens or more (its scheduler's max_req_input_len) and cuts outputs at the pool."""
+    now = f" (now {fraction})" if fraction else ""
+    return Diagnosis("kv_cache_below_context",
+                     f"its KV cache holds {tokens} tokens, fewer than one request of its context length {context}: SGLang "
+                     f"refuses inputs of about {max(tokens - 6, 1)} tokens or more and cuts outputs short; raise "
+                     f"--mem-fraction-static{now} or use more GPUs", "--mem-fraction-static", fraction,
+                     ("a larger --mem-fraction-static", "more GPUs (--tp-size)"), line, severity="warning")
 
 
 def _logged(run: list[str], exception_at: int) -> bool:
