@@ -225,11 +225,7 @@ class ServerWatcher:
         if self.follower is not None:
             with contextlib.suppress(TransportError, OSError):
                 new += await self.follower.poll()
-        self.lines.extend(new)
-        if len(self.lines) > self.keep_lines:
-            self._dropped += len(self.lines) - self.keep_lines
-            del self.lines[:-self.keep_lines]
-        self.live.figures.feed(new)
+        self._take(new)
         health = await probe_health(self.transport, self.port) if self.port else "no port"
         if self.manager_state is not None and self.manager_state.phase != "unknown":
             alive = self.manager_state.phase in ("running", "pending")  # its manager says (a container's pid is not ours)
@@ -265,10 +261,8 @@ class ServerWatcher:
             # its last words, read once it is known gone (what it wrote as the look began is in its log by now)
             with contextlib.suppress(TransportError, OSError):
                 last = await self.follower.poll()
-                if last:
-                    self.lines.extend(last)
-                    self.live.figures.feed(last)
-                    new += last
+                self._take(last)
+                new += last
         if self._report is None or not all(map(routine_line, new)) or (
                 new and any(d.kind == "draft_weights_not_loaded" for d in self._report.diagnoses)):
             # ~70 ms for 2000 lines: made again when a line came that can change it, not for each second's
@@ -287,6 +281,15 @@ class ServerWatcher:
             ended = server_end(stop, self.pid, self.transport.name, mgr, errors, self._found_gone_at, self.live.figures.shutdown)
         self.live.figures.ended = ended
         return ServerStatus(health, alive or confirming, self._report, new, self.live.figures.to_json(history=60), group, ended, confirming)
+
+
+    def _take(self, lines: list[str]) -> None:
+        """New lines of its log: kept (the last keep_lines) and read into the live figures."""
+        self.lines.extend(lines)
+        if len(self.lines) > self.keep_lines:
+            self._dropped += len(self.lines) - self.keep_lines
+            del self.lines[:-self.keep_lines]
+        self.live.figures.feed(lines)
 
 
 def death_alert(step: str, result, was_alive: bool, status: "ServerStatus"):

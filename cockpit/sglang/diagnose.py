@@ -10,6 +10,7 @@ on odd input.
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 
 from cockpit.errors import CockpitError
@@ -100,7 +101,8 @@ SUBPROCESS_ENDED = re.compile(r"Subprocess (?P<name>\S+) \(pid=(?P<pid>\d+)\) cr
 # it came up, what ends then is the stop's teardown (a SIGTERM to its process group ends its children with -15)
 SHUTDOWN = re.compile(r"SIGTERM received\. .*shutting down|INFO:     Shutting down$|Application shutdown complete\.|"
                       r"Finished server process \[\d+\]")
-STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+# its stamp, `[2026-12-07 22:03:58]`, after a Ray actor's prefix where there is one (the time: group 1)
+STAMP = re.compile(r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 # its capacity, logged once it is up: a KV cache smaller than one request of its context length still starts (a real
 # 0.5.11 at --mem-fraction-static 0.001 served with 117 tokens), and then refuses every longer input
 CAPACITY = re.compile(r"max_total_num_tokens=(?P<tokens>\d+), .*?\bcontext_len=(?P<context>\d+)")
@@ -245,7 +247,7 @@ def read_log(lines: list[str], numbers: list[int], schema: FlagSchema | None = N
         report.stopped_at = next((n for line, n in zip(run, run_numbers) if n > ready_at and SHUTDOWN.search(line.rstrip())), None)
         # errors before the ready line belong to start-up noise only when the server still came up
         report.diagnoses = [d for d in report.diagnoses if d.kind in ("draft_weights_not_loaded", "kv_cache_below_context") or d.line is None
-                            or d.line > max(n for m, n in report.milestones if m == "ready")]
+                            or d.line > ready_at]
     # the root cause first, what followed from it after, a warning last
     report.diagnoses.sort(key=lambda d: (d.severity != "error", d.kind in CONSEQUENCES))
     seen: set = set()
@@ -288,8 +290,6 @@ def _logged(run: list[str], exception_at: int) -> bool:
 def _subprocess_ended(match: re.Match, line: int) -> Diagnosis:
     """A server process that ended, as SGLang's watchdog says it: a signal is the cause (SIGKILL: the OOM killer, a
     scheduler, kill -9), an exit code a consequence of the error logged above it."""
-    import signal
-
     name, pid, code = match.group("name"), match.group("pid"), int(match.group("code"))
     if code < 0:
         try:

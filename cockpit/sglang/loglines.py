@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from cockpit.serving.engine import LiveLine
-from cockpit.sglang.diagnose import SHUTDOWN
+from cockpit.sglang.diagnose import SHUTDOWN, STAMP
 
 # runs-facts "What a monitor should parse", item 5: every version's decode and prefill lines
 BATCH_RE = re.compile(
@@ -77,13 +77,10 @@ def live_line(line: str) -> LiveLine | None:
     return None
 
 
-_STAMP = re.compile(r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
-
-
 def line_time(line: str) -> float | None:
     """The time an SGLang line carries (`[2026-12-07 22:03:58]`, the server's local time), as epoch seconds; None for a
     line without its stamp (a traceback, a progress bar)."""
-    m = _STAMP.match(line)
+    m = STAMP.match(line)
     if m is None:
         return None
     try:

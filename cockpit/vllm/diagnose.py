@@ -163,9 +163,9 @@ def diagnose(lines: list[str], first_line: int = 1, version: str | None = None, 
                 continue
         if "mat1 and mat2" in text and (m := SHAPE_MISMATCH.search(text)) and in_draft(lines, offset):
             args = _given_args(lines)
-            draft = (_given_config(lines) or {}).get("model")
-            add(draft_does_not_fit(m, number, draft if isinstance(draft, str) else None,
-                                   args.get("model") if isinstance(args.get("model"), str) else None))
+            spec = args.get("speculative_config")
+            draft, target = (spec.get("model") if isinstance(spec, dict) else None), args.get("model")
+            add(draft_does_not_fit(m, number, draft if isinstance(draft, str) else None, target if isinstance(target, str) else None))
             continue
         if (m := _OLD_FRACTION.search(text)):
             add(_fraction(float(m.group("value")), number))
